@@ -1,0 +1,91 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "BeaconBridge",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "beacon-gateway", targets: ["beacon-gateway"]),
+        .executable(name: "beacon-brain", targets: ["beacon-brain"]),
+        .executable(name: "beaconctl", targets: ["beaconctl"]),
+        .library(name: "BeaconKit", targets: ["BeaconKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
+    ],
+    targets: [
+        // Pure Swift: no C, no I/O, no clock of its own.
+        .target(
+            name: "BeaconKit",
+            dependencies: [.product(name: "RealModule", package: "swift-numerics")],
+            swiftSettings: swiftSettings),
+
+        // Thin system-library wrappers; everything above them is Swift.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto",
+                       providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
+                       providers: [.apt(["libbluetooth-dev"])]),
+
+        .target(name: "SystemCalls", swiftSettings: swiftSettings),
+        .target(
+            name: "HCI",
+            dependencies: ["BeaconKit", "CBlueZ", "SystemCalls",
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "MQTT",
+            dependencies: ["CMosquitto", "BeaconKit",
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "Gateway",
+            dependencies: ["BeaconKit", "HCI", "MQTT",
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "Brain",
+            dependencies: ["BeaconKit", "MQTT",
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        .target(
+            name: "CommandLineSupport",
+            dependencies: ["BeaconKit",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
+
+        .executableTarget(
+            name: "beacon-gateway",
+            dependencies: ["Gateway", "CommandLineSupport",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "beacon-brain",
+            dependencies: ["Brain", "CommandLineSupport",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "beaconctl",
+            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings),
+
+        .testTarget(name: "BeaconKitTests", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway",
+                           "beacon-gateway", "beacon-brain", "beaconctl"],
+            swiftSettings: swiftSettings),
+    ]
+)

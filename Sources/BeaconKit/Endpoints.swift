@@ -1,0 +1,177 @@
+/// Where advertising reports come from (SPEC §2).
+public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
+    /// Kernel HCI socket through libbluetooth: `hci:0`.
+    case hci(adapter: Int)
+    /// An H4 byte stream on a Unix socket: `h4:unix:/tmp/bt-server-le`.
+    case h4Unix(path: String)
+    /// An H4 byte stream over TCP: `h4:tcp:127.0.0.1:45550`.
+    case h4TCP(host: String, port: UInt16)
+    /// A UART: `h4:tty:/dev/ttyAMA0@115200`.
+    case h4TTY(path: String, baud: Int)
+    /// A capture: `btsnoop:/path/file.log`, optionally `?speed=N&loop`.
+    case btsnoop(path: String, speed: Double, loop: Bool)
+
+    public static let supportedBaudRates = [9600, 19200, 38400, 57600, 115200, 230400, 460800,
+                                            500000, 921600, 1000000, 1500000, 2000000, 3000000]
+
+    public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        public var uri: String
+        public var reason: String
+        public var description: String { "source \"\(uri)\": \(reason)" }
+    }
+
+    public init(parsing text: String) throws(ParseError) {
+        func fail(_ reason: String) -> ParseError { ParseError(uri: text, reason: reason) }
+        if text.hasPrefix("hci:") {
+            guard let index = Int(text.dropFirst(4)), (0...255).contains(index) else {
+                throw fail("expected hci:N with N an adapter index 0-255")
+            }
+            self = .hci(adapter: index)
+        } else if text.hasPrefix("h4:unix:") {
+            let path = String(text.dropFirst(8))
+            guard path.hasPrefix("/") else { throw fail("expected h4:unix:/absolute/path") }
+            self = .h4Unix(path: path)
+        } else if text.hasPrefix("h4:tcp:") {
+            let rest = text.dropFirst(7)
+            guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]),
+                  port > 0, colon != rest.startIndex
+            else { throw fail("expected h4:tcp:HOST:PORT") }
+            var host = String(rest[..<colon])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            self = .h4TCP(host: host, port: port)
+        } else if text.hasPrefix("h4:tty:") {
+            let rest = text.dropFirst(7)
+            let parts = rest.split(separator: "@", maxSplits: 1)
+            guard let path = parts.first, path.hasPrefix("/") else { throw fail("expected h4:tty:/dev/NAME[@BAUD]") }
+            var baud = 115200
+            if parts.count == 2 {
+                guard let value = Int(parts[1]), Self.supportedBaudRates.contains(value) else {
+                    throw fail("baud rate must be one of \(Self.supportedBaudRates.map(String.init).joined(separator: ", "))")
+                }
+                baud = value
+            }
+            self = .h4TTY(path: String(path), baud: baud)
+        } else if text.hasPrefix("btsnoop:") {
+            let rest = text.dropFirst(8)
+            let parts = rest.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            let path = String(parts[0])
+            guard !path.isEmpty else { throw fail("expected btsnoop:/path/to/capture.log") }
+            var speed = 1.0
+            var loop = false
+            if parts.count == 2 {
+                for option in parts[1].split(separator: "&") {
+                    let pair = option.split(separator: "=", maxSplits: 1)
+                    switch pair[0] {
+                    case "speed":
+                        guard pair.count == 2, let value = Double(pair[1]), value >= 0, value.isFinite else {
+                            throw fail("speed must be a number ≥ 0 (0 = as fast as possible)")
+                        }
+                        speed = value
+                    case "loop":
+                        guard pair.count == 1 || pair[1] == "true" || pair[1] == "1" else {
+                            throw fail("loop takes no value")
+                        }
+                        loop = true
+                    default:
+                        throw fail("unknown option \"\(pair[0])\" (known: speed, loop)")
+                    }
+                }
+            }
+            self = .btsnoop(path: path, speed: speed, loop: loop)
+        } else {
+            throw fail("unknown scheme; use hci:N, h4:unix:PATH, h4:tcp:HOST:PORT, h4:tty:DEV[@BAUD] or btsnoop:FILE")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .hci(let adapter): "hci:\(adapter)"
+        case .h4Unix(let path): "h4:unix:\(path)"
+        case .h4TCP(let host, let port): host.contains(":") ? "h4:tcp:[\(host)]:\(port)" : "h4:tcp:\(host):\(port)"
+        case .h4TTY(let path, let baud): "h4:tty:\(path)@\(baud)"
+        case .btsnoop(let path, let speed, let loop):
+            "btsnoop:\(path)" + (speed == 1 && !loop ? "" : "?speed=\(speed)" + (loop ? "&loop" : ""))
+        }
+    }
+
+    /// Whether the gateway owns the controller (resets and restores it).
+    public var ownsController: Bool {
+        switch self {
+        case .h4Unix, .h4TCP, .h4TTY: true
+        case .hci, .btsnoop: false
+        }
+    }
+}
+
+/// `mqtt://[user@]host[:port]` or `mqtts://…` (TLS). Passwords never appear in URLs.
+public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
+    public var tls: Bool
+    public var username: String?
+    public var host: String
+    public var port: UInt16
+
+    public init(tls: Bool = false, username: String? = nil, host: String, port: UInt16? = nil) {
+        self.tls = tls
+        self.username = username
+        self.host = host
+        self.port = port ?? (tls ? 8883 : 1883)
+    }
+
+    public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        public var url: String
+        public var reason: String
+        public var description: String { "broker URL \"\(url)\": \(reason)" }
+    }
+
+    public init(parsing text: String) throws(ParseError) {
+        func fail(_ reason: String) -> ParseError { ParseError(url: text, reason: reason) }
+        let rest: Substring
+        if text.hasPrefix("mqtt://") {
+            tls = false
+            rest = text.dropFirst(7)
+        } else if text.hasPrefix("mqtts://") {
+            tls = true
+            rest = text.dropFirst(8)
+        } else {
+            throw fail("expected mqtt://[user@]host[:port] or mqtts://…")
+        }
+        var authority = rest
+        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        guard !authority.contains("/"), !authority.contains("?") else { throw fail("a broker URL has no path or query") }
+        username = nil
+        if let at = authority.lastIndex(of: "@") {
+            let user = authority[..<at]
+            guard !user.isEmpty else { throw fail("empty user name before '@'") }
+            guard !user.contains(":") else {
+                throw fail("a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD")
+            }
+            username = String(user)
+            authority = authority[authority.index(after: at)...]
+        }
+        var hostPart = authority
+        var portValue: UInt16?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw fail("unclosed '[' in an IPv6 host") }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let p = UInt16(after.dropFirst()), p > 0 else { throw fail("bad port") }
+                portValue = p
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            guard let p = UInt16(authority[authority.index(after: colon)...]), p > 0 else {
+                throw fail("port must be 1-65535")
+            }
+            portValue = p
+        }
+        guard !hostPart.isEmpty else { throw fail("missing host") }
+        host = String(hostPart)
+        port = portValue ?? (tls ? 8883 : 1883)
+    }
+
+    public var description: String {
+        let hostText = host.contains(":") ? "[\(host)]" : host
+        return (tls ? "mqtts://" : "mqtt://") + (username.map { $0 + "@" } ?? "") + hostText + ":\(port)"
+    }
+}

@@ -1,0 +1,119 @@
+/// A point in wall-clock time: nanoseconds since 1970-01-01T00:00:00Z.
+///
+/// BeaconKit never reads a clock: callers pass `Instant`s in (the live clock at the
+/// edges, a capture's timestamps in a replay), which is what makes replays and tests
+/// deterministic.
+public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var nanoseconds: Int64
+
+    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+
+    public init(seconds: Double) { nanoseconds = Int64((seconds * 1e9).rounded()) }
+
+    public static let epoch = Instant(nanoseconds: 0)
+
+    public var seconds: Double { Double(nanoseconds) / 1e9 }
+
+    public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    /// Seconds from `other` to `self`.
+    public func seconds(since other: Instant) -> Double { Double(nanoseconds - other.nanoseconds) / 1e9 }
+
+    public static func + (lhs: Instant, seconds: Double) -> Instant {
+        Instant(nanoseconds: lhs.nanoseconds + Int64((seconds * 1e9).rounded()))
+    }
+
+    public static func - (lhs: Instant, seconds: Double) -> Instant { lhs + (-seconds) }
+
+    /// ISO-8601 UTC with milliseconds: `2026-11-21T09:30:00.125Z`.
+    public var iso8601: String {
+        var out = ""
+        out.reserveCapacity(24)
+        appendISO8601(to: &out)
+        return out
+    }
+
+    public var description: String { iso8601 }
+
+    /// Appends the ISO-8601 form without intermediate strings (used by payload encoders).
+    public func appendISO8601(to out: inout String) {
+        let millis = nanoseconds >= 0 ? nanoseconds / 1_000_000 : (nanoseconds - 999_999) / 1_000_000
+        var days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
+        let msOfDay = millis - days * 86_400_000
+        // Howard Hinnant's civil-from-days.
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let doe = days - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        appendDigits(year, width: 4, to: &out)
+        out.append("-")
+        appendDigits(month, width: 2, to: &out)
+        out.append("-")
+        appendDigits(day, width: 2, to: &out)
+        out.append("T")
+        appendDigits(msOfDay / 3_600_000, width: 2, to: &out)
+        out.append(":")
+        appendDigits(msOfDay / 60_000 % 60, width: 2, to: &out)
+        out.append(":")
+        appendDigits(msOfDay / 1000 % 60, width: 2, to: &out)
+        out.append(".")
+        appendDigits(msOfDay % 1000, width: 3, to: &out)
+        out.append("Z")
+    }
+
+    /// Parses what `iso8601` writes (also without milliseconds); `nil` otherwise.
+    public init?(iso8601 text: String) {
+        let u = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int64? {
+            guard range.upperBound <= u.count else { return nil }
+            var value: Int64 = 0
+            for i in range {
+                guard u[i] >= 0x30 && u[i] <= 0x39 else { return nil }
+                value = value * 10 + Int64(u[i] - 0x30)
+            }
+            return value
+        }
+        guard u.count == 20 || u.count == 24, u.last == UInt8(ascii: "Z"),
+              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        var millis: Int64 = 0
+        if u.count == 24 {
+            guard u[19] == UInt8(ascii: "."), let ms = number(20..<23) else { return nil }
+            millis = ms
+        }
+        // days-from-civil
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = month > 2 ? month - 3 : month + 9
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        let total = ((days * 24 + hour) * 60 + minute) * 60 + second
+        nanoseconds = (total * 1000 + millis) * 1_000_000
+    }
+}
+
+@inline(__always)
+func appendDigits(_ value: Int64, width: Int, to out: inout String) {
+    var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0)
+    var v = value < 0 ? 0 : value
+    var count = 0
+    withUnsafeMutableBytes(of: &digits) { buffer in
+        repeat {
+            buffer[7 - count] = UInt8(v % 10) + 0x30
+            v /= 10
+            count += 1
+        } while (v > 0 || count < width) && count < 8
+    }
+    withUnsafeBytes(of: &digits) { buffer in
+        for i in (8 - count)..<8 { out.unicodeScalars.append(Unicode.Scalar(buffer[i])) }
+    }
+}

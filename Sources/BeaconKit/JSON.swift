@@ -1,0 +1,482 @@
+/// A JSON document as values, keeping object key order (for stable output and for
+/// error messages that point at the first offending key).
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    /// A short name of the type, for error messages.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let object) = self { return object[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    public var numberValue: Double? {
+        if case .number(let n) = self { return n }
+        return nil
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+
+    public var objectValue: JSONObject? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+}
+
+/// An ordered JSON object.
+public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    public var members: [(key: String, value: JSONValue)]
+
+    public init(_ members: [(key: String, value: JSONValue)] = []) { self.members = members }
+
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        members = elements.map { (key: $0.0, value: $0.1) }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        get { members.first { $0.key == key }?.value }
+        set {
+            if let i = members.firstIndex(where: { $0.key == key }) {
+                if let newValue { members[i].value = newValue } else { members.remove(at: i) }
+            } else if let newValue {
+                members.append((key: key, value: newValue))
+            }
+        }
+    }
+
+    public var keys: [String] { members.map(\.key) }
+    public var isEmpty: Bool { members.isEmpty }
+
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+        lhs.members.count == rhs.members.count
+            && zip(lhs.members, rhs.members).allSatisfy { $0.key == $1.key && $0.value == $1.value }
+    }
+}
+
+/// Why a JSON text was rejected, with where.
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: String
+    public var line: Int
+    public var column: Int
+
+    public var description: String { "invalid JSON at line \(line), column \(column): \(reason)" }
+}
+
+/// A strict RFC 8259 parser with limits for untrusted input: nesting depth, and
+/// duplicate keys rejected (a config where the second `"uuids"` silently wins is a trap).
+public struct JSONParser {
+    public var maxDepth: Int
+
+    public init(maxDepth: Int = 64) { self.maxDepth = maxDepth }
+
+    public func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        var copy = text
+        return try copy.withUTF8 { bytes in
+            Result { () throws(JSONParseError) in try parse(UnsafeRawBufferPointer(bytes)) }
+        }.get()
+    }
+
+    public func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(JSONParseError) in try parse(raw) }
+        }.get()
+    }
+
+    public func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+        var state = State(bytes: bytes, maxDepth: maxDepth)
+        state.skipWhitespace()
+        let value = try state.value(depth: 0)
+        state.skipWhitespace()
+        guard state.offset == bytes.count else { throw state.error("unexpected content after the document") }
+        return value
+    }
+
+    struct State {
+        let bytes: UnsafeRawBufferPointer
+        let maxDepth: Int
+        var offset = 0
+
+        init(bytes: UnsafeRawBufferPointer, maxDepth: Int) {
+            self.bytes = bytes
+            self.maxDepth = maxDepth
+        }
+
+        func error(_ reason: String) -> JSONParseError {
+            var line = 1
+            var column = 1
+            for i in 0..<min(offset, bytes.count) {
+                if bytes[i] == 0x0A { line += 1; column = 1 } else { column += 1 }
+            }
+            return JSONParseError(reason: reason, line: line, column: column)
+        }
+
+        var peek: UInt8? { offset < bytes.count ? bytes[offset] : nil }
+
+        mutating func skipWhitespace() {
+            while let c = peek, c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { offset += 1 }
+        }
+
+        mutating func expect(_ literal: StaticString, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+            let count = literal.utf8CodeUnitCount
+            guard offset + count <= bytes.count else { throw error("unexpected end of input") }
+            for i in 0..<count where bytes[offset + i] != literal.utf8Start[i] {
+                throw error("unexpected character")
+            }
+            offset += count
+            return value
+        }
+
+        mutating func value(depth: Int) throws(JSONParseError) -> JSONValue {
+            guard let c = peek else { throw error("unexpected end of input") }
+            switch c {
+            case UInt8(ascii: "{"): return try object(depth: depth + 1)
+            case UInt8(ascii: "["): return try array(depth: depth + 1)
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "t"): return try expect("true", .bool(true))
+            case UInt8(ascii: "f"): return try expect("false", .bool(false))
+            case UInt8(ascii: "n"): return try expect("null", .null)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
+            default: throw error("unexpected character")
+            }
+        }
+
+        mutating func object(depth: Int) throws(JSONParseError) -> JSONValue {
+            guard depth <= maxDepth else { throw error("nested deeper than \(maxDepth) levels") }
+            offset += 1
+            var object = JSONObject()
+            skipWhitespace()
+            if peek == UInt8(ascii: "}") {
+                offset += 1
+                return .object(object)
+            }
+            while true {
+                skipWhitespace()
+                guard peek == UInt8(ascii: "\"") else { throw error("expected a string key") }
+                let keyStart = offset
+                let key = try string()
+                if object[key] != nil {
+                    offset = keyStart
+                    throw error("duplicate key \"\(key)\"")
+                }
+                skipWhitespace()
+                guard peek == UInt8(ascii: ":") else { throw error("expected ':' after a key") }
+                offset += 1
+                skipWhitespace()
+                object.members.append((key: key, value: try value(depth: depth)))
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): offset += 1
+                case UInt8(ascii: "}"): offset += 1; return .object(object)
+                default: throw error("expected ',' or '}' in an object")
+                }
+            }
+        }
+
+        mutating func array(depth: Int) throws(JSONParseError) -> JSONValue {
+            guard depth <= maxDepth else { throw error("nested deeper than \(maxDepth) levels") }
+            offset += 1
+            var elements: [JSONValue] = []
+            skipWhitespace()
+            if peek == UInt8(ascii: "]") {
+                offset += 1
+                return .array(elements)
+            }
+            while true {
+                skipWhitespace()
+                elements.append(try value(depth: depth))
+                skipWhitespace()
+                switch peek {
+                case UInt8(ascii: ","): offset += 1
+                case UInt8(ascii: "]"): offset += 1; return .array(elements)
+                default: throw error("expected ',' or ']' in an array")
+                }
+            }
+        }
+
+        mutating func number() throws(JSONParseError) -> Double {
+            let start = offset
+            if peek == UInt8(ascii: "-") { offset += 1 }
+            guard let first = peek, first >= 0x30 && first <= 0x39 else { throw error("invalid number") }
+            offset += 1
+            if first != 0x30 { while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 } }
+            if peek == UInt8(ascii: ".") {
+                offset += 1
+                guard let c = peek, c >= 0x30 && c <= 0x39 else { throw error("invalid number") }
+                while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 }
+            }
+            if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+                offset += 1
+                if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { offset += 1 }
+                guard let c = peek, c >= 0x30 && c <= 0x39 else { throw error("invalid number") }
+                while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 }
+            }
+            let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<offset]), as: UTF8.self)
+            guard let value = Double(text), value.isFinite else {
+                offset = start
+                throw error("number out of range")
+            }
+            return value
+        }
+
+        mutating func hex4() throws(JSONParseError) -> UInt32 {
+            guard offset + 4 <= bytes.count else { throw error("truncated \\u escape") }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                guard let nibble = hexNibble(Unicode.Scalar(bytes[offset])) else { throw error("invalid \\u escape") }
+                value = value << 4 | UInt32(nibble)
+                offset += 1
+            }
+            return value
+        }
+
+        mutating func string() throws(JSONParseError) -> String {
+            offset += 1
+            let start = offset
+            // Fast path: no escapes.
+            while let c = peek, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20 { offset += 1 }
+            if peek == UInt8(ascii: "\"") {
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<offset])
+                offset += 1
+                guard let text = String(validating: slice, as: UTF8.self) else {
+                    offset = start
+                    throw error("string is not valid UTF-8")
+                }
+                return text
+            }
+            var out: [UInt8] = Array(bytes[start..<offset])
+            while true {
+                guard let c = peek else { throw error("unterminated string") }
+                offset += 1
+                switch c {
+                case UInt8(ascii: "\""):
+                    guard let text = String(validating: out, as: UTF8.self) else {
+                        throw error("string is not valid UTF-8")
+                    }
+                    return text
+                case UInt8(ascii: "\\"):
+                    guard let e = peek else { throw error("unterminated string") }
+                    offset += 1
+                    switch e {
+                    case UInt8(ascii: "\""): out.append(0x22)
+                    case UInt8(ascii: "\\"): out.append(0x5C)
+                    case UInt8(ascii: "/"): out.append(0x2F)
+                    case UInt8(ascii: "b"): out.append(0x08)
+                    case UInt8(ascii: "f"): out.append(0x0C)
+                    case UInt8(ascii: "n"): out.append(0x0A)
+                    case UInt8(ascii: "r"): out.append(0x0D)
+                    case UInt8(ascii: "t"): out.append(0x09)
+                    case UInt8(ascii: "u"):
+                        var scalar = try hex4()
+                        if (0xD800..<0xDC00).contains(scalar) {
+                            guard peek == UInt8(ascii: "\\"), offset + 1 < bytes.count,
+                                  bytes[offset + 1] == UInt8(ascii: "u") else { throw error("unpaired surrogate") }
+                            offset += 2
+                            let low = try hex4()
+                            guard (0xDC00..<0xE000).contains(low) else { throw error("unpaired surrogate") }
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        } else if (0xDC00..<0xE000).contains(scalar) {
+                            throw error("unpaired surrogate")
+                        }
+                        out.append(contentsOf: String(Unicode.Scalar(scalar)!).utf8)
+                    default:
+                        throw error("invalid escape")
+                    }
+                default:
+                    guard c >= 0x20 else { throw error("control character in a string") }
+                    out.append(c)
+                }
+            }
+        }
+    }
+}
+
+/// Appends JSON text to a string; used for every payload so that output is compact and
+/// identical byte for byte across runs.
+public struct JSONWriter {
+    public private(set) var text: String
+
+    public init(capacity: Int = 256) {
+        text = ""
+        text.reserveCapacity(capacity)
+    }
+
+    public mutating func write(_ value: JSONValue) {
+        switch value {
+        case .null: text += "null"
+        case .bool(let b): text += b ? "true" : "false"
+        case .number(let n): writeNumber(n)
+        case .string(let s): writeString(s)
+        case .array(let elements):
+            text += "["
+            for (i, element) in elements.enumerated() {
+                if i > 0 { text += "," }
+                write(element)
+            }
+            text += "]"
+        case .object(let object):
+            text += "{"
+            for (i, member) in object.members.enumerated() {
+                if i > 0 { text += "," }
+                writeString(member.key)
+                text += ":"
+                write(member.value)
+            }
+            text += "}"
+        }
+    }
+
+    /// Integers print without a fraction; non-finite numbers print as `null`.
+    public mutating func writeNumber(_ n: Double) {
+        if !n.isFinite {
+            text += "null"
+        } else if n == n.rounded(), abs(n) < 1e15 {
+            text += String(Int64(n))
+        } else {
+            text += String(n)
+        }
+    }
+
+    public mutating func writeString(_ s: String) {
+        text += "\""
+        var pendingStart = s.utf8.startIndex
+        let utf8 = s.utf8
+        var index = utf8.startIndex
+        while index != utf8.endIndex {
+            let c = utf8[index]
+            if c == 0x22 || c == 0x5C || c < 0x20 {
+                text += String(s[pendingStart..<index])
+                switch c {
+                case 0x22: text += "\\\""
+                case 0x5C: text += "\\\\"
+                case 0x0A: text += "\\n"
+                case 0x0D: text += "\\r"
+                case 0x09: text += "\\t"
+                default:
+                    text += "\\u00"
+                    appendHex(c, to: &text)
+                }
+                pendingStart = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        text += String(s[pendingStart..<utf8.endIndex])
+        text += "\""
+    }
+
+    /// Writes an object member by member without building a `JSONValue` first.
+    public mutating func object(_ body: (inout ObjectWriter) -> Void) {
+        var members = ObjectWriter(writer: self)
+        text = ""
+        members.writer.text += "{"
+        body(&members)
+        members.writer.text += "}"
+        self = members.writer
+    }
+
+    public struct ObjectWriter {
+        var writer: JSONWriter
+        var first = true
+
+        mutating func key(_ key: String) {
+            if !first { writer.text += "," }
+            first = false
+            writer.writeString(key)
+            writer.text += ":"
+        }
+
+        public mutating func callAsFunction(_ key: String, _ value: String?) {
+            self.key(key)
+            if let value { writer.writeString(value) } else { writer.text += "null" }
+        }
+
+        public mutating func callAsFunction(_ key: String, _ value: Int?) {
+            self.key(key)
+            if let value { writer.text += String(value) } else { writer.text += "null" }
+        }
+
+        public mutating func callAsFunction(_ key: String, _ value: Bool) {
+            self.key(key)
+            writer.text += value ? "true" : "false"
+        }
+
+        /// A number rounded to `places` decimals (distances, smoothed RSSI).
+        public mutating func callAsFunction(_ key: String, _ value: Double?, places: Int) {
+            self.key(key)
+            guard let value, value.isFinite else {
+                writer.text += "null"
+                return
+            }
+            writer.writeFixed(value, places: places)
+        }
+
+        public mutating func callAsFunction(_ key: String, _ value: JSONValue) {
+            self.key(key)
+            writer.write(value)
+        }
+
+        public mutating func callAsFunction(_ key: String, _ time: Instant) {
+            self.key(key)
+            writer.text += "\""
+            time.appendISO8601(to: &writer.text)
+            writer.text += "\""
+        }
+    }
+
+    /// Fixed-point output without going through `Double.description` (no exponent, no
+    /// `-0`): `-61.25`, `1.3`, `0`.
+    mutating func writeFixed(_ value: Double, places: Int) {
+        var scale: Int64 = 1
+        for _ in 0..<places { scale *= 10 }
+        var scaled = Int64((abs(value) * Double(scale)).rounded())
+        if scaled == 0 {
+            text += "0"
+            return
+        }
+        if value < 0 { text += "-" }
+        let whole = scaled / scale
+        scaled %= scale
+        text += String(whole)
+        guard scaled != 0 else { return }
+        text += "."
+        var digits = places
+        while scaled % 10 == 0 { scaled /= 10; digits -= 1 }
+        appendDigits(scaled, width: digits, to: &text)
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON text.
+    public var jsonText: String {
+        var writer = JSONWriter()
+        writer.write(self)
+        return writer.text
+    }
+}
