@@ -35,7 +35,7 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
-        .target(name: "SystemCalls", swiftSettings: swiftSettings),
+        .target(name: "SystemCalls", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         .target(
             name: "HCI",
             dependencies: ["BeaconKit", "CBlueZ", "SystemCalls",
@@ -81,10 +81,14 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
 
+        // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
+        .target(name: "TestSupport", dependencies: ["BeaconKit"], path: "Tests/TestSupport"),
         .testTarget(name: "BeaconKitTests", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway",
+            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "TestSupport",
                            "beacon-gateway", "beacon-brain", "beaconctl"],
             swiftSettings: swiftSettings),
     ]

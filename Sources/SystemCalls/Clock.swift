@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+public import BeaconKit
+
+/// The only place the live clock is read; everything below takes `Instant`s as input.
+public enum WallClock {
+    public static func now() -> Instant {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Instant(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+    }
+
+    /// Monotonic seconds, for measuring durations and rates.
+    public static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// CPU time used by this process, seconds.
+    public static func processCPU() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// Facts about this process.
+public enum ProcessInfo {
+    public static var id: Int32 { getpid() }
+
+    /// Resident set size in bytes, from /proc/self/statm.
+    public static func residentBytes() -> Int? {
+        guard let text = try? FileSystem.readText("/proc/self/statm") else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    public static var hostName: String {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        buffer.withUnsafeMutableBufferPointer { raw in
+            raw.withMemoryRebound(to: CChar.self) { _ = gethostname($0.baseAddress!, $0.count - 1) }
+        }
+        return String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+
+/// A process a test started, stopped again by its PID and nothing else.
+///
+/// Output goes to files in the test's temporary directory so a failing test can show it.
+public final class ChildProcess: @unchecked Sendable {
+    public let name: String
+    public let process: Process
+    public let stdoutPath: String
+    public let stderrPath: String
+    private let lock = NSLock()
+
+    /// Starts `executable` with `arguments`; `environment` adds to the inherited one.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                in directory: TemporaryDirectory, name: String? = nil, stdin: FileHandle? = nil) throws {
+        self.name = name ?? URL(fileURLWithPath: executable).lastPathComponent
+        let unique = UUID().uuidString.prefix(8)
+        stdoutPath = directory.path + "/\(self.name)-\(unique).out"
+        stderrPath = directory.path + "/\(self.name)-\(unique).err"
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = Foundation.ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        if let stdin { process.standardInput = stdin } else { process.standardInput = FileHandle.nullDevice }
+        try process.run()
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+
+    public var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    public var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+    public var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
+
+    /// Sends `signal` to this process only.
+    public func signal(_ signal: Int32) {
+        lock.lock()
+        defer { lock.unlock() }
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+
+    /// Waits for the process to end; its exit status, or `nil` on timeout.
+    @discardableResult
+    public func waitForExit(timeout: Double = 10) async -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline { return nil }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        return process.terminationStatus
+    }
+
+    /// SIGTERM, then SIGKILL if it does not end within `grace` seconds.
+    @discardableResult
+    public func stop(grace: Double = 5) async -> Int32? {
+        signal(SIGTERM)
+        if let status = await waitForExit(timeout: grace) { return status }
+        signal(SIGKILL)
+        return await waitForExit(timeout: 5)
+    }
+
+    /// A summary for failure messages.
+    public var diagnostics: String {
+        "--- \(name) (pid \(pid)) stdout ---\n\(stdout.suffix(4000))\n--- \(name) stderr ---\n\(stderr.suffix(4000))"
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// A directory removed when the test is done with it.
+public final class TemporaryDirectory: @unchecked Sendable {
+    public let path: String
+
+    public init(_ label: String = "beaconbridge") throws {
+        let template = NSTemporaryDirectory() + "/\(label)-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard let result = mkdtemp(&bytes) else { throw CocoaError(.fileWriteUnknown) }
+        path = String(cString: result)
+    }
+
+    public func file(_ name: String) -> String { path + "/" + name }
+
+    public func write(_ name: String, _ text: String) throws -> String {
+        let target = file(name)
+        try text.write(toFile: target, atomically: true, encoding: .utf8)
+        return target
+    }
+
+    public func write(_ name: String, bytes: [UInt8]) throws -> String {
+        let target = file(name)
+        try Data(bytes).write(to: URL(fileURLWithPath: target))
+        return target
+    }
+
+    deinit {
+        if Foundation.ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_TEST_FILES"] == nil {
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+}
+
+/// Finding programs: ours (built next to the test bundle) and the system's.
+public enum Programs {
+    /// The directory holding the built executables (`.build/debug`).
+    public static var buildDirectory: String {
+        let bundle = Bundle.main.bundleURL
+        // swift test runs `<build>/<Package>PackageTests.xctest`; products sit beside it.
+        var directory = bundle.deletingLastPathComponent()
+        if !FileManager.default.fileExists(atPath: directory.appendingPathComponent("beacon-gateway").path) {
+            directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        }
+        return directory.path
+    }
+
+    /// A product of this package: `beacon-gateway`, `beacon-brain`, `beaconctl`.
+    public static func built(_ name: String) -> String { buildDirectory + "/" + name }
+
+    /// A system program from PATH, `/usr/sbin` or `/sbin`; `nil` when absent.
+    public static func system(_ name: String) -> String? {
+        let path = Foundation.ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for directory in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/bin"] {
+            let candidate = directory + "/" + name
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    /// The repository root (for fixtures and scripts).
+    public static var repositoryRoot: String {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path
+    }
+
+    /// The shared test captures (`../shared/testdata/captures` or the copy in the repo).
+    public static var capturesDirectory: String { repositoryRoot + "/Tests/Fixtures/captures" }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+public enum FreePort {
+    public static func allocate() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                bind(fd, sa, length) == 0 && getsockname(fd, sa, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.EADDRINUSE) }
+        return UInt16(bigEndian: address.sin_port)
+    }
+}
+
+/// Polls `condition` until true or `timeout` seconds pass.
+public func eventually(timeout: Double = 10, interval: Double = 0.05,
+                       _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+    }
+    return try await condition()
+}
