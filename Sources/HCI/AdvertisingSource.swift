@@ -1,0 +1,56 @@
+public import BeaconKit
+
+/// One HCI event as a source delivers it, starting at the event code (no H4 type byte).
+public struct HCIFrame: Sendable, Equatable {
+    /// When the event was received: the live clock, or the capture's timestamp in a replay.
+    public var time: Instant
+    public var event: [UInt8]
+
+    public init(time: Instant, event: [UInt8]) {
+        self.time = time
+        self.event = event
+    }
+}
+
+/// Where a source stands, for logs and the health message.
+public enum SourceState: String, Sendable, Equatable {
+    /// Opening the device or file, initialising the controller.
+    case starting
+    /// Delivering advertising reports.
+    case running
+    /// Lost (adapter gone, socket closed, command failed); retrying with back-off.
+    case retrying
+    /// Scanning paused by an operator command.
+    case paused
+    /// A replay reached its end.
+    case finished
+}
+
+/// What a source hands to its consumer.
+public enum SourceOutput: Sendable, Equatable {
+    case frame(HCIFrame)
+    /// A state change with a human-readable detail (the error, the controller's address…).
+    case state(SourceState, detail: String)
+}
+
+/// "Now" in a source's own time: the wall clock for live sources, the virtual time of a
+/// replay (capture time, advancing at the replay speed) for captures. The gateway's
+/// timers (exits, rate limits) read this, never the wall clock directly, so a replay at
+/// any speed gives the same events.
+public protocol SourceClock: Sendable {
+    func now() -> Instant
+}
+
+/// A producer of HCI LE advertising report events.
+public protocol AdvertisingSource: Sendable {
+    /// The source URI, for logs and health.
+    var name: String { get }
+    var clock: any SourceClock { get }
+    /// Runs until cancelled (live sources, looping replays) or until the end of a replay.
+    /// Live sources report problems as `.state(.retrying, …)` and keep trying with
+    /// back-off; they throw only for errors no retry can fix (a bad URI, a missing
+    /// capability), with a message that says what to do.
+    func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws
+    /// Pauses or resumes scanning (the `{"scan":"pause"}` command). Replays ignore it.
+    func setScanning(_ enabled: Bool) async
+}
