@@ -197,3 +197,10 @@ extension Dictionary.Values {
         body(&self[index])
     }
 }
+
+extension Tracker {
+    /// Puts tracks back (after new settings are applied live); their filters keep going.
+    public mutating func restore(_ kept: some Sequence<Track>) {
+        for track in kept { tracks[track.id] = track }
+    }
+}

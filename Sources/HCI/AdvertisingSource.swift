@@ -31,6 +31,11 @@ public enum SourceOutput: Sendable, Equatable {
     case frame(HCIFrame)
     /// A state change with a human-readable detail (the error, the controller's address…).
     case state(SourceState, detail: String)
+    /// Time has reached this instant with no earlier frame still to come. Replays report
+    /// the passage of their virtual time in-band, in order with their frames, so that a
+    /// consumer's timers fire between the same frames at any replay speed. Live sources
+    /// do not send ticks: their consumer follows the wall clock.
+    case tick(Instant)
 }
 
 /// "Now" in a source's own time: the wall clock for live sources, the virtual time of a

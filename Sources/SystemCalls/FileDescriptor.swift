@@ -88,6 +88,17 @@ public enum FileSystem {
     }
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// `mkdir -p`.
+    public static func makeDirectories(_ path: String, mode: UInt32 = 0o755) throws(SystemError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if !exists(prefix) {
+                _ = try syscall("mkdir", subject: prefix) { mkdir(prefix, mode_t(mode)) }
+            }
+        }
+    }
 }
 
 /// The process environment.

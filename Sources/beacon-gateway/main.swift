@@ -1,1 +1,115 @@
-print("todo")
+import ArgumentParser
+import BeaconKit
+import CommandLineSupport
+import Gateway
+import HCI
+import Logging
+import ServiceLifecycle
+
+struct BeaconGateway: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "beacon-gateway",
+        abstract: "Scan BLE beacons through BlueZ and publish them to MQTT.",
+        discussion: """
+        Takes its own section of the fleet config (--id) and publishes:
+          beacons/<major>/<minor>                       sightings (at most one per beacon per publishInterval,
+                                                        at once on a proximity change; every advert with "raw")
+          beacons/<major>/<minor>/presence/<gateway>    retained while the beacon is in range, deleted on exit
+          gateways/<gateway>/status                     retained online/offline (offline is the last will)
+          gateways/<gateway>/health                     every healthInterval seconds
+        and obeys gateways/<gateway>/cmd ({"scan":"pause"|"resume"}, {"reload":true}) and a retained fleet/config.
+
+        Sources: hci:0 (kernel adapter), h4:unix:/path, h4:tcp:host:port, h4:tty:/dev/ttyAMA0@115200,
+        btsnoop:/path/capture.log (replay; --speed, --loop).
+
+        Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
+        The broker password comes from the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+
+        Example:
+          beacon-gateway --config deploy/fleet.example.json --id door --source btsnoop:/tmp/store/door.log --loop
+        """)
+
+    @Option(name: .long, help: ArgumentHelp("The fleet config (JSON).", valueName: "FLEET.json"))
+    var config: String
+
+    @Option(name: .long, help: ArgumentHelp("This gateway's id in the fleet config.", valueName: "GATEWAY"))
+    var id: String
+
+    @Option(name: .long, help: ArgumentHelp("Override the config's source.", valueName: "URI"))
+    var source: String?
+
+    @Option(name: .long, help: ArgumentHelp("Override the config's broker: mqtt://[user@]host[:port] or mqtts://…",
+                                            valueName: "URL"))
+    var broker: String?
+
+    @Option(name: .long, help: "Replay speed for btsnoop sources (0 = as fast as possible).")
+    var speed: Double?
+
+    @Flag(name: .long, help: "Replay a btsnoop source in a loop.")
+    var loop = false
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: LogLevelOption = .info
+
+    func run() async throws {
+        bootstrapLogging(logLevel)
+        var fleet = try ConfigLoading.load(config)
+        try ConfigLoading.override(&fleet, broker: broker)
+        guard let gateway = fleet.gateway(id: id) else {
+            let known = fleet.gateways.map(\.id)
+            throw CommandFailure("\(config) has no gateway \"\(id)\"" +
+                                 (known.isEmpty ? " (it lists none)" : "; it has: \(known.joined(separator: ", "))"))
+        }
+        var uri = gateway.source
+        if let source {
+            do { uri = try SourceURI(parsing: source) } catch { throw CommandFailure("--source: \(error.reason)") }
+        }
+        guard var uri else {
+            throw CommandFailure("gateway \"\(id)\" has no source in \(config); pass --source URI")
+        }
+        if case .btsnoop(let path, let configuredSpeed, let configuredLoop) = uri {
+            uri = .btsnoop(path: path, speed: speed ?? configuredSpeed, loop: loop || configuredLoop)
+        } else if speed != nil || loop {
+            throw CommandFailure("--speed and --loop apply to btsnoop: sources only")
+        }
+        let password = try ConfigLoading.password(for: fleet.broker)
+        let logger = Logger(label: "beacon-gateway.\(id)")
+
+        let advertisingSource: any AdvertisingSource
+        var ownTime = false
+        switch uri {
+        case .btsnoop(let path, let speed, let loop):
+            do {
+                advertisingSource = try BtsnoopSource(path: path, speed: speed, loop: loop)
+            } catch {
+                throw CommandFailure("source \(uri): \(error)")
+            }
+            ownTime = true
+        default:
+            do {
+                advertisingSource = try makeLiveSource(uri, scan: gateway.scan)
+            } catch {
+                throw CommandFailure("source \(uri): \(error)")
+            }
+        }
+        let service: GatewayService
+        do {
+            service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
+                                         sourceHasOwnTime: ownTime, password: password, configPath: config,
+                                         logger: logger)
+        } catch {
+            throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: service)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            throw CommandFailure("\(error)", status: .failure)
+        }
+    }
+}
+
+await runMain(BeaconGateway.self)

@@ -1,0 +1,66 @@
+/// A message waiting for the broker.
+public struct OutboxMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: String
+    public var qos: Int
+    public var retain: Bool
+
+    public init(topic: String, payload: String, qos: Int, retain: Bool) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+}
+
+/// What a gateway holds while the broker is away (SPEC §8): retained state (presence
+/// set or deleted) is kept, latest per topic, so no transition is lost; sightings are
+/// bounded and the oldest are dropped first, counted.
+public struct Outbox: Sendable {
+    public let sightingLimit: Int
+    private var retained: [String: OutboxMessage] = [:]
+    private var retainedOrder: [String] = []
+    private var sightings: [OutboxMessage] = []
+    private var head = 0
+    private var count = 0
+    /// Sightings dropped because the queue was full.
+    public private(set) var dropped = 0
+
+    public init(sightingLimit: Int) {
+        self.sightingLimit = max(1, sightingLimit)
+    }
+
+    /// Messages waiting.
+    public var depth: Int { retained.count + count }
+
+    /// Queues a retained state message; a later one for the same topic replaces it.
+    public mutating func keep(_ message: OutboxMessage) {
+        if retained.updateValue(message, forKey: message.topic) == nil { retainedOrder.append(message.topic) }
+    }
+
+    /// Queues a sighting, dropping the oldest when full.
+    public mutating func add(_ message: OutboxMessage) {
+        if sightings.count < sightingLimit {
+            sightings.append(message)
+            count += 1
+            return
+        }
+        // Full: the ring overwrites its oldest entry.
+        sightings[head] = message
+        head = (head + 1) % sightingLimit
+        dropped += 1
+    }
+
+    /// Everything queued, state first (in the order first queued), then sightings oldest
+    /// first; the outbox is empty afterwards.
+    public mutating func drain() -> [OutboxMessage] {
+        var out = retainedOrder.compactMap { retained[$0] }
+        for i in 0..<count { out.append(sightings[(head + i) % sightings.count]) }
+        retained.removeAll()
+        retainedOrder.removeAll()
+        sightings.removeAll(keepingCapacity: true)
+        head = 0
+        count = 0
+        return out
+    }
+}

@@ -1,0 +1,151 @@
+public import ArgumentParser
+public import BeaconKit
+public import Logging
+import SystemCalls
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Exit statuses of every BeaconBridge program (SPEC §9).
+public enum ExitStatus: Int32, Sendable {
+    case success = 0
+    /// A runtime failure: the broker refused us for good, a source failed in a way no retry fixes.
+    case failure = 1
+    /// Bad usage or bad config, with the reason on stderr.
+    case usage = 2
+}
+
+/// A problem to report on stderr before exiting with a status.
+public struct CommandFailure: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public var status: ExitStatus
+
+    public init(_ message: String, status: ExitStatus = .usage) {
+        self.message = message
+        self.status = status
+    }
+
+    public var description: String { message }
+}
+
+/// Runs a command the way every BeaconBridge executable should: parse, run, and turn
+/// every error into a clear line on stderr and the right exit status (ArgumentParser's
+/// own usage errors become status 2, not 64).
+public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, arguments: [String]? = nil) async -> Never {
+    var command: any ParsableCommand
+    do {
+        command = try type.parseAsRoot(arguments)
+    } catch {
+        let code = type.exitCode(for: error)
+        let message = type.fullMessage(for: error)
+        if code == .success {
+            print(message)
+            exit(0)
+        }
+        writeStandardError(message + "\n")
+        exit(ExitStatus.usage.rawValue)
+    }
+    do {
+        if var asyncCommand = command as? any AsyncParsableCommand {
+            try await asyncCommand.run()
+        } else {
+            try command.run()
+        }
+        exit(0)
+    } catch let failure as CommandFailure {
+        writeStandardError("\(programName): \(failure.message)\n")
+        exit(failure.status.rawValue)
+    } catch let errors as ConfigErrors {
+        writeStandardError(errors.errors.map { "\(programName): config: \($0)" }.joined(separator: "\n") + "\n")
+        exit(ExitStatus.usage.rawValue)
+    } catch let exitCode as ExitCode {
+        exit(exitCode.rawValue)
+    } catch {
+        let code = type.exitCode(for: error)
+        if code == .success { exit(0) }
+        let message = type.fullMessage(for: error)
+        writeStandardError("\(programName): \(message.isEmpty ? "\(error)" : message)\n")
+        exit(code == .validationFailure ? ExitStatus.usage.rawValue : ExitStatus.failure.rawValue)
+    }
+}
+
+var programName: String {
+    String(CommandLine.arguments.first?.split(separator: "/").last ?? "beaconbridge")
+}
+
+public func writeStandardError(_ text: String) {
+    var copy = text
+    copy.withUTF8 { buffer in _ = write(2, buffer.baseAddress, buffer.count) }
+}
+
+/// Writes a line to stdout and flushes, so pipes see each line as it happens.
+public func printLine(_ text: String) {
+    var line = text + "\n"
+    line.withUTF8 { buffer in
+        var offset = 0
+        while offset < buffer.count {
+            let n = write(1, buffer.baseAddress! + offset, buffer.count - offset)
+            if n <= 0 { break }
+            offset += n
+        }
+    }
+}
+
+/// `--log-level` values.
+public enum LogLevelOption: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case trace, debug, info, notice, warning, error, critical
+
+    public var level: Logger.Level { Logger.Level(rawValue: rawValue)! }
+}
+
+/// Logs to stderr at `level`, once per process.
+public func bootstrapLogging(_ level: LogLevelOption) {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level.level
+        return handler
+    }
+}
+
+/// Reading and overriding the fleet config, shared by every program.
+public enum ConfigLoading {
+    /// Reads and validates a config file; errors carry exit status 2.
+    public static func load(_ path: String) throws -> FleetConfig {
+        let text: String
+        do {
+            text = try FileSystem.readText(path)
+        } catch {
+            throw CommandFailure("cannot read config \(path): \(error)")
+        }
+        do {
+            return try FleetConfig.parse(text)
+        } catch {
+            throw CommandFailure(error.errors.map { "\(path): \($0)" }.joined(separator: "\n"))
+        }
+    }
+
+    /// Applies `--broker URL`.
+    public static func override(_ config: inout FleetConfig, broker: String?) throws {
+        guard let broker else { return }
+        do {
+            let url = try BrokerURL(parsing: broker)
+            config.broker.url = url
+            if let user = url.username { config.broker.username = user }
+        } catch {
+            throw CommandFailure("--broker: \(error.reason)")
+        }
+    }
+
+    /// The broker password: `BEACONBRIDGE_MQTT_PASSWORD`, else the config's password file.
+    public static func password(for broker: BrokerConfig) throws -> String? {
+        if let value = Environment.value("BEACONBRIDGE_MQTT_PASSWORD") { return value }
+        guard let file = broker.passwordFile else { return nil }
+        do {
+            let text = try FileSystem.readText(file)
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        } catch {
+            throw CommandFailure("cannot read the broker password file \(file): \(error)")
+        }
+    }
+}

@@ -1,0 +1,203 @@
+public import BeaconKit
+public import HCI
+public import Logging
+public import MQTT
+public import ServiceLifecycle
+import SystemCalls
+
+/// One gateway process: a source, the engine, the broker connection and the timers,
+/// run as a `Service` so SIGTERM/SIGINT shut it down in order: stop scanning (which
+/// restores the controller), withdraw presence, say `offline`, disconnect.
+public struct GatewayService: Service {
+    public static let version = "0.1.0"
+
+    let config: FleetConfig
+    let gateway: GatewayConfig
+    let source: any AdvertisingSource
+    let client: MQTTClient
+    let engine: GatewayEngine
+    let logger: Logger
+    /// Re-read for `{"reload":true}`; `nil` when the config did not come from a file.
+    let configPath: String?
+    /// The source reports time in-band (replays); otherwise the wall clock drives timers.
+    let sourceHasOwnTime: Bool
+
+    public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
+                password: String?, configPath: String?, logger: Logger) throws(MQTTError) {
+        self.config = config
+        self.gateway = gateway
+        self.source = source
+        self.sourceHasOwnTime = sourceHasOwnTime
+        self.configPath = configPath
+        self.logger = logger
+        let topics = config.topics
+        var options = MQTTClientOptions(broker: config.broker.url,
+                                        clientID: config.broker.clientId ?? "beacon-gateway-\(gateway.id)")
+        options.username = config.broker.username
+        options.password = password
+        options.tls = config.broker.tls
+        options.keepalive = config.broker.keepalive
+        options.version = config.broker.mqttVersion
+        options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
+        client = try MQTTClient(options)
+        engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)
+    }
+
+    public func run() async throws {
+        let topics = config.topics
+        let readBack = topics.presenceFilter(seenBy: gateway.id)
+        try client.subscribe(readBack + [topics.commands(ofGateway: gateway.id), topics.fleetConfig], qos: 1)
+        try client.start()
+        logger.info("gateway starting", metadata: [
+            "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker.url)",
+        ])
+        let started = WallClock.monotonic()
+        let sourceFinished = AtomicFlag()
+
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await self.source.run { output in
+                        switch output {
+                        case .frame(let frame): self.engine.handle(frame: frame)
+                        case .tick(let time): self.engine.advance(to: time)
+                        case .state(let state, let detail):
+                            if state == .finished { sourceFinished.set() }
+                            self.engine.sourceChanged(state, detail: detail)
+                        }
+                    }
+                }
+                group.addTask {
+                    for await event in self.client.events {
+                        self.handle(event, readBack: readBack)
+                    }
+                }
+                group.addTask {
+                    var nextHealth = WallClock.monotonic() + 1
+                    while !Task.isCancelled {
+                        try await Task.sleep(nanoseconds: 100_000_000)
+                        if !self.sourceHasOwnTime || sourceFinished.isSet {
+                            self.engine.advance(to: self.source.clock.now())
+                        }
+                        if self.engine.settleInheritedPresence(at: WallClock.now()) {
+                            try? self.client.unsubscribe(readBack)
+                        }
+                        let now = WallClock.monotonic()
+                        if now >= nextHealth {
+                            nextHealth = now + self.gateway.healthInterval
+                            let health = self.engine.health(at: WallClock.now(), uptime: now - started,
+                                                            version: Self.version, sourceName: self.source.name)
+                            self.engine.publish(OutboxMessage(topic: health.topic, payload: health.text,
+                                                              qos: health.qos, retain: health.retain))
+                        }
+                    }
+                }
+                // A replay that ends leaves the other tasks running, so exits still come
+                // due and health keeps flowing until shutdown.
+                try await group.waitForAll()
+            }
+        }
+        logger.info("gateway stopping: withdrawing presence")
+        engine.withdraw()
+        if !(await client.waitUntilPublished(timeout: 3)) {
+            logger.warning("broker did not acknowledge the last messages in time")
+        }
+        await client.stop(timeout: 2)
+        logger.info("gateway stopped")
+    }
+
+    func handle(_ event: MQTTEvent, readBack: [String]) {
+        let topics = config.topics
+        switch event {
+        case .connected:
+            engine.connected(at: WallClock.now())
+        case .disconnected(let reason):
+            engine.disconnected(reason: reason)
+        case .message(let message):
+            if message.topic == topics.commands(ofGateway: gateway.id) {
+                command(message)
+            } else if message.topic == topics.fleetConfig {
+                guard !message.payload.isEmpty else { return }
+                switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
+                case .success(let new): report(config: engine.apply(new), origin: "fleet/config")
+                case .failure(let errors): report(config: .rejected(errors.errors.map(\.description)), origin: "fleet/config")
+                }
+            } else if message.retain, !message.payload.isEmpty,
+                      case .gatewayPresence(_, _, let owner) = topics.parse(message.topic), owner == gateway.id {
+                engine.inheritedPresence(topic: message.topic)
+            }
+        }
+    }
+
+    func command(_ message: MQTTMessage) {
+        let topics = config.topics
+        func reply(_ command: String, _ status: String, _ detail: String? = nil) {
+            var writer = JSONWriter()
+            writer.object { o in
+                o("event", "command")
+                o("command", command)
+                o("status", status)
+                if let detail { o("detail", detail) }
+                o("ts", WallClock.now())
+            }
+            engine.publish(OutboxMessage(topic: topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+        }
+        guard let json = try? JSONParser(maxDepth: 8).parse(message.payload), case .object(let object) = json,
+              object.members.count == 1, let (key, value) = object.members.first
+        else {
+            logger.warning("ignored a malformed command", metadata: ["payload": "\(message.text.prefix(200))"])
+            reply("?", "rejected", "expected one of {\"scan\":\"pause\"|\"resume\"}, {\"reload\":true}, {\"advertise\":{…}}")
+            return
+        }
+        switch (key, value) {
+        case ("scan", .string("pause")), ("scan", .string("resume")):
+            let enable = value == .string("resume")
+            engine.setScanningPaused(!enable)
+            Task { await source.setScanning(enable) }
+            logger.info("scanning \(enable ? "resumed" : "paused") by command")
+            reply("scan", "ok", enable ? "resumed" : "paused")
+        case ("reload", .bool(true)):
+            guard let configPath else { return reply("reload", "rejected", "the gateway was not started from a config file") }
+            do {
+                let text = try FileSystem.readText(configPath)
+                let new = try FleetConfig.parse(text)
+                report(config: engine.apply(new), origin: configPath)
+                reply("reload", "ok")
+            } catch let error as ConfigErrors {
+                report(config: .rejected(error.errors.map(\.description)), origin: configPath)
+                reply("reload", "rejected", "invalid config; the last good one stays")
+            } catch {
+                reply("reload", "rejected", "\(error)")
+            }
+        case ("advertise", _):
+            reply("advertise", "rejected", "advertising is not available on source \(source.name)")
+        default:
+            reply(key, "rejected", "unknown command")
+        }
+    }
+
+    func report(config result: ConfigApplyResult, origin: String) {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("event", "config")
+            o("origin", origin)
+            switch result {
+            case .applied(let needsRestart):
+                o("status", "applied")
+                if !needsRestart.isEmpty {
+                    o("needsRestart", .array(needsRestart.map(JSONValue.string)))
+                }
+            case .rejected(let errors):
+                o("status", "rejected")
+                o("errors", .array(errors.map(JSONValue.string)))
+            }
+            o("ts", WallClock.now())
+        }
+        switch result {
+        case .applied: logger.info("applied a new fleet config", metadata: ["origin": "\(origin)"])
+        case .rejected(let errors): logger.error("rejected a fleet config; keeping the last good one",
+                                                 metadata: ["origin": "\(origin)", "errors": "\(errors.joined(separator: "; "))"])
+        }
+        engine.publish(OutboxMessage(topic: config.topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+    }
+}

@@ -1,0 +1,134 @@
+public import BeaconKit
+import SystemCalls
+import Synchronization
+
+/// Virtual time of a replay: capture time advancing at the replay speed.
+///
+/// Anchored at each frame delivered, so a consumer that falls behind does not make the
+/// clock run ahead of frames still to come. Speed 0 (as fast as possible) holds time at
+/// the last frame; after the end of a replay time runs on (at speed 0 it jumps a day
+/// ahead) so that every beacon's exit comes due.
+public final class ReplayClock: SourceClock {
+    struct Anchor {
+        var wall: Double
+        var virtual: Instant
+        var finished = false
+    }
+
+    public let speed: Double
+    private let anchor: Mutex<Anchor>
+
+    public init(speed: Double, start: Instant) {
+        self.speed = speed
+        anchor = Mutex(Anchor(wall: WallClock.monotonic(), virtual: start))
+    }
+
+    public func now() -> Instant {
+        anchor.withLock { a in
+            if speed == 0 { return a.finished ? a.virtual + 86_400 : a.virtual }
+            return a.virtual + (WallClock.monotonic() - a.wall) * speed
+        }
+    }
+
+    func set(_ virtual: Instant) {
+        anchor.withLock { $0 = Anchor(wall: WallClock.monotonic(), virtual: virtual, finished: $0.finished) }
+    }
+
+    func finish() { anchor.withLock { $0.finished = true } }
+}
+
+/// Replays a btsnoop capture (datalink 1001, 1002 H4 or 2001 BlueZ monitor) as if a
+/// controller were sending its events now, at `speed` times real time (0: as fast as
+/// possible), optionally looping. Frames carry capture time (shifted by the capture's
+/// span on each loop so time keeps increasing).
+public struct BtsnoopSource: AdvertisingSource {
+    public let path: String
+    public let speed: Double
+    public let loop: Bool
+    private let replayClock: ReplayClock
+    /// Largest wall-clock gap between in-band ticks, seconds.
+    static let tickInterval = 0.1
+
+    public init(path: String, speed: Double = 1, loop: Bool = false) throws(BtsnoopError) {
+        self.path = path
+        self.speed = speed
+        self.loop = loop
+        let bytes: [UInt8]
+        do {
+            bytes = try FileSystem.read(path)
+        } catch {
+            throw BtsnoopError("\(path): \(error)")
+        }
+        let start: Instant = try bytes.withUnsafeBytes { raw in
+            Result { () throws(BtsnoopError) -> Instant in
+                var reader = try BtsnoopReader(bytes: raw)
+                return reader.next()?.timestamp ?? .epoch
+            }
+        }.get()
+        replayClock = ReplayClock(speed: speed, start: start)
+    }
+
+    public var name: String { SourceURI.btsnoop(path: path, speed: speed, loop: loop).description }
+    public var clock: any SourceClock { replayClock }
+
+    public func setScanning(_ enabled: Bool) async {}
+
+    public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
+        let bytes: [UInt8]
+        do { bytes = try FileSystem.read(path) } catch { throw BtsnoopError("\(path): \(error)") }
+        output(.state(.running, detail: "replaying \(path) at \(speed == 0 ? "full speed" : "\(speed)×")"))
+        var offset = 0.0
+        var pass = 0
+        var lastTime: Instant?
+        var wallAnchor = WallClock.monotonic()
+        var virtualAnchor: Instant?
+        repeat {
+            let frames = try Self.events(in: bytes)
+            guard let first = frames.first, let last = frames.last else { break }
+            for frame in frames {
+                try Task.checkCancellation()
+                var time = frame.time + offset
+                if let previous = lastTime, time < previous { time = previous }
+                if speed > 0 {
+                    if virtualAnchor == nil { virtualAnchor = time; wallAnchor = WallClock.monotonic() }
+                    let due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
+                    while true {
+                        let wait = due - WallClock.monotonic()
+                        if wait <= 0 { break }
+                        try await Task.sleep(nanoseconds: UInt64(min(wait, Self.tickInterval) * 1e9))
+                        let virtualNow = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed
+                        if virtualNow < time { output(.tick(virtualNow)) }
+                    }
+                    if WallClock.monotonic() - due > 1 {
+                        // Fell behind (a slow consumer): re-anchor rather than rushing.
+                        virtualAnchor = time
+                        wallAnchor = WallClock.monotonic()
+                    }
+                }
+                replayClock.set(time)
+                lastTime = time
+                output(.frame(HCIFrame(time: time, event: frame.event)))
+            }
+            pass += 1
+            offset += last.time.seconds(since: first.time) + 1
+        } while loop
+        replayClock.finish()
+        output(.state(.finished, detail: "end of \(path) after \(pass) pass\(pass == 1 ? "" : "es")"))
+    }
+
+    /// Every HCI event in a capture, in file order.
+    public static func events(in bytes: [UInt8]) throws(BtsnoopError) -> [HCIFrame] {
+        try bytes.withUnsafeBytes { raw in
+            Result { () throws(BtsnoopError) -> [HCIFrame] in
+                var reader = try BtsnoopReader(bytes: raw)
+                var frames: [HCIFrame] = []
+                while let record = reader.next() {
+                    if let event = record.hciEvent(datalink: reader.datalink) {
+                        frames.append(HCIFrame(time: record.timestamp, event: Array(event)))
+                    }
+                }
+                return frames
+            }
+        }.get()
+    }
+}
