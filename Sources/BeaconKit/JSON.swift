@@ -307,10 +307,14 @@ public struct JSONParser {
                         }
                         out.append(contentsOf: String(Unicode.Scalar(scalar)!).utf8)
                     default:
+                        offset -= 1   // point at the character after the backslash
                         throw error("invalid escape")
                     }
                 default:
-                    guard c >= 0x20 else { throw error("control character in a string") }
+                    guard c >= 0x20 else {
+                        offset -= 1   // point at it, not after it (after a raw newline is the next line)
+                        throw error("control character in a string")
+                    }
                     out.append(c)
                 }
             }
