@@ -8,7 +8,12 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
-    public init(seconds: Double) { nanoseconds = Int64((seconds * 1e9).rounded()) }
+    /// Saturates at the ends of the range (and takes NaN as the start of it) rather than trap.
+    public init(seconds: Double) { nanoseconds = Self.clamped((seconds * 1e9).rounded()) }
+
+    static func clamped(_ nanoseconds: Double) -> Int64 {
+        nanoseconds < 9.2e18 ? (nanoseconds > -9.2e18 ? Int64(nanoseconds) : .min) : .max
+    }
 
     public static let epoch = Instant(nanoseconds: 0)
 
@@ -17,10 +22,17 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
     /// Seconds from `other` to `self`.
-    public func seconds(since other: Instant) -> Double { Double(nanoseconds - other.nanoseconds) / 1e9 }
+    public func seconds(since other: Instant) -> Double {
+        let (difference, overflow) = nanoseconds.subtractingReportingOverflow(other.nanoseconds)
+        return overflow ? (Double(nanoseconds) - Double(other.nanoseconds)) / 1e9 : Double(difference) / 1e9
+    }
 
+    /// Saturates at the ends of the range: a damaged capture can carry any timestamp, and
+    /// deadlines computed from it must not trap.
     public static func + (lhs: Instant, seconds: Double) -> Instant {
-        Instant(nanoseconds: lhs.nanoseconds + Int64((seconds * 1e9).rounded()))
+        let delta = clamped((seconds * 1e9).rounded())
+        let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(delta)
+        return Instant(nanoseconds: overflow ? (delta > 0 ? .max : .min) : sum)
     }
 
     public static func - (lhs: Instant, seconds: Double) -> Instant { lhs + (-seconds) }
