@@ -85,6 +85,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["BeaconKit"], path: "Tests/TestSupport"),
         .testTarget(name: "BeaconKitTests", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "BrainTests", dependencies: ["Brain", "BeaconKit", "MQTT", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",

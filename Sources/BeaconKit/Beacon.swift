@@ -67,6 +67,15 @@ public struct AltBeacon: Hashable, Sendable {
     /// Reference RSSI at 1 m, in dBm.
     public var referenceRSSI: Int8
     public var reserved: UInt8
+
+    public init(company: UInt16, uuid: BeaconUUID, major: UInt16, minor: UInt16, referenceRSSI: Int8, reserved: UInt8) {
+        self.company = company
+        self.uuid = uuid
+        self.major = major
+        self.minor = minor
+        self.referenceRSSI = referenceRSSI
+        self.reserved = reserved
+    }
 }
 
 /// The 10-byte Eddystone-UID namespace.
@@ -111,6 +120,12 @@ public struct EddystoneUID: Hashable, Sendable {
     public var txPower: Int8
     public var namespace: EddystoneNamespace
     public var instance: EddystoneInstance
+
+    public init(txPower: Int8, namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.txPower = txPower
+        self.namespace = namespace
+        self.instance = instance
+    }
 }
 
 /// Eddystone-URL, kept compressed (scheme byte plus up to 17 encoded bytes) so that
@@ -193,6 +208,13 @@ public struct EddystoneTLM: Hashable, Sendable {
     public var advertisingCount: UInt32
     /// Time since power-up or reboot, in 0.1 s units.
     public var uptimeDeciseconds: UInt32
+
+    public init(batteryMillivolts: UInt16, temperature: Double?, advertisingCount: UInt32, uptimeDeciseconds: UInt32) {
+        self.batteryMillivolts = batteryMillivolts
+        self.temperature = temperature
+        self.advertisingCount = advertisingCount
+        self.uptimeDeciseconds = uptimeDeciseconds
+    }
 }
 
 /// A beacon decoded from one advertisement.

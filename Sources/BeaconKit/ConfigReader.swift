@@ -46,7 +46,11 @@ struct ConfigReader {
         }
         for key in object.keys where !allowed.contains(key) {
             var reason = "unknown key"
-            if let close = allowed.min(by: { editDistance($0, key) < editDistance($1, key) }),
+            // An abbreviation ("lat") names the key it starts; only then the nearest spelling.
+            let extended = allowed.filter { key.count >= 2 && $0.lowercased().hasPrefix(key.lowercased()) }
+            if extended.count == 1 {
+                reason += " (did you mean \"\(extended[0])\"?)"
+            } else if let close = allowed.min(by: { editDistance($0, key) < editDistance($1, key) }),
                editDistance(close, key) <= max(2, key.count / 3) {
                 reason += " (did you mean \"\(close)\"?)"
             } else {

@@ -182,6 +182,12 @@ public struct StoreEntry: Sendable, Equatable {
     public var name: String?
     /// The store-wide deal of the day, for beacons without an ad of their own.
     public var ad: JSONValue?
+
+    public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil) {
+        self.major = major
+        self.name = name
+        self.ad = ad
+    }
 }
 
 /// The brain's own tuning.
@@ -265,6 +271,19 @@ public struct Rule: Sendable, Equatable {
     /// At most once per visit (a beacon's presence, or an observer's join).
     public var once: Bool
     public var cooldown: Cooldown?
+
+    public init(name: String, trigger: Trigger, beacons: [BeaconKey] = [], stores: [UInt16] = [], names: [String] = [],
+                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil) {
+        self.name = name
+        self.trigger = trigger
+        self.beacons = beacons
+        self.stores = stores
+        self.names = names
+        self.rssiAbove = rssiAbove
+        self.actions = actions
+        self.once = once
+        self.cooldown = cooldown
+    }
 
     /// Whether this rule concerns a beacon with this identity and registry entry.
     public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?) -> Bool {

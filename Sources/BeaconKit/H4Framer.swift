@@ -22,8 +22,14 @@ public enum H4PacketType: UInt8, Sendable {
 ///
 /// Bytes arrive in arbitrary chunks; complete packets are handed out as borrowed slices
 /// of an internal buffer that is reused. A byte that is not a packet type is skipped and
-/// counted so that the stream resynchronises after line noise.
+/// counted so that the stream resynchronises after line noise; so is a type byte whose
+/// ACL or ISO header announces more than `maxDataLength` bytes, which no controller sends
+/// and which would otherwise swallow up to 64 KiB of good packets.
 public struct H4Framer: Sendable {
+    /// The longest ACL or ISO payload accepted, bytes: Linux's H4 receiver refuses longer
+    /// ones too (`HCI_MAX_FRAME_SIZE`, that is `HCI_MAX_ACL_SIZE` 1024 plus the header).
+    public static let maxDataLength = 1024
+
     private var buffer: [UInt8] = []
     private var start = 0
     /// Bytes skipped because they could not start a packet.
@@ -62,6 +68,11 @@ public struct H4Framer: Sendable {
                 if header.lengthBytes == 2 {
                     length |= Int(all[cursor + 2 + header.lengthOffset]) << 8
                     if type == .iso { length &= 0x3FFF }
+                    guard length <= Self.maxDataLength else {
+                        cursor += 1
+                        skipped += 1
+                        continue
+                    }
                 }
                 let end = headerEnd + length
                 guard end <= all.count else { break }

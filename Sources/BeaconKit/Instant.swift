@@ -8,7 +8,12 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
-    public init(seconds: Double) { nanoseconds = Int64((seconds * 1e9).rounded()) }
+    /// Saturates at the ends of the range (and takes NaN as the start of it) rather than trap.
+    public init(seconds: Double) { nanoseconds = Self.clamped((seconds * 1e9).rounded()) }
+
+    static func clamped(_ nanoseconds: Double) -> Int64 {
+        nanoseconds < 9.2e18 ? (nanoseconds > -9.2e18 ? Int64(nanoseconds) : .min) : .max
+    }
 
     public static let epoch = Instant(nanoseconds: 0)
 
@@ -17,10 +22,17 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
     /// Seconds from `other` to `self`.
-    public func seconds(since other: Instant) -> Double { Double(nanoseconds - other.nanoseconds) / 1e9 }
+    public func seconds(since other: Instant) -> Double {
+        let (difference, overflow) = nanoseconds.subtractingReportingOverflow(other.nanoseconds)
+        return overflow ? (Double(nanoseconds) - Double(other.nanoseconds)) / 1e9 : Double(difference) / 1e9
+    }
 
+    /// Saturates at the ends of the range: a damaged capture can carry any timestamp, and
+    /// deadlines computed from it must not trap.
     public static func + (lhs: Instant, seconds: Double) -> Instant {
-        Instant(nanoseconds: lhs.nanoseconds + Int64((seconds * 1e9).rounded()))
+        let delta = clamped((seconds * 1e9).rounded())
+        let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(delta)
+        return Instant(nanoseconds: overflow ? (delta > 0 ? .max : .min) : sum)
     }
 
     public static func - (lhs: Instant, seconds: Double) -> Instant { lhs + (-seconds) }
@@ -37,7 +49,8 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     /// Appends the ISO-8601 form without intermediate strings (used by payload encoders).
     public func appendISO8601(to out: inout String) {
-        let millis = nanoseconds >= 0 ? nanoseconds / 1_000_000 : (nanoseconds - 999_999) / 1_000_000
+        // Floor division that cannot overflow, even at Int64.min.
+        let millis = nanoseconds >= 0 ? nanoseconds / 1_000_000 : -(-(nanoseconds + 1) / 1_000_000) - 1
         var days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
         let msOfDay = millis - days * 86_400_000
         // Howard Hinnant's civil-from-days.
@@ -66,7 +79,9 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         out.append("Z")
     }
 
-    /// Parses what `iso8601` writes (also without milliseconds); `nil` otherwise.
+    /// Parses what `iso8601` writes (also without milliseconds); `nil` otherwise, including
+    /// dates that do not exist and instants outside 1677-09-21 … 2262-04-11 (the range of
+    /// 64-bit nanoseconds).
     public init?(iso8601 text: String) {
         let u = Array(text.utf8)
         func number(_ range: Range<Int>) -> Int64? {
@@ -78,11 +93,16 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
             }
             return value
         }
+        func separator(_ i: Int, _ c: Unicode.Scalar) -> Bool { u[i] == UInt8(ascii: c) }
         guard u.count == 20 || u.count == 24, u.last == UInt8(ascii: "Z"),
+              separator(4, "-"), separator(7, "-"), separator(10, "T"), separator(13, ":"), separator(16, ":"),
               let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
               let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
               (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard day <= monthDays[Int(month) - 1] else { return nil }
         var millis: Int64 = 0
         if u.count == 24 {
             guard u[19] == UInt8(ascii: "."), let ms = number(20..<23) else { return nil }
@@ -97,7 +117,9 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         let days = era * 146_097 + doe - 719_468
         let total = ((days * 24 + hour) * 60 + minute) * 60 + second
-        nanoseconds = (total * 1000 + millis) * 1_000_000
+        let (scaled, overflow) = (total * 1000 + millis).multipliedReportingOverflow(by: 1_000_000)
+        guard !overflow else { return nil }
+        nanoseconds = scaled
     }
 }
 

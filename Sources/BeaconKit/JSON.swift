@@ -307,10 +307,14 @@ public struct JSONParser {
                         }
                         out.append(contentsOf: String(Unicode.Scalar(scalar)!).utf8)
                     default:
+                        offset -= 1   // point at the character after the backslash
                         throw error("invalid escape")
                     }
                 default:
-                    guard c >= 0x20 else { throw error("control character in a string") }
+                    guard c >= 0x20 else {
+                        offset -= 1   // point at it, not after it (after a raw newline is the next line)
+                        throw error("control character in a string")
+                    }
                     out.append(c)
                 }
             }
@@ -455,6 +459,12 @@ public struct JSONWriter {
     mutating func writeFixed(_ value: Double, places: Int) {
         var scale: Int64 = 1
         for _ in 0..<places { scale *= 10 }
+        // Beyond 2^63 the fixed-point conversion would trap; such a number has no
+        // meaningful decimals anyway.
+        guard abs(value) * Double(scale) < 9.2e18 else {
+            writeNumber(value.rounded())
+            return
+        }
         var scaled = Int64((abs(value) * Double(scale)).rounded())
         if scaled == 0 {
             text += "0"

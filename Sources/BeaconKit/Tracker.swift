@@ -65,6 +65,10 @@ public struct TrackUpdate: Sendable, Equatable {
     public var proximityChangedFrom: Proximity?
     /// A sighting message is due (rate limit passed, raw mode, enter or proximity change).
     public var publish: Bool
+    /// Timeouts of any beacon that fell due up to this sighting's time, in deadline order:
+    /// they happened before it, so handle them first. `observe` applies the passage of time
+    /// itself, which is what keeps the events independent of how often `advance` runs.
+    public var timeouts: [TrackTimeout] = []
 }
 
 /// Events that happen with time alone: a beacon going quiet.
@@ -81,10 +85,15 @@ public enum TrackTimeout: Sendable, Equatable {
 /// the same sightings at the same capture times give the same events at any replay
 /// speed. Exits carry their deadline, not the time the check ran.
 public struct Tracker: Sendable {
-    public var settings: TrackerSettings
+    public var settings: TrackerSettings {
+        didSet { quietUntil = Instant(nanoseconds: .min) }
+    }
     /// Calibrated measured power at 1 m per beacon, from the registry.
     public var calibration: [BeaconID: Int]
     public private(set) var tracks: [BeaconID: Track] = [:]
+    /// No timeout falls due before this instant (a lower bound), so `observe` can skip
+    /// `advance` without looking at every track.
+    private var quietUntil = Instant(nanoseconds: .min)
 
     public init(settings: TrackerSettings = .init(), calibration: [BeaconID: Int] = [:]) {
         self.settings = settings
@@ -93,13 +102,15 @@ public struct Tracker: Sendable {
 
     public var count: Int { tracks.count }
 
-    /// Folds one sighting in.
+    /// Folds one sighting in, after applying the passage of time up to `time` (see
+    /// `TrackUpdate.timeouts`): a beacon quiet for `exitTimeout` exits and enters anew.
     ///
     /// - Parameters:
     ///   - rssi: dBm as received, `nil` when the controller reports 127 (not available).
     ///   - measuredPower: the advert's 1 m reference in dBm, if it has one.
     public mutating func observe(_ id: BeaconID, address: BluetoothAddress, rssi: Int8?,
                                  measuredPower: Int8?, txPower: Int8?, at time: Instant) -> TrackUpdate {
+        let timeouts = time >= quietUntil ? advance(to: time) : []
         let settings = self.settings
         let power = calibration[id] ?? measuredPower.map(Int.init)
         var entered = false
@@ -114,7 +125,7 @@ public struct Tracker: Sendable {
                                filter: RSSIFilter(parameters: settings.filter))
             index = tracks.index(forKey: id)!
         }
-        return tracks.values.withUpdate(at: index) { track in
+        var update = tracks.values.withUpdate(at: index) { track in
             let before = track.proximity
             track.address = address
             track.lastSeen = max(track.lastSeen, time)
@@ -145,25 +156,41 @@ public struct Tracker: Sendable {
             return TrackUpdate(track: track, entered: entered,
                                proximityChangedFrom: changed ? before : nil, publish: publish)
         }
+        update.timeouts = timeouts
+        quietUntil = min(quietUntil, deadline(of: update.track))
+        return update
+    }
+
+    /// When `track` next times out (stale, or exit when it has no proximity to lose).
+    private func deadline(of track: Track) -> Instant {
+        track.proximity == .unknown
+            ? track.lastSeen + settings.exitTimeout
+            : track.lastSeen + min(settings.staleAfter, settings.exitTimeout)
     }
 
     /// Applies the passage of time up to `now`: stale tracks lose their proximity, quiet
     /// ones exit. Events come in deadline order (ties by beacon id), so the order never
-    /// depends on how often this is called.
+    /// depends on how often this is called: a track that went stale and then exited since
+    /// the last call reports both, as it would have with a call at each deadline.
     public mutating func advance(to now: Instant) -> [TrackTimeout] {
         var events: [(Instant, TrackTimeout)] = []
         for (id, track) in tracks {
             let exitAt = track.lastSeen + settings.exitTimeout
+            let staleAt = track.lastSeen + settings.staleAfter
+            var current = track
+            if track.proximity != .unknown, staleAt <= now, staleAt < exitAt {
+                current.proximity = .unknown
+                current.distance = nil
+                events.append((staleAt, .stale(current, from: track.proximity)))
+            }
             if exitAt <= now {
                 tracks[id] = nil
-                events.append((exitAt, .exit(track, at: exitAt)))
-            } else if track.proximity != .unknown, track.lastSeen + settings.staleAfter <= now {
-                let before = track.proximity
-                tracks[id]!.proximity = .unknown
-                tracks[id]!.distance = nil
-                events.append((track.lastSeen + settings.staleAfter, .stale(tracks[id]!, from: before)))
+                events.append((exitAt, .exit(current, at: exitAt)))
+            } else if current.proximity != track.proximity {
+                tracks[id] = current
             }
         }
+        quietUntil = nextDeadline ?? Instant(nanoseconds: .max)
         guard events.count > 1 else { return events.map(\.1) }
         return events.sorted { a, b in
             a.0 != b.0 ? a.0 < b.0 : a.1.track.id < b.1.track.id
@@ -172,15 +199,14 @@ public struct Tracker: Sendable {
 
     /// The earliest instant at which `advance(to:)` would report something.
     public var nextDeadline: Instant? {
-        tracks.values.lazy.map { track in
-            track.proximity == .unknown
-                ? track.lastSeen + self.settings.exitTimeout
-                : track.lastSeen + min(self.settings.staleAfter, self.settings.exitTimeout)
-        }.min()
+        tracks.values.lazy.map { self.deadline(of: $0) }.min()
     }
 
     /// Forgets every track (a source that restarts from scratch).
-    public mutating func removeAll() { tracks.removeAll() }
+    public mutating func removeAll() {
+        tracks.removeAll()
+        quietUntil = Instant(nanoseconds: .max)
+    }
 }
 
 extension TrackTimeout {

@@ -1,1 +1,124 @@
-print("todo")
+import ArgumentParser
+import BeaconKit
+import Brain
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+struct BeaconBrain: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "beacon-brain",
+        abstract: "Decide who is where across a fleet of beacon gateways, and answer observers.",
+        discussion: """
+        Reads (every topic under the config's topicPrefix):
+          beacons/<major>/<minor>                  sightings, from every gateway
+          beacons/<major>/<minor>/presence/<gw>    each gateway's retained view
+          gateways/<gw>/status                     "offline" (last will): drop
+                                                   that gateway's views at once
+          beacons/<major>/<minor>/observers/<id>   retained joins:
+              {"state":"joined","profile":{"name","favorite","photo"}}
+              (profile optional; photo a base64 JPEG of at most 20 KiB);
+              an empty payload leaves
+          observers/<id>/status                    "offline" (last will): end
+                                                   every join of that observer
+          fleet/config                             applied live when valid;
+                                                   reported when not
+          brain/visits/#, brain/answered/#         its own records (restarts)
+
+        Writes:
+          beacons/<major>/<minor>/presence   retained: zone (the strongest
+                                             smoothed signal, with hysteresis),
+                                             every gateway, proximity, since;
+                                             deleted when no gateway sees it
+          beacons/<major>/<minor>/ad         retained standing offer
+          observers/<id>/inbox               {"type":"ad"|"greeting"|
+                                             "locationFix"|"error",...}: the ad
+                                             on every join, rule actions, and
+                                             errors for rejected joins
+          stores/<store>/roster              retained greeter view: who is in,
+                                             name, favorite, photo topic
+          brain/status                       retained "online"; "offline" as
+                                             last will and on shutdown
+          brain/visits/<major>/<minor>       retained records of what was
+          brain/answered/<major>/<minor>/<id>  answered, so a restarted brain
+                                             answers nothing twice
+          brain/health, brain/events         counters (retained, every 30 s),
+                                             config reports
+          and whatever the config's rules publish ("do": "publish").
+
+        --stores 12,13 handles only the beacons of those stores (majors) and
+        subscribes to their topics only, so several brains can split a fleet;
+        each gets a client id of its own (beacon-brain-12-13).
+
+        Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 on a runtime
+        failure, 2 for bad usage or a bad config. The broker password comes from
+        the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+
+        Example:
+          beacon-brain --config fleet.json --broker mqtt://localhost --stores 100
+        """)
+
+    @Option(name: .long, help: ArgumentHelp("The fleet config (JSON).", valueName: "FLEET.json"))
+    var config: String
+
+    @Option(name: .long, help: ArgumentHelp("Override the config's broker: mqtt://[user@]host[:port] or mqtts://…",
+                                            valueName: "URL"))
+    var broker: String?
+
+    @Option(name: .long, help: ArgumentHelp("Handle only these stores (majors), comma-separated.", valueName: "12,13"))
+    var stores: String?
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: LogLevel = .info
+
+    func validate() throws {
+        _ = try parseStores()
+    }
+
+    func parseStores() throws -> Set<UInt16> {
+        guard let stores else { return [] }
+        var set: Set<UInt16> = []
+        for part in stores.split(separator: ",", omittingEmptySubsequences: false) {
+            let text = part.trimmingSpaces
+            guard let value = UInt16(text), String(value) == text else {
+                throw ValidationError("--stores: \"\(text)\" is not a store number (0-65535); expected e.g. 12,13")
+            }
+            set.insert(value)
+        }
+        return set
+    }
+
+    func run() async throws {
+        bootstrapLogging(logLevel)
+        let storeSet = try parseStores()
+        var fleet = try loadConfig(config)
+        if let broker {
+            do {
+                let url = try BrokerURL(parsing: broker)
+                fleet.broker.url = url
+                if let user = url.username { fleet.broker.username = user }
+            } catch {
+                throw Failure("--broker: \(error.reason)")
+            }
+        }
+        let password = try brokerPassword(fleet.broker)
+        let logger = Logger(label: "beacon-brain")
+        let service: BrainService
+        do {
+            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger)
+        } catch {
+            throw Failure("cannot set up the MQTT client: \(error)", status: 1)
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: service)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            throw Failure("\(error)", status: 1)
+        }
+    }
+}
+
+await runMain(BeaconBrain.self)

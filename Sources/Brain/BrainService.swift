@@ -1,0 +1,267 @@
+public import BeaconKit
+public import Logging
+public import MQTT
+public import ServiceLifecycle
+import Synchronization
+
+/// The brain process: one MQTT connection, one `BrainCore`, a timer; run as a `Service`
+/// so SIGTERM/SIGINT end it in order: `offline` on `brain/status`, then disconnect.
+///
+/// Every input (a message, a connection change, a timer tick) is handled to completion
+/// under one `Mutex`, in arrival order, and what it produces is published inside it, so
+/// messages leave in the order the core decided.
+///
+/// Per connection the core starts afresh and rebuilds its state from the retained
+/// messages (SPEC §5: no database): after subscribing, the brain publishes a marker to
+/// `brain/sync/<client id>`; when it comes back, the broker has delivered every retained
+/// message of the earlier subscriptions and the core settles. Should the marker not come
+/// back (an ACL forbids it), the brain settles after `settleQuiet` seconds without a
+/// retained message, and at the latest after `settleLimit`.
+public final class BrainService: Service, Sendable {
+    public static let version = "0.1.0"
+
+    public struct Options: Sendable {
+        public var clientID: String
+        /// Seconds without a retained message after which the brain settles anyway.
+        public var settleQuiet: Double = 1
+        /// Seconds after connecting after which the brain settles at the latest.
+        public var settleLimit: Double = 10
+        /// Seconds between `brain/health` messages.
+        public var healthInterval: Double = 30
+        /// Seconds between timer ticks (expiring views and cooldowns).
+        public var tickInterval: Double = 0.2
+        public var limits = BrainCore.Limits()
+        /// Seconds between reconnection attempts (doubling from the lower bound).
+        public var reconnectDelay: ClosedRange<Double> = 1...30
+
+        public init(clientID: String) { self.clientID = clientID }
+    }
+
+    /// A snapshot for tests and health.
+    public struct Statistics: Sendable, Equatable {
+        public var counters: BrainCounters
+        public var settled: Bool
+        public var connected: Bool
+        /// Connections made so far (1 after the first).
+        public var connections: Int
+        public var beacons: Int
+        public var joins: Int
+        public var published: Int
+        public var publishFailures: Int
+        /// MQTT events lost because the brain fell behind (the client's buffer overflowed).
+        public var droppedEvents: Int
+    }
+
+    struct State {
+        var core: BrainCore
+        var connected = false
+        var connections = 0
+        var connectedAt: ContinuousClock.Instant?
+        var lastRetained: ContinuousClock.Instant?
+        var syncToken = ""
+        var subscribed: [String] = []
+        var published = 0
+        var publishFailures = 0
+        var nextHealth: ContinuousClock.Instant?
+    }
+
+    let client: MQTTClient
+    let state: Mutex<State>
+    let logger: Logger
+    let options: Options
+    let topics: Topics
+    let started = ContinuousClock.now
+
+    /// The client id a brain uses by default: the config's `clientId` (or `beacon-brain`),
+    /// with its stores appended so that brains splitting a fleet do not take over each
+    /// other's connection.
+    public static func defaultClientID(config: FleetConfig, stores: Set<UInt16>) -> String {
+        let base = config.broker.clientId ?? "beacon-brain"
+        return stores.isEmpty ? base : base + "-" + stores.sorted().map(String.init).joined(separator: "-")
+    }
+
+    public init(config: FleetConfig, stores: Set<UInt16> = [], password: String?, logger: Logger,
+                options: Options? = nil) throws(MQTTError) {
+        let options = options ?? Options(clientID: Self.defaultClientID(config: config, stores: stores))
+        self.options = options
+        self.logger = logger
+        let core = BrainCore(config: config, stores: stores, limits: options.limits)
+        topics = core.topics
+        var mqtt = MQTTClientOptions(broker: config.broker.url, clientID: options.clientID)
+        mqtt.username = config.broker.username
+        mqtt.password = password
+        mqtt.tls = config.broker.tls
+        mqtt.keepalive = config.broker.keepalive
+        mqtt.version = config.broker.mqttVersion
+        mqtt.reconnectDelay = options.reconnectDelay
+        let offline = core.offlineMessage
+        mqtt.will = MQTTMessage(topic: offline.topic, text: offline.payload, qos: offline.qos, retain: offline.retain)
+        client = try MQTTClient(mqtt)
+        state = Mutex(State(core: core))
+    }
+
+    public var statistics: Statistics {
+        let dropped = client.droppedEvents
+        return state.withLock { s in
+            Statistics(counters: s.core.counters, settled: s.core.isSettled, connected: s.connected,
+                       connections: s.connections, beacons: s.core.presence.beacons.count, joins: s.core.observers.count,
+                       published: s.published, publishFailures: s.publishFailures, droppedEvents: dropped)
+        }
+    }
+
+    public func run() async throws {
+        let filters = state.withLock { s in
+            s.subscribed = s.core.subscriptions + [topics.brainSync(options.clientID)]
+            return s.subscribed
+        }
+        try client.subscribe(filters, qos: 1)
+        try client.start()
+        logger.info("brain starting", metadata: [
+            "broker": "\(state.withLock { $0.core.config.broker.url })", "client": "\(options.clientID)",
+            "stores": "\(state.withLock { $0.core.stores.sorted() })",
+        ])
+
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await event in self.client.events { self.handle(event) }
+                }
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(self.options.tickInterval))
+                        self.tick()
+                    }
+                }
+                await group.waitForAll()
+            }
+        }
+
+        logger.info("brain stopping")
+        state.withLock { s in send(&s, [s.core.offlineMessage]) }
+        if !(await client.waitUntilPublished(timeout: 3)) {
+            logger.warning("the broker did not acknowledge the last messages in time")
+        }
+        await client.stop(timeout: 2)
+        logger.info("brain stopped")
+    }
+
+    // MARK: - Inputs
+
+    func handle(_ event: MQTTEvent) {
+        switch event {
+        case .connected:
+            state.withLock { s in
+                s.connections += 1
+                if s.connections > 1 {
+                    // Start afresh: what changed while disconnected is only in the retained state.
+                    let counters = s.core.counters
+                    s.core = BrainCore(config: s.core.config, stores: s.core.stores, limits: options.limits)
+                    s.core.counters = counters
+                }
+                s.connected = true
+                s.connectedAt = .now
+                s.lastRetained = nil
+                s.syncToken = "\(s.connections)-\(BrainClock.now().nanoseconds)"
+                send(&s, [s.core.onlineMessage,
+                          BrainMessage(topic: topics.brainSync(options.clientID), payload: s.syncToken, qos: 1, retain: false)])
+            }
+            logger.info("connected; reading the retained state")
+        case .disconnected(let reason):
+            let was = state.withLock { s in
+                defer { s.connected = false }
+                return s.connected
+            }
+            if was { logger.warning("broker connection lost; reconnecting", metadata: ["reason": "\(reason)"]) }
+            else { logger.notice("cannot reach the broker; retrying", metadata: ["reason": "\(reason)"]) }
+        case .message(let message):
+            state.withLock { s in
+                if message.topic == topics.brainSync(options.clientID) {
+                    if message.text == s.syncToken { settle(&s) }
+                    return
+                }
+                if message.retain { s.lastRetained = .now }
+                let output = s.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
+                                            at: BrainClock.now())
+                emit(&s, output)
+            }
+        }
+    }
+
+    func tick() {
+        state.withLock { s in
+            guard s.connected, let connectedAt = s.connectedAt else { return }
+            let now = ContinuousClock.now
+            if !s.core.isSettled {
+                let quiet = now - (s.lastRetained ?? connectedAt) >= .seconds(options.settleQuiet)
+                if quiet || now - connectedAt >= .seconds(options.settleLimit) {
+                    logger.notice("settling without the sync marker", metadata: ["quiet": "\(quiet)"])
+                    settle(&s)
+                }
+                return
+            }
+            emit(&s, s.core.advance(to: BrainClock.now()))
+            if let next = s.nextHealth, now < next { return }
+            s.nextHealth = now + .seconds(options.healthInterval)
+            let uptime = now - started
+            send(&s, [s.core.health(version: Self.version,
+                                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
+                                    published: s.published, publishFailures: s.publishFailures, at: BrainClock.now())])
+        }
+    }
+
+    // MARK: - Inside the lock
+
+    private func settle(_ s: inout State) {
+        guard !s.core.isSettled else { return }
+        emit(&s, s.core.settle(at: BrainClock.now()))
+        s.nextHealth = nil
+    }
+
+    private func emit(_ s: inout State, _ output: BrainOutput) {
+        for entry in output.log { log(entry) }
+        send(&s, output.messages)
+        if output.subscriptionsChanged { resubscribe(&s) }
+    }
+
+    private func send(_ s: inout State, _ messages: [BrainMessage]) {
+        for message in messages {
+            do {
+                try client.publish(MQTTMessage(topic: message.topic, text: message.payload, qos: message.qos,
+                                               retain: message.retain))
+                s.published += 1
+            } catch {
+                s.publishFailures += 1
+                if error.isNoConnection {
+                    logger.debug("not connected; dropped a message", metadata: ["topic": "\(message.topic)"])
+                } else {
+                    logger.warning("publish failed", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    private func resubscribe(_ s: inout State) {
+        let wanted = s.core.subscriptions + [topics.brainSync(options.clientID)]
+        let gone = s.subscribed.filter { !wanted.contains($0) }
+        let new = wanted.filter { !s.subscribed.contains($0) }
+        s.subscribed = wanted
+        do {
+            if !gone.isEmpty { try client.unsubscribe(gone) }
+            if !new.isEmpty { try client.subscribe(new, qos: 1) }
+            logger.info("subscriptions follow the new config", metadata: ["added": "\(new)", "removed": "\(gone)"])
+        } catch {
+            logger.error("could not change subscriptions", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func log(_ entry: BrainLogEntry) {
+        let level: Logger.Level = switch entry.level {
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
+        }
+        logger.log(level: level, "\(entry.message)", metadata: entry.metadata.mapValues { .string($0) })
+    }
+}

@@ -1,0 +1,25 @@
+public import BeaconKit
+public import Logging
+import SystemCalls
+
+/// The live sources' clock: the wall clock.
+public struct LiveSourceClock: SourceClock {
+    public init() {}
+    public func now() -> Instant { WallClock.now() }
+}
+
+/// The live source for `uri`: `KernelHCISource` for `hci:N`, `H4Source` for `h4:…`.
+///
+/// Captures (`btsnoop:`) are replayed by `BtsnoopSource`, not here: they throw
+/// `HCIError.notLive`.
+public func makeLiveSource(_ uri: SourceURI, scan: ScanConfig, advertise: AdvertiseConfig? = nil,
+                           logger: Logger = Logger(label: "beaconbridge.hci")) throws -> any AdvertisingSource {
+    switch uri {
+    case .hci(let adapter):
+        return KernelHCISource(adapter: adapter, scan: scan, advertise: advertise, logger: logger)
+    case .h4Unix, .h4TCP, .h4TTY:
+        return try H4Source(uri, scan: scan, advertise: advertise, logger: logger)
+    case .btsnoop:
+        throw HCIError.notLive(uri, reason: "a capture is no live controller; replay it with BtsnoopSource")
+    }
+}
