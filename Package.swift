@@ -60,7 +60,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "CommandLineSupport",
-            dependencies: ["BeaconKit",
+            dependencies: ["BeaconKit", "SystemCalls",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
@@ -68,7 +68,9 @@ let package = Package(
         .executableTarget(
             name: "beacon-gateway",
             dependencies: ["Gateway", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",

@@ -197,6 +197,10 @@ public struct Tracker: Sendable {
         }.map(\.1)
     }
 
+    /// Whether `advance(to: now)` might report something: a cheap check against a cached
+    /// lower bound, for callers that tick often.
+    public func mayTimeOut(by now: Instant) -> Bool { now >= quietUntil }
+
     /// The earliest instant at which `advance(to:)` would report something.
     public var nextDeadline: Instant? {
         tracks.values.lazy.map { self.deadline(of: $0) }.min()

@@ -84,6 +84,8 @@ public final class GatewayEngine: Sendable {
         }
     }
 
+    public var isConnected: Bool { state.withLock { $0.connected } }
+
     /// The tracks in range now, sorted by beacon.
     public var tracks: [Track] {
         state.withLock { $0.tracker.tracks.values.sorted { $0.id < $1.id } }
@@ -94,7 +96,7 @@ public final class GatewayEngine: Sendable {
     /// One HCI event from the source.
     public func handle(frame: HCIFrame) {
         state.withLock { s in
-            expire(&s, at: frame.time)
+            // Timeouts due before this frame come out of `observe` first (TrackUpdate.timeouts).
             var decoder = s.decoder
             frame.event.withUnsafeBytes { bytes in
                 decoder.decodeBeacons(event: bytes) { report, beacon in
@@ -252,6 +254,7 @@ public final class GatewayEngine: Sendable {
         }
         let update = s.tracker.observe(id, address: address, rssi: rssi, measuredPower: beacon.measuredPower,
                                        txPower: beacon.txPower, at: time)
+        for timeout in update.timeouts { handle(&s, timeout) }
         if update.entered {
             logger.debug("enter", metadata: ["beacon": "\(id)"])
         }
@@ -265,15 +268,17 @@ public final class GatewayEngine: Sendable {
     }
 
     private func expire(_ s: inout State, at now: Instant) {
-        guard let deadline = s.tracker.nextDeadline, deadline <= now else { return }
-        for timeout in s.tracker.advance(to: now) {
-            switch timeout {
-            case .stale(let track, _):
-                send(&s, presenceMessage(s, track))
-            case .exit(let track, _):
-                logger.debug("exit", metadata: ["beacon": "\(track.id)"])
-                send(&s, OutboxMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
-            }
+        guard s.tracker.mayTimeOut(by: now) else { return }
+        for timeout in s.tracker.advance(to: now) { handle(&s, timeout) }
+    }
+
+    private func handle(_ s: inout State, _ timeout: TrackTimeout) {
+        switch timeout {
+        case .stale(let track, _):
+            send(&s, presenceMessage(s, track))
+        case .exit(let track, _):
+            logger.debug("exit", metadata: ["beacon": "\(track.id)"])
+            send(&s, OutboxMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
         }
     }
 

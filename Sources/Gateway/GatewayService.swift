@@ -8,7 +8,7 @@ import SystemCalls
 /// One gateway process: a source, the engine, the broker connection and the timers,
 /// run as a `Service` so SIGTERM/SIGINT shut it down in order: stop scanning (which
 /// restores the controller), withdraw presence, say `offline`, disconnect.
-public struct GatewayService: Service {
+public struct GatewayService: Service, CustomStringConvertible {
     public static let version = "0.1.0"
 
     let config: FleetConfig
@@ -43,6 +43,8 @@ public struct GatewayService: Service {
         engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)
     }
 
+    public var description: String { "GatewayService(\(gateway.id), \(source.name))" }
+
     public func run() async throws {
         let topics = config.topics
         let readBack = topics.presenceFilter(seenBy: gateway.id)
@@ -52,11 +54,32 @@ public struct GatewayService: Service {
             "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker.url)",
         ])
         let started = WallClock.monotonic()
-        let sourceFinished = AtomicFlag()
 
+        do {
+            try await runUntilShutdown(readBack: readBack, started: started)
+        } catch is CancellationError {
+            // Graceful shutdown: fall through to the clean-exit sequence.
+        }
+        logger.info("gateway stopping: withdrawing presence")
+        engine.withdraw()
+        if !(await client.waitUntilPublished(timeout: 3)) {
+            logger.warning("broker did not acknowledge the last messages in time")
+        }
+        await client.stop(timeout: 2)
+        logger.info("gateway stopped")
+    }
+
+    /// The source, the broker's events and the timers, until shutdown cancels them.
+    func runUntilShutdown(readBack: [String], started: Double) async throws {
+        let sourceFinished = AtomicFlag()
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
+                    if self.sourceHasOwnTime {
+                        // A replay starts once the broker is reachable, so it publishes what a
+                        // live run would instead of a burst from the outage queue.
+                        while !self.engine.isConnected { try await Task.sleep(nanoseconds: 20_000_000) }
+                    }
                     try await self.source.run { output in
                         switch output {
                         case .frame(let frame): self.engine.handle(frame: frame)
@@ -97,13 +120,6 @@ public struct GatewayService: Service {
                 try await group.waitForAll()
             }
         }
-        logger.info("gateway stopping: withdrawing presence")
-        engine.withdraw()
-        if !(await client.waitUntilPublished(timeout: 3)) {
-            logger.warning("broker did not acknowledge the last messages in time")
-        }
-        await client.stop(timeout: 2)
-        logger.info("gateway stopped")
     }
 
     func handle(_ event: MQTTEvent, readBack: [String]) {

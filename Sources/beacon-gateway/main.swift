@@ -5,6 +5,7 @@ import Gateway
 import HCI
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -70,22 +70,24 @@ struct Simulate: ParsableCommand {
                                          duration: duration, rate: rate, gateways: try parsedGateways(), seed: seed)
         simulation.start = WallClock.now()
         do {
-            try FileSystem.makeDirectories(out)
-            let captures = simulation.captures()
-            for (id, writer) in captures.sorted(by: { $0.key < $1.key }) {
-                let path = out + "/\(id).log"
-                try FileSystem.write(path, writer.bytes)
-                printLine("wrote \(path) (\(writer.bytes.count) bytes)")
-            }
-            let fleet = fleetConfig(simulation)
-            try FileSystem.write(out + "/fleet.json", Array(fleet.utf8))
-            printLine("wrote \(out)/fleet.json")
-        } catch let error as SystemError {
+            try write(simulation)
+        } catch {
             throw CommandFailure("cannot write the simulation: \(error)", status: .failure)
         }
         let visits = simulation.visits
         printLine("\(visits.count) customers over \(Int(duration)) s in store \(store); first arrives after "
                   + "\(Int(visits.map(\.arrival).min() ?? 0)) s")
+    }
+
+    func write(_ simulation: StoreSimulation) throws(SystemError) {
+        try FileSystem.makeDirectories(out)
+        for (id, writer) in simulation.captures().sorted(by: { $0.key < $1.key }) {
+            let path = out + "/\(id).log"
+            try FileSystem.write(path, writer.bytes)
+            printLine("wrote \(path) (\(writer.bytes.count) bytes)")
+        }
+        try FileSystem.write(out + "/fleet.json", Array(fleetConfig(simulation).utf8))
+        printLine("wrote \(out)/fleet.json")
     }
 
     func fleetConfig(_ simulation: StoreSimulation) -> String {

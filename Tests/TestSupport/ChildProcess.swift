@@ -28,7 +28,28 @@ public final class ChildProcess: @unchecked Sendable {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
         if let stdin { process.standardInput = stdin } else { process.standardInput = FileHandle.nullDevice }
-        try process.run()
+        try Self.spawnWithDefaultSignalMask(process)
+    }
+
+    /// A child inherits the signal mask of the thread that spawns it, and the threads
+    /// tests run on block SIGTERM and SIGINT; a program started from there would never see
+    /// the SIGTERM of a graceful stop. So spawn from a fresh thread that blocks nothing.
+    static func spawnWithDefaultSignalMask(_ process: Process) throws {
+        final class Outcome: @unchecked Sendable {
+            var error: (any Error)?
+            let done = DispatchSemaphore(value: 0)
+        }
+        let outcome = Outcome()
+        let thread = Thread {
+            var none = sigset_t()
+            sigemptyset(&none)
+            pthread_sigmask(SIG_SETMASK, &none, nil)
+            do { try process.run() } catch { outcome.error = error }
+            outcome.done.signal()
+        }
+        thread.start()
+        outcome.done.wait()
+        if let error = outcome.error { throw error }
     }
 
     public var pid: Int32 { process.processIdentifier }
