@@ -40,7 +40,7 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
         let code = type.exitCode(for: error)
         let message = type.fullMessage(for: error)
         if code == .success {
-            print(message)
+            printLine(message)
             exit(0)
         }
         writeStandardError(message + "\n")
@@ -63,8 +63,12 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
         exit(exitCode.rawValue)
     } catch {
         let code = type.exitCode(for: error)
-        if code == .success { exit(0) }
         let message = type.fullMessage(for: error)
+        if code == .success {
+            // `--help` parses to a help command whose run() throws the help text.
+            printLine(message)
+            exit(0)
+        }
         writeStandardError("\(programName): \(message.isEmpty ? "\(error)" : message)\n")
         exit(code == .validationFailure ? ExitStatus.usage.rawValue : ExitStatus.failure.rawValue)
     }
