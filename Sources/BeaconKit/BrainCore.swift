@@ -436,6 +436,8 @@ public struct BrainCore: Sendable {
                 let report = try SightingReport(parsing: json, topic: ref)
                 let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
                 handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                // Any gateway's proximity is in the fleet presence; its signature decides.
+                if presence[ref] != nil { dirtyBeacons.insert(ref) }
             } catch {
                 malformed(.sighting, topic, error.reason)
             }
@@ -451,6 +453,7 @@ public struct BrainCore: Sendable {
             do {
                 let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref] != nil { dirtyBeacons.insert(ref) }
             } catch {
                 malformed(.gatewayPresence, topic, error.reason)
             }
@@ -608,7 +611,7 @@ public struct BrainCore: Sendable {
                     let scope = RuleEngine.Scope(beacon: ref)
                     if rules.retire(scope, at: now) { lingering.insert(scope) }
                 }
-            case .zoneChanged:
+            case .zoneChanged, .viewsChanged:
                 dirtyBeacons.insert(ref)
             case .proximity(_, _, let to):
                 dirtyBeacons.insert(ref)
