@@ -163,9 +163,10 @@ public struct BrainCore: Sendable {
     /// Whether this brain handles the beacon (`--stores`).
     public func owns(_ ref: BeaconRef) -> Bool { stores.isEmpty || stores.contains(store(of: ref)) }
 
-    /// The beacon's standing offer: its own ad, else its store's.
+    /// The beacon's standing offer: its registry entry's ad, else its store's. Keyed by
+    /// major/minor like the `ad` topic, so the reply to a join and the retained ad agree.
     public func ad(of ref: BeaconRef) -> JSONValue? {
-        entry(ref, uuid: presence[ref]?.uuid)?.ad ?? entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
+        entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
     }
 
     /// The majors whose topics this brain needs: its stores and the majors of registry
@@ -833,9 +834,9 @@ public struct BrainCore: Sendable {
         if let now { lastTime = max(lastTime, now) }
         if isSettled {
             for ref in dirtyBeacons.sorted() {
+                // The record first: a presence on the broker then always has its record, so
+                // a brain restarted in between never takes a visit it answered for a new one.
                 let fleet = presence[ref]
-                let report = fleet?.report
-                setRetained(topics.presence(of: ref), report?.json, signature: report?.signature)
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
                 let record: VisitRecord? = if let fleet {
                     VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
@@ -843,6 +844,8 @@ public struct BrainCore: Sendable {
                     memory.map { VisitRecord(since: nil, rules: $0) }
                 }
                 setRetained(topics.visitRecord(of: ref), record?.json, signature: record?.json)
+                let report = fleet?.report
+                setRetained(topics.presence(of: ref), report?.json, signature: report?.signature)
             }
             for key in dirtyJoins.sorted() {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: key.beacon, client: key.client))

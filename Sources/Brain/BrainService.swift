@@ -70,6 +70,8 @@ public final class BrainService: Service, Sendable {
     let logger: Logger
     let options: Options
     let topics: Topics
+    /// Where the settle marker goes (`brain/sync/<client id>`).
+    let syncTopic: String
     let started = ContinuousClock.now
 
     /// The client id a brain uses by default: the config's `clientId` (or `beacon-brain`),
@@ -80,6 +82,17 @@ public final class BrainService: Service, Sendable {
         return stores.isEmpty ? base : base + "-" + stores.sorted().map(String.init).joined(separator: "-")
     }
 
+    /// `brain/sync/<client id>`, with what a topic level may not hold (`+`, `#`, `/`,
+    /// control characters, a leading `$`) replaced by `_`.
+    static func syncTopic(_ topics: Topics, clientID: String) -> String {
+        var segment = ""
+        for scalar in clientID.unicodeScalars {
+            segment.unicodeScalars.append("+#/".unicodeScalars.contains(scalar) || scalar.value < 0x20 ? "_" : scalar)
+        }
+        if segment.isEmpty || segment.hasPrefix("$") { segment = "_" + segment }
+        return topics.brainSync(segment)
+    }
+
     public init(config: FleetConfig, stores: Set<UInt16> = [], password: String?, logger: Logger,
                 options: Options? = nil) throws(MQTTError) {
         let options = options ?? Options(clientID: Self.defaultClientID(config: config, stores: stores))
@@ -87,6 +100,7 @@ public final class BrainService: Service, Sendable {
         self.logger = logger
         let core = BrainCore(config: config, stores: stores, limits: options.limits)
         topics = core.topics
+        syncTopic = Self.syncTopic(core.topics, clientID: options.clientID)
         var mqtt = MQTTClientOptions(broker: config.broker.url, clientID: options.clientID)
         mqtt.username = config.broker.username
         mqtt.password = password
@@ -111,7 +125,7 @@ public final class BrainService: Service, Sendable {
 
     public func run() async throws {
         let filters = state.withLock { s in
-            s.subscribed = s.core.subscriptions + [topics.brainSync(options.clientID)]
+            s.subscribed = s.core.subscriptions + [syncTopic]
             return s.subscribed
         }
         try client.subscribe(filters, qos: 1)
@@ -163,7 +177,7 @@ public final class BrainService: Service, Sendable {
                 s.lastRetained = nil
                 s.syncToken = "\(s.connections)-\(BrainClock.now().nanoseconds)"
                 send(&s, [s.core.onlineMessage,
-                          BrainMessage(topic: topics.brainSync(options.clientID), payload: s.syncToken, qos: 1, retain: false)])
+                          BrainMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):
@@ -175,7 +189,7 @@ public final class BrainService: Service, Sendable {
             else { logger.notice("cannot reach the broker; retrying", metadata: ["reason": "\(reason)"]) }
         case .message(let message):
             state.withLock { s in
-                if message.topic == topics.brainSync(options.clientID) {
+                if message.topic == syncTopic {
                     if message.text == s.syncToken { settle(&s) }
                     return
                 }
@@ -241,7 +255,7 @@ public final class BrainService: Service, Sendable {
     }
 
     private func resubscribe(_ s: inout State) {
-        let wanted = s.core.subscriptions + [topics.brainSync(options.clientID)]
+        let wanted = s.core.subscriptions + [syncTopic]
         let gone = s.subscribed.filter { !wanted.contains($0) }
         let new = wanted.filter { !s.subscribed.contains($0) }
         s.subscribed = wanted

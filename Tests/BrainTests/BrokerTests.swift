@@ -280,6 +280,52 @@ struct BrokerTests {
         await broker.stop()
     }
 
+    @Test("after a broker restart the brain reconnects, rebuilds and answers")
+    func brokerRestart() async throws {
+        let directory = try TemporaryDirectory("brain-broker-restart")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let brain = try await RunningBrain.start(testConfig(), broker: broker)
+        try await broker.restart()  // without persistence: every retained message is gone
+        #expect(await eventually(timeout: 10) { brain.statistics.connections == 2 && brain.statistics.settled })
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/100/1/ad", "brain/status",
+                                                                                  "observers/+/inbox"], in: directory)
+        #expect(await watch.waitForJSON(on: "beacons/100/1/ad") != nil, "the standing ad is published again")
+        #expect(await watch.waitFor(topic: "brain/status", text: "online") != nil)
+        let peer = try await Peer(broker)
+        try peer.publish("beacons/100/1/observers/ada", joinJSON(), retain: true)
+        #expect(await watch.waitForJSON(on: "observers/ada/inbox") != nil)
+
+        await peer.stop()
+        await brain.stop()
+        await watch.stop()
+        await broker.stop()
+    }
+
+    @Test("a new fleet/config applies live; an invalid one is reported and the last good one kept")
+    func liveConfig() async throws {
+        let directory = try TemporaryDirectory("brain-config")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let brain = try await RunningBrain.start(testConfig(), broker: broker)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/100/+/ad", "brain/events"],
+                                                        in: directory)
+        let operator_ = try await Peer(broker)
+        let new = testConfigText(broker: broker.url, counterAd: #"{"title":"Cortado","price":2}"#)
+        try operator_.publish("fleet/config", new, retain: true)
+        #expect(await watch.waitForJSON(on: "beacons/100/1/ad") { $0["title"] == .string("Cortado") } != nil)
+        #expect(await watch.waitForJSON(on: "brain/events") { $0["status"] == .string("applied") } != nil)
+        try operator_.publish("fleet/config", #"{"beacons":[{"major":1}]}"#, retain: true)
+        let rejected = await watch.waitForJSON(on: "brain/events") { $0["status"] == .string("rejected") }
+        #expect(rejected?["errors"]?.arrayValue?.isEmpty == false)
+        #expect(brain.statistics.counters.configsApplied == 1)
+        #expect(brain.statistics.counters.configsRejected == 1)
+        #expect(watch.json(on: "beacons/100/1/ad").last?["title"] == .string("Cortado"))
+
+        await operator_.stop()
+        await brain.stop()
+        await watch.stop()
+        await broker.stop()
+    }
+
     @Test("two brains split a fleet by store")
     func storesSplitAFleet() async throws {
         let directory = try TemporaryDirectory("brain-split")
