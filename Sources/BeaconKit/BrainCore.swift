@@ -199,11 +199,12 @@ public struct BrainCore: Sendable {
     public var onlineMessage: BrainMessage { BrainMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
     public var offlineMessage: BrainMessage { BrainMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
 
-    /// `brain/health` (retained): `{"version","uptime","stores","settled","beacons","joins",
+    /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
     /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
-    public func health(version: String, uptime: Double, published: Int, publishFailures: Int, at now: Instant) -> BrainMessage {
+    public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
+                       at now: Instant) -> BrainMessage {
         var writer = JSONWriter()
         let c = counters
         writer.object { o in
@@ -232,7 +233,7 @@ public struct BrainCore: Sendable {
             o("publishFailures", publishFailures)
             o("ts", now)
         }
-        return BrainMessage(topic: topics.brainHealth, payload: writer.text, qos: 0, retain: true)
+        return BrainMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
     }
 
     // MARK: - Inputs

@@ -70,6 +70,8 @@ public final class BrainService: Service, Sendable {
     let logger: Logger
     let options: Options
     let topics: Topics
+    /// The client id as a topic level.
+    let clientSegment: String
     /// Where the settle marker goes (`brain/sync/<client id>`).
     let syncTopic: String
     let started = ContinuousClock.now
@@ -82,15 +84,15 @@ public final class BrainService: Service, Sendable {
         return stores.isEmpty ? base : base + "-" + stores.sorted().map(String.init).joined(separator: "-")
     }
 
-    /// `brain/sync/<client id>`, with what a topic level may not hold (`+`, `#`, `/`,
-    /// control characters, a leading `$`) replaced by `_`.
-    static func syncTopic(_ topics: Topics, clientID: String) -> String {
+    /// The client id as one topic level (for `brain/sync/…` and `brain/health/…`): what a
+    /// level may not hold (`+`, `#`, `/`, control characters, a leading `$`) becomes `_`.
+    static func topicSegment(clientID: String) -> String {
         var segment = ""
         for scalar in clientID.unicodeScalars {
             segment.unicodeScalars.append("+#/".unicodeScalars.contains(scalar) || scalar.value < 0x20 ? "_" : scalar)
         }
         if segment.isEmpty || segment.hasPrefix("$") { segment = "_" + segment }
-        return topics.brainSync(segment)
+        return segment
     }
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], password: String?, logger: Logger,
@@ -100,7 +102,8 @@ public final class BrainService: Service, Sendable {
         self.logger = logger
         let core = BrainCore(config: config, stores: stores, limits: options.limits)
         topics = core.topics
-        syncTopic = Self.syncTopic(core.topics, clientID: options.clientID)
+        clientSegment = Self.topicSegment(clientID: options.clientID)
+        syncTopic = core.topics.brainSync(clientSegment)
         var mqtt = MQTTClientOptions(broker: config.broker.url, clientID: options.clientID)
         mqtt.username = config.broker.username
         mqtt.password = password
@@ -217,7 +220,7 @@ public final class BrainService: Service, Sendable {
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
-            send(&s, [s.core.health(version: Self.version,
+            send(&s, [s.core.health(client: clientSegment, version: Self.version,
                                     uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
                                     published: s.published, publishFailures: s.publishFailures, at: BrainClock.now())])
         }

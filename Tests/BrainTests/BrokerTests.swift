@@ -202,7 +202,7 @@ struct BrokerTests {
             }
         }
         var process = try launch()
-        #expect(await watch.waitForJSON(on: "brain/health", timeout: 10) { $0["settled"] == .bool(true) } != nil,
+        #expect(await watch.waitForJSON(on: "brain/health/beacon-brain", timeout: 10) { $0["settled"] == .bool(true) } != nil,
                 "\(process.diagnostics)")
         let peer = try await Peer(broker)
         try peer.publish("beacons/100/1/presence/till", presenceJSON(counter, "till", rssi: -50, .immediate), retain: true)
@@ -213,9 +213,9 @@ struct BrokerTests {
         process.signal(SIGKILL)
         await process.waitForExit()
         #expect(await watch.waitFor(topic: "brain/status", text: "offline") != nil, "the last will")
-        let healthBefore = watch.records.filter { $0.topic == "brain/health" }.count
+        let healthBefore = watch.records.filter { $0.topic == "brain/health/beacon-brain" }.count
         process = try launch()
-        #expect(await eventually(timeout: 10) { watch.records.filter { $0.topic == "brain/health" }.count > healthBefore },
+        #expect(await eventually(timeout: 10) { watch.records.filter { $0.topic == "brain/health/beacon-brain" }.count > healthBefore },
                 "\(process.diagnostics)")
         try await Task.sleep(for: .milliseconds(500))
         #expect(watch.json(on: "observers/ada/inbox").count == 2, "\(process.diagnostics)")
