@@ -133,7 +133,8 @@ public struct BrainCore: Sendable {
     private var known: [String: String] = [:]
     /// Scopes whose visit or join ended while a cooldown in seconds still runs.
     private var lingering: Set<RuleEngine.Scope> = []
-    private var dirtyBeacons: Set<BeaconRef> = []
+    private var dirtyPresence: Set<BeaconRef> = []
+    private var dirtyVisits: Set<BeaconRef> = []
     private var dirtyJoins: Set<ObserverJoin.Key> = []
     private var dirtyStores: Set<UInt16> = []
     private var out = BrainOutput()
@@ -163,9 +164,10 @@ public struct BrainCore: Sendable {
     /// Whether this brain handles the beacon (`--stores`).
     public func owns(_ ref: BeaconRef) -> Bool { stores.isEmpty || stores.contains(store(of: ref)) }
 
-    /// The beacon's standing offer: its own ad, else its store's.
+    /// The beacon's standing offer: its registry entry's ad, else its store's. Keyed by
+    /// major/minor like the `ad` topic, so the reply to a join and the retained ad agree.
     public func ad(of ref: BeaconRef) -> JSONValue? {
-        entry(ref, uuid: presence[ref]?.uuid)?.ad ?? entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
+        entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
     }
 
     /// The majors whose topics this brain needs: its stores and the majors of registry
@@ -198,11 +200,12 @@ public struct BrainCore: Sendable {
     public var onlineMessage: BrainMessage { BrainMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
     public var offlineMessage: BrainMessage { BrainMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
 
-    /// `brain/health` (retained): `{"version","uptime","stores","settled","beacons","joins",
+    /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
     /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
-    public func health(version: String, uptime: Double, published: Int, publishFailures: Int, at now: Instant) -> BrainMessage {
+    public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
+                       at now: Instant) -> BrainMessage {
         var writer = JSONWriter()
         let c = counters
         writer.object { o in
@@ -231,7 +234,7 @@ public struct BrainCore: Sendable {
             o("publishFailures", publishFailures)
             o("ts", now)
         }
-        return BrainMessage(topic: topics.brainHealth, payload: writer.text, qos: 0, retain: true)
+        return BrainMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
     }
 
     // MARK: - Inputs
@@ -280,7 +283,8 @@ public struct BrainCore: Sendable {
                 presence.restore(ref, since: now, zone: nil)
                 begun.append(ref)
             }
-            dirtyBeacons.insert(ref)
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
         }
 
         // Joins: carry on the answered ones, answer the new ones, close the ended ones.
@@ -337,7 +341,8 @@ public struct BrainCore: Sendable {
                 runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
             }
             if rules.retire(scope, at: now) { lingering.insert(scope) }
-            dirtyBeacons.insert(ref)
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
         }
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
@@ -347,8 +352,8 @@ public struct BrainCore: Sendable {
         for topic in known.keys {
             switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
             case (.roster(let store)?, _): dirtyStores.insert(store)
-            case (.fleetPresence(let major, let minor)?, _): dirtyBeacons.insert(BeaconRef(major: major, minor: minor))
-            case (_, .visit(let ref)?): dirtyBeacons.insert(ref)
+            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
+            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
             case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
             default: break
             }
@@ -375,7 +380,7 @@ public struct BrainCore: Sendable {
             if let client = scope.client {
                 dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
             } else {
-                dirtyBeacons.insert(scope.beacon)
+                dirtyVisits.insert(scope.beacon)
             }
         }
         return finish(at: now)
@@ -436,6 +441,8 @@ public struct BrainCore: Sendable {
                 let report = try SightingReport(parsing: json, topic: ref)
                 let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
                 handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                // Any gateway's proximity is in the fleet presence; its signature decides.
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
                 malformed(.sighting, topic, error.reason)
             }
@@ -451,6 +458,7 @@ public struct BrainCore: Sendable {
             do {
                 let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
                 malformed(.gatewayPresence, topic, error.reason)
             }
@@ -595,28 +603,30 @@ public struct BrainCore: Sendable {
             let ref = event.beacon
             switch event {
             case .enter:
-                dirtyBeacons.insert(ref)
+                dirtyVisits.insert(ref)
+                dirtyPresence.insert(ref)
                 if isSettled {
                     let scope = RuleEngine.Scope(beacon: ref)
                     if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
                     runRules(.enter, beacon: ref, fleet: presence[ref], since: presence[ref]?.since ?? now, at: now)
                 }
             case .exit(let last):
-                dirtyBeacons.insert(ref)
+                dirtyVisits.insert(ref)
+                dirtyPresence.insert(ref)
                 if isSettled {
                     runRules(.exit, beacon: ref, fleet: last, since: last.since, at: now)
                     let scope = RuleEngine.Scope(beacon: ref)
                     if rules.retire(scope, at: now) { lingering.insert(scope) }
                 }
-            case .zoneChanged:
-                dirtyBeacons.insert(ref)
+            case .zoneChanged, .viewsChanged:
+                dirtyPresence.insert(ref)
             case .proximity(_, _, let to):
-                dirtyBeacons.insert(ref)
+                dirtyPresence.insert(ref)
                 if isSettled, to != .unknown, let fleet = presence[ref] {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
-                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyBeacons.insert(ref) }
+                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
             }
         }
     }
@@ -685,7 +695,7 @@ public struct BrainCore: Sendable {
                                          rssi: fleet?.zoneView?.rssiSmoothed, since: since)
         let scope = RuleEngine.Scope(beacon: ref)
         let fired = rules.fire(context, scope: scope, at: now)
-        if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyBeacons.insert(ref) }
+        if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyVisits.insert(ref) }
         for rule in fired {
             counters.rulesFired += 1
             note(.debug, "rule fired", ["rule": rule.name, "beacon": "\(ref)"])
@@ -804,23 +814,18 @@ public struct BrainCore: Sendable {
         for ref in registry.keys where owns(ref) {
             if let ad = ad(of: ref) { desired[topics.ad(of: ref)] = ad.jsonText }
         }
-        for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, text, signature: text) }
+        for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
         for topic in known.keys.sorted() where desired[topic] == nil {
-            if case .ad? = topics.parse(topic) { setRetained(topic, nil, signature: nil) }
+            if case .ad? = topics.parse(topic) { setRetained(topic, signature: nil) { "" } }
         }
     }
 
-    /// Publishes `text` retained unless the broker already holds the same signature;
-    /// `nil` deletes what the broker holds.
-    private mutating func setRetained(_ topic: String, _ text: String?, signature: String?) {
+    /// Publishes `text()` retained unless the broker already holds the same `signature`;
+    /// a `nil` signature deletes what the broker holds.
+    private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
         guard known[topic] != signature else { return }
-        guard let text, let signature else {
-            known[topic] = nil
-            out.messages.append(BrainMessage(topic: topic, payload: "", qos: 1, retain: true))
-            return
-        }
         known[topic] = signature
-        out.messages.append(BrainMessage(topic: topic, payload: text, qos: 1, retain: true))
+        out.messages.append(BrainMessage(topic: topic, payload: signature == nil ? "" : text(), qos: 1, retain: true))
     }
 
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
@@ -829,17 +834,22 @@ public struct BrainCore: Sendable {
     private mutating func finish(at now: Instant? = nil) -> BrainOutput {
         if let now { lastTime = max(lastTime, now) }
         if isSettled {
-            for ref in dirtyBeacons.sorted() {
-                let fleet = presence[ref]
-                let report = fleet?.report
-                setRetained(topics.presence(of: ref), report?.json, signature: report?.signature)
+            // Records first: a presence on the broker then always has its record, so a brain
+            // restarted in between never takes a visit it answered for a new one.
+            for ref in dirtyVisits.sorted() {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
-                let record: VisitRecord? = if let fleet {
+                let record: VisitRecord? = if let fleet = presence[ref] {
                     VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
                 } else {
                     memory.map { VisitRecord(since: nil, rules: $0) }
                 }
-                setRetained(topics.visitRecord(of: ref), record?.json, signature: record?.json)
+                let text = record?.json
+                setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
+            }
+            for ref in dirtyPresence.sorted() {
+                // Checked on every sighting: the signature decides, the payload is made only to send.
+                let report = presence[ref]?.report
+                setRetained(topics.presence(of: ref), signature: report?.signature) { report?.json ?? "" }
             }
             for key in dirtyJoins.sorted() {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: key.beacon, client: key.client))
@@ -848,16 +858,19 @@ public struct BrainCore: Sendable {
                 } else {
                     memory.map { AnsweredRecord(join: nil, since: nil, rules: $0) }
                 }
-                setRetained(topics.answeredRecord(of: key.beacon, client: key.client), record?.json, signature: record?.json)
+                let text = record?.json
+                setRetained(topics.answeredRecord(of: key.beacon, client: key.client), signature: text) { text ?? "" }
             }
             for store in dirtyStores.sorted() where stores.isEmpty || stores.contains(store) {
                 let topic = topics.roster(ofStore: store)
                 let roster = observers.roster(store: store, name: storeEntries[store]?.name, topics: topics,
                                               storeOf: { self.store(of: $0) })
                 if roster.customers.isEmpty && known[topic] == nil { continue }
-                setRetained(topic, roster.json(at: lastTime), signature: roster.json(at: nil))
+                let time = lastTime
+                setRetained(topic, signature: roster.json(at: nil)) { roster.json(at: time) }
             }
-            dirtyBeacons = []
+            dirtyVisits = []
+            dirtyPresence = []
             dirtyJoins = []
             dirtyStores = []
         }

@@ -788,8 +788,9 @@ extension Topics {
     }
     /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
     public var brainEvents: String { topic("brain/events") }
-    /// The brain's counters, retained, refreshed periodically.
-    public var brainHealth: String { topic("brain/health") }
+    /// One brain's counters, retained, refreshed periodically; per client id, since several
+    /// brains may share a broker.
+    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
     /// Where a brain sends itself a marker after subscribing: when it comes back, the
     /// broker has delivered every retained message of the subscriptions made before.
     public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }

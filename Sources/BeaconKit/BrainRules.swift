@@ -11,8 +11,9 @@
 ///   visits (a customer who walks out and back in does not get the deal twice).
 /// - `cooldown` "after N updates at near": after firing, the rule is disarmed until the
 ///   beacon has been reported at `near` or farther on N consecutive updates (sightings from
-///   the zone gateway); one update closer starts the count again; the beacon leaving the
-///   fleet re-arms it (the navigation plugin's reset rule).
+///   the zone gateway); one update closer starts the count again, an update at `unknown`
+///   does neither; the beacon leaving the fleet re-arms it (the navigation plugin's reset
+///   rule).
 public struct RuleEngine: Sendable {
     public struct Scope: Hashable, Comparable, Sendable {
         public var beacon: BeaconRef
@@ -104,7 +105,11 @@ public struct RuleEngine: Sendable {
                     changed = true
                     continue
                 }
-                if proximity >= at && proximity != .unknown {
+                if proximity == .unknown {
+                    // No distance at all (a stale view, no RSSI): neither counts nor resets.
+                    continue
+                }
+                if proximity >= at {
                     if count + 1 >= needed {
                         state.disarmed[name] = nil
                         changed = true

@@ -75,6 +75,8 @@ public enum FleetEvent: Sendable, Equatable {
     /// No gateway sees the beacon any more; the beacon as it was last.
     case exit(FleetBeacon)
     case zoneChanged(BeaconRef, from: String, to: String)
+    /// A gateway began or stopped seeing a beacon that stays present.
+    case viewsChanged(BeaconRef)
     /// The fleet proximity changed (on enter: from `unknown`).
     case proximity(BeaconRef, from: Proximity, to: Proximity)
     /// A sighting from the zone gateway: one "update" for cooldowns such as "after 3
@@ -83,7 +85,8 @@ public enum FleetEvent: Sendable, Equatable {
 
     public var beacon: BeaconRef {
         switch self {
-        case .enter(let ref), .zoneChanged(let ref, _, _), .proximity(let ref, _, _), .update(let ref, _): ref
+        case .enter(let ref), .zoneChanged(let ref, _, _), .viewsChanged(let ref), .proximity(let ref, _, _),
+             .update(let ref, _): ref
         case .exit(let beacon): beacon.ref
         }
     }
@@ -95,15 +98,17 @@ public enum FleetEvent: Sendable, Equatable {
 ///
 /// The zone is the first gateway to see a beacon. Another gateway takes it over only
 /// after beating the zone's smoothed RSSI by `zoneMargin` dB on `zoneUpdates` consecutive
-/// sightings of the beacon (from any gateway); one sighting where it does not win resets
-/// the count. Without RSSI on either side, a strictly closer proximity class wins instead.
+/// sightings of its own; a sighting from any gateway that leaves it short of the margin
+/// resets the count. Without RSSI on either side, a strictly closer proximity class wins
+/// instead.
 /// When the zone gateway stops seeing the beacon, the strongest remaining view takes the
 /// zone at once. A value owned by one task; time is passed in.
 public struct FleetPresence: Sendable {
     public struct Settings: Sendable, Equatable {
         /// dB by which a challenger must beat the zone's smoothed RSSI.
         public var zoneMargin: Double
-        /// Consecutive sightings a challenger must win before the zone moves.
+        /// Consecutive sightings of its own a challenger must win by the margin before the
+        /// zone moves.
         public var zoneUpdates: Int
         /// Seconds without a sighting after which a view known only from sightings is
         /// dropped (a gateway whose presence message was lost, or sightings that arrived
@@ -218,15 +223,17 @@ public struct FleetPresence: Sendable {
             return events
         }
         if let uuid { beacon.uuid = uuid }
+        let isNew = beacon.views[view.gateway] == nil
         beacon.views[view.gateway] = view
-        if sighting { contest(&beacon, &events) }
+        if isNew { events.append(.viewsChanged(ref)) }
+        if sighting { contest(&beacon, from: view.gateway, &events) }
         refreshProximity(&beacon, &events)
         if sighting && view.gateway == beacon.zone { events.append(.update(ref, beacon.proximity)) }
         beacons[ref] = beacon
         return events
     }
 
-    private func contest(_ beacon: inout FleetBeacon, _ events: inout [FleetEvent]) {
+    private func contest(_ beacon: inout FleetBeacon, from gateway: String, _ events: inout [FleetEvent]) {
         guard let current = beacon.zoneView else { return }
         let best = beacon.views.values.filter { $0.gateway != beacon.zone }.max { $1.isStronger(than: $0) }
         guard let best, beats(best, current) else {
@@ -235,7 +242,7 @@ public struct FleetPresence: Sendable {
             return
         }
         if beacon.challenger == best.gateway {
-            beacon.wins += 1
+            if gateway == best.gateway { beacon.wins += 1 }
         } else {
             beacon.challenger = best.gateway
             beacon.wins = 1
@@ -270,6 +277,7 @@ public struct FleetPresence: Sendable {
             events.append(.exit(before))
             return
         }
+        events.append(.viewsChanged(ref))
         if beacon.zone == gateway {
             events.append(.zoneChanged(ref, from: gateway, to: strongest.gateway))
             beacon.zone = strongest.gateway

@@ -70,6 +70,10 @@ public final class BrainService: Service, Sendable {
     let logger: Logger
     let options: Options
     let topics: Topics
+    /// The client id as a topic level.
+    let clientSegment: String
+    /// Where the settle marker goes (`brain/sync/<client id>`).
+    let syncTopic: String
     let started = ContinuousClock.now
 
     /// The client id a brain uses by default: the config's `clientId` (or `beacon-brain`),
@@ -80,6 +84,17 @@ public final class BrainService: Service, Sendable {
         return stores.isEmpty ? base : base + "-" + stores.sorted().map(String.init).joined(separator: "-")
     }
 
+    /// The client id as one topic level (for `brain/sync/…` and `brain/health/…`): what a
+    /// level may not hold (`+`, `#`, `/`, control characters, a leading `$`) becomes `_`.
+    static func topicSegment(clientID: String) -> String {
+        var segment = ""
+        for scalar in clientID.unicodeScalars {
+            segment.unicodeScalars.append("+#/".unicodeScalars.contains(scalar) || scalar.value < 0x20 ? "_" : scalar)
+        }
+        if segment.isEmpty || segment.hasPrefix("$") { segment = "_" + segment }
+        return segment
+    }
+
     public init(config: FleetConfig, stores: Set<UInt16> = [], password: String?, logger: Logger,
                 options: Options? = nil) throws(MQTTError) {
         let options = options ?? Options(clientID: Self.defaultClientID(config: config, stores: stores))
@@ -87,6 +102,8 @@ public final class BrainService: Service, Sendable {
         self.logger = logger
         let core = BrainCore(config: config, stores: stores, limits: options.limits)
         topics = core.topics
+        clientSegment = Self.topicSegment(clientID: options.clientID)
+        syncTopic = core.topics.brainSync(clientSegment)
         var mqtt = MQTTClientOptions(broker: config.broker.url, clientID: options.clientID)
         mqtt.username = config.broker.username
         mqtt.password = password
@@ -111,7 +128,7 @@ public final class BrainService: Service, Sendable {
 
     public func run() async throws {
         let filters = state.withLock { s in
-            s.subscribed = s.core.subscriptions + [topics.brainSync(options.clientID)]
+            s.subscribed = s.core.subscriptions + [syncTopic]
             return s.subscribed
         }
         try client.subscribe(filters, qos: 1)
@@ -163,7 +180,7 @@ public final class BrainService: Service, Sendable {
                 s.lastRetained = nil
                 s.syncToken = "\(s.connections)-\(BrainClock.now().nanoseconds)"
                 send(&s, [s.core.onlineMessage,
-                          BrainMessage(topic: topics.brainSync(options.clientID), payload: s.syncToken, qos: 1, retain: false)])
+                          BrainMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):
@@ -175,7 +192,7 @@ public final class BrainService: Service, Sendable {
             else { logger.notice("cannot reach the broker; retrying", metadata: ["reason": "\(reason)"]) }
         case .message(let message):
             state.withLock { s in
-                if message.topic == topics.brainSync(options.clientID) {
+                if message.topic == syncTopic {
                     if message.text == s.syncToken { settle(&s) }
                     return
                 }
@@ -203,7 +220,7 @@ public final class BrainService: Service, Sendable {
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
-            send(&s, [s.core.health(version: Self.version,
+            send(&s, [s.core.health(client: clientSegment, version: Self.version,
                                     uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
                                     published: s.published, publishFailures: s.publishFailures, at: BrainClock.now())])
         }
@@ -241,7 +258,7 @@ public final class BrainService: Service, Sendable {
     }
 
     private func resubscribe(_ s: inout State) {
-        let wanted = s.core.subscriptions + [topics.brainSync(options.clientID)]
+        let wanted = s.core.subscriptions + [syncTopic]
         let gone = s.subscribed.filter { !wanted.contains($0) }
         let new = wanted.filter { !s.subscribed.contains($0) }
         s.subscribed = wanted

@@ -42,8 +42,10 @@ struct BeaconBrain: AsyncParsableCommand {
           brain/visits/<major>/<minor>       retained records of what was
           brain/answered/<major>/<minor>/<id>  answered, so a restarted brain
                                              answers nothing twice
-          brain/health, brain/events         counters (retained, every 30 s),
-                                             config reports
+          brain/health/<client id>           counters, retained, every 30 s
+          brain/events                       reports on fleet/config
+          brain/sync/<client id>             a marker to itself: the retained
+                                             state has been read
           and whatever the config's rules publish ("do": "publish").
 
         --stores 12,13 handles only the beacons of those stores (majors) and
@@ -53,6 +55,8 @@ struct BeaconBrain: AsyncParsableCommand {
         Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 on a runtime
         failure, 2 for bad usage or a bad config. The broker password comes from
         the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+
+        Every payload's keys, the records and the counters: docs/brain.md.
 
         Example:
           beacon-brain --config fleet.json --broker mqtt://localhost --stores 100

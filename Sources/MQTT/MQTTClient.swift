@@ -1,0 +1,535 @@
+import BeaconKit
+internal import CMosquitto
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A connection to one MQTT broker through libmosquitto.
+///
+/// `start()` begins connecting; from then on a network thread of this client runs
+/// libmosquitto's loop and reconnects with back-off until `stop()`, also when the broker is
+/// not reachable yet. What happens arrives on `events`. `publish`, `subscribe` and `stop`
+/// may be called from any thread or task.
+///
+/// Subscriptions are remembered and made again on every (re)connection, so they survive a
+/// broker restart or a clean session. Publishing while disconnected throws
+/// `MQTTError.isNoConnection`: queueing across an outage is the caller's policy.
+///
+/// A started client lives until `stop()`: its network thread holds a reference to it.
+public final class MQTTClient: Sendable {
+    /// How many events `events` holds for a slow consumer before the oldest are dropped
+    /// (and counted in `droppedEvents`); the network thread never waits for the consumer.
+    public static let eventBufferLimit = 65_536
+
+    private let handle: Handle
+    private let options: MQTTClientOptions
+    private let state: Mutex<State>
+    /// Held around every libmosquitto call made from a caller's thread and around
+    /// `mosquitto_destroy`, so a late `publish` never touches a destroyed handle. The value is
+    /// whether the handle is destroyed. The network thread never takes this lock.
+    private let calls = Mutex<Bool>(false)
+    private let stream: AsyncStream<MQTTEvent>
+    private let continuation: AsyncStream<MQTTEvent>.Continuation
+
+    /// Creates the libmosquitto handle and applies the will, credentials, TLS and protocol
+    /// version. Nothing touches the network before `start()`.
+    public init(_ options: MQTTClientOptions) throws(MQTTError) {
+        guard Mosquitto.initialised else {
+            throw MQTTError(operation: "lib_init", code: Int32(MOSQ_ERR_UNKNOWN.rawValue))
+        }
+        // An empty id lets libmosquitto (3.1.1) or the broker (5) choose one.
+        let id: String? = options.clientID.isEmpty ? nil : options.clientID
+        guard let raw = mosquitto_new(id, options.cleanSession, nil) else {
+            let code = errno == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_NOMEM
+            throw MQTTError(operation: "new", code: Int32(code.rawValue),
+                            message: code == MOSQ_ERR_INVAL ? "a persistent session (cleanSession false) needs a client id"
+                                                           : nil)
+        }
+        do {
+            try Self.configure(raw, with: options)
+        } catch {
+            mosquitto_destroy(raw)
+            throw error
+        }
+        self.handle = Handle(raw: raw)
+        self.options = options
+        let lowest = max(0.01, options.reconnectDelay.lowerBound)
+        self.state = Mutex(State(delay: lowest))
+        (stream, continuation) = AsyncStream.makeStream(of: MQTTEvent.self,
+                                                        bufferingPolicy: .bufferingNewest(Self.eventBufferLimit))
+
+        // Callbacks run on the network thread, which holds a strong reference to `self`
+        // while it runs, so an unretained pointer is enough.
+        mosquitto_user_data_set(raw, Unmanaged.passUnretained(self).toOpaque())
+        mosquitto_connect_with_flags_callback_set(raw) { _, context, code, flags in
+            MQTTClient.from(context).didConnect(code: code, flags: flags)
+        }
+        mosquitto_disconnect_callback_set(raw) { _, context, code in
+            MQTTClient.from(context).didDisconnect(code: code)
+        }
+        mosquitto_publish_callback_set(raw) { _, context, mid in
+            MQTTClient.from(context).state.withLock { $0.acknowledgements.acknowledged(mid) }
+        }
+        mosquitto_message_callback_set(raw) { _, context, message in
+            guard let message else { return }
+            MQTTClient.from(context).didReceive(message.pointee)
+        }
+    }
+
+    deinit {
+        // Reached only when no network thread runs: it holds a reference until it ends.
+        calls.withLock { destroyed in
+            if !destroyed {
+                mosquitto_destroy(handle.raw)
+                destroyed = true
+            }
+        }
+        continuation.finish()
+    }
+
+    /// Every event, for one consumer. Finishes after `stop()`.
+    public var events: AsyncStream<MQTTEvent> { stream }
+
+    /// Whether the broker has accepted the connection and it has not been lost since.
+    public var isConnected: Bool { state.withLock { $0.connected } }
+
+    /// Events that did not fit the `events` buffer (the oldest go first).
+    public var droppedEvents: Int { state.withLock { $0.droppedEvents } }
+
+    /// Begins connecting and starts the network thread. A broker that cannot be reached is
+    /// retried with back-off (`options.reconnectDelay`) for as long as the client runs;
+    /// only a configuration libmosquitto rejects (a keepalive under 5 s, a bad port) throws.
+    /// Calling it again while running does nothing.
+    public func start() throws(MQTTError) {
+        try calls.withLock { destroyed throws(MQTTError) in
+            let phase = state.withLock { $0.phase }
+            switch phase {
+            case .running: return
+            case .draining, .stopping, .stopped:
+                throw MQTTError(operation: "start", code: Int32(MOSQ_ERR_INVAL.rawValue),
+                                message: "the client was stopped; make a new one")
+            case .idle: break
+            }
+            precondition(!destroyed)
+            let code = mosquitto_connect_async(handle.raw, options.broker.host, Int32(options.broker.port),
+                                               Int32(options.keepalive))
+            var connectLater = false
+            switch code {
+            case Mosquitto.success:
+                break
+            case Int32(MOSQ_ERR_INVAL.rawValue), Int32(MOSQ_ERR_NOMEM.rawValue), Int32(MOSQ_ERR_NOT_SUPPORTED.rawValue):
+                throw MQTTError(operation: "connect", code: code,
+                                message: "\(Mosquitto.errorText(code)) (broker \(options.broker), keepalive \(options.keepalive) s)")
+            default:
+                // Name resolution or the socket failed at once: report it and let the
+                // network thread retry like any other failed attempt.
+                noteDisconnected(reason: Mosquitto.disconnectText(code, version: options.version))
+                connectLater = true
+            }
+
+            state.withLock {
+                $0.phase = .running
+                $0.connectOnStart = connectLater
+            }
+            let context = Unmanaged.passRetained(self).toOpaque()
+            var thread = pthread_t()
+            let status = pthread_create(&thread, nil, { context in
+                let client = Unmanaged<MQTTClient>.fromOpaque(context!).takeRetainedValue()
+                client.runNetworkLoop()
+                return nil
+            }, context)
+            guard status == 0 else {
+                Unmanaged<MQTTClient>.fromOpaque(context).release()
+                state.withLock { $0.phase = .idle }
+                throw MQTTError(operation: "pthread_create", code: Int32(MOSQ_ERR_ERRNO.rawValue),
+                                message: String(cString: strerror(status)))
+            }
+            pthread_detach(thread)
+        }
+    }
+
+    /// Publishes `message`. Returns once libmosquitto has queued it; QoS > 0 messages count
+    /// as outstanding until the broker acknowledges them (see `waitUntilPublished`).
+    /// Throws `isNoConnection` when not connected, so the caller keeps the message.
+    public func publish(_ message: MQTTMessage) throws(MQTTError) {
+        guard isConnected else { throw .noConnection("publish") }
+        guard message.payload.count <= 268_435_455 else {
+            throw MQTTError(operation: "publish", code: Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue))
+        }
+        try calls.withLock { destroyed throws(MQTTError) in
+            guard !destroyed else { throw .noConnection("publish") }
+            var mid: Int32 = 0
+            let code = message.payload.withUnsafeBytes { bytes in
+                mosquitto_publish(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress,
+                                  Int32(message.qos), message.retain)
+            }
+            // libmosquitto 2.0 keeps a QoS > 0 message that finds the connection just gone
+            // and sends it after reconnecting, although it returns NO_CONN: it is queued, and
+            // reporting it as not sent would make the caller send it twice.
+            let queued = code == Mosquitto.success || (code == Mosquitto.noConnection && message.qos > 0)
+            guard queued else {
+                throw MQTTError(operation: "publish", code: code,
+                                message: "\(Mosquitto.errorText(code)) (topic \"\(message.topic)\", QoS \(message.qos))")
+            }
+            state.withLock { $0.acknowledgements.published(mid, awaitingAcknowledgement: message.qos > 0) }
+        }
+    }
+
+    /// Subscribes to `filters` now if connected, and again after every reconnection.
+    /// An invalid filter throws and nothing is subscribed.
+    public func subscribe(_ filters: [String], qos: Int = 1) throws(MQTTError) {
+        guard (0...2).contains(qos) else {
+            throw MQTTError(operation: "subscribe", code: Int32(MOSQ_ERR_INVAL.rawValue),
+                            message: "QoS must be 0, 1 or 2, not \(qos)")
+        }
+        for filter in filters {
+            let code = mosquitto_sub_topic_check(filter)
+            guard code == Mosquitto.success else {
+                throw MQTTError(operation: "subscribe", code: code,
+                                message: "\"\(filter)\" is not a valid topic filter")
+            }
+        }
+        let connected = state.withLock { state in
+            for filter in filters { state.subscriptions[filter] = qos }
+            return state.connected
+        }
+        guard connected else { return }
+        try calls.withLock { destroyed throws(MQTTError) in
+            guard !destroyed else { return }
+            for filter in filters {
+                let code = mosquitto_subscribe(handle.raw, nil, filter, Int32(qos))
+                // NO_CONN: the connection just went; the next connection subscribes.
+                guard code == Mosquitto.success || code == Mosquitto.noConnection else {
+                    throw MQTTError(operation: "subscribe", code: code,
+                                    message: "\(Mosquitto.errorText(code)) (filter \"\(filter)\")")
+                }
+            }
+        }
+    }
+
+    /// Forgets `filters` and unsubscribes from them if connected.
+    public func unsubscribe(_ filters: [String]) throws(MQTTError) {
+        let connected = state.withLock { state in
+            for filter in filters { state.subscriptions[filter] = nil }
+            return state.connected
+        }
+        guard connected else { return }
+        try calls.withLock { destroyed throws(MQTTError) in
+            guard !destroyed else { return }
+            for filter in filters {
+                let code = mosquitto_unsubscribe(handle.raw, nil, filter)
+                guard code == Mosquitto.success || code == Mosquitto.noConnection else {
+                    throw MQTTError(operation: "unsubscribe", code: code,
+                                    message: "\(Mosquitto.errorText(code)) (filter \"\(filter)\")")
+                }
+            }
+        }
+    }
+
+    /// Waits until the broker has acknowledged every QoS > 0 message published so far;
+    /// false when `timeout` seconds pass first (or the task is cancelled).
+    public func waitUntilPublished(timeout: Double) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(max(0, timeout))
+        while true {
+            if state.withLock({ $0.acknowledgements.isEmpty }) { return true }
+            if ContinuousClock.now >= deadline || Task.isCancelled { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Waits up to `timeout` seconds for outstanding QoS > 0 acknowledgements, disconnects
+    /// cleanly (so the broker does not publish the will), ends the network thread, frees the
+    /// handle and finishes `events`. Safe to call more than once and from several tasks.
+    public func stop(timeout: Double = 2) async {
+        // Under `calls`, so a concurrent start() is either finished or will see the stop.
+        let phase = calls.withLock { _ in
+            state.withLock { state in
+                let phase = state.phase
+                switch phase {
+                case .idle: state.phase = .stopping
+                case .running: state.phase = .draining
+                case .draining, .stopping, .stopped: break
+                }
+                return phase
+            }
+        }
+        switch phase {
+        case .draining, .stopping, .stopped:
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let stopped = state.withLock { state in
+                    if state.phase == .stopped { return true }
+                    state.stopWaiters.append(waiter)
+                    return false
+                }
+                if stopped { waiter.resume() }
+            }
+            return
+        case .idle:
+            break
+        case .running:
+            _ = await waitUntilPublished(timeout: timeout)
+            state.withLock { $0.phase = .stopping }
+            calls.withLock { _ in _ = mosquitto_disconnect(handle.raw) }
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let finished = state.withLock { state in
+                    if state.threadFinished { return true }
+                    state.threadWaiters.append(waiter)
+                    return false
+                }
+                if finished { waiter.resume() }
+            }
+        }
+        calls.withLock { destroyed in
+            if !destroyed {
+                mosquitto_destroy(handle.raw)
+                destroyed = true
+            }
+        }
+        continuation.finish()
+        let waiters = state.withLock { state in
+            state.phase = .stopped
+            state.connected = false
+            defer { state.stopWaiters = [] }
+            return state.stopWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: - The network thread
+
+    /// Runs libmosquitto's loop until `stop()`, reconnecting with back-off. Own loop rather
+    /// than `mosquitto_loop_start`: libmosquitto's thread gives up for good on errors it
+    /// deems fatal (a failed DNS lookup, a TLS or protocol error), and its back-off sleep
+    /// cannot be interrupted by a clean stop.
+    private func runNetworkLoop() {
+        var connectNow = state.withLock { $0.connectOnStart }
+        var stopDeadline: ContinuousClock.Instant?
+        while true {
+            if state.withLock({ $0.phase.networkThreadEnds }) {
+                // Stopping: give the DISCONNECT a moment to go out, then leave.
+                let deadline = stopDeadline ?? ContinuousClock.now + .seconds(2)
+                stopDeadline = deadline
+                if connectNow || ContinuousClock.now >= deadline { break }
+            }
+            if connectNow {
+                connectNow = false
+                state.withLock { $0.attemptReported = false }
+                let code = mosquitto_reconnect_async(handle.raw)
+                guard code == Mosquitto.success else {
+                    noteDisconnected(reason: Mosquitto.disconnectText(code, version: options.version))
+                    connectNow = true
+                    if !backOff() { break }
+                    continue
+                }
+            }
+            let code = mosquitto_loop(handle.raw, 1000, 1)
+            if code != Mosquitto.success {
+                // The connection is gone or was never made. on_disconnect has said why, except
+                // for some failures before the CONNACK (a failed TLS handshake, in 2.0.11).
+                let (ending, reported) = state.withLock { ($0.phase.networkThreadEnds, $0.attemptReported) }
+                if ending { break }
+                if !reported {
+                    noteDisconnected(reason: Mosquitto.disconnectText(code, version: options.version))
+                }
+                connectNow = true
+                if !backOff() { break }
+            }
+        }
+        let waiters = state.withLock { state in
+            state.threadFinished = true
+            state.connected = false
+            defer { state.threadWaiters = [] }
+            return state.threadWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Sleeps for the current reconnection delay and doubles it; false when stopping.
+    private func backOff() -> Bool {
+        let highest = max(0.01, options.reconnectDelay.upperBound)
+        let delay = state.withLock { state in
+            let delay = state.delay
+            state.delay = min(delay * 2, highest)
+            return delay
+        }
+        let deadline = ContinuousClock.now + .seconds(delay)
+        while ContinuousClock.now < deadline {
+            if state.withLock({ $0.phase.networkThreadEnds }) { return false }
+            usleep(20_000)
+        }
+        return !state.withLock { $0.phase.networkThreadEnds }
+    }
+
+    private func didConnect(code: Int32, flags: Int32) {
+        guard code == 0 else {
+            // on_disconnect follows; it reports this more precise reason.
+            let reason = Mosquitto.refusalText(code, version: options.version)
+            state.withLock { $0.refusal = reason }
+            return
+        }
+        let lowest = max(0.01, options.reconnectDelay.lowerBound)
+        let subscriptions = state.withLock { state in
+            state.connected = true
+            state.lastReason = nil
+            state.refusal = nil
+            state.delay = lowest
+            return state.subscriptions
+        }
+        // On the network thread, where the handle is alive; libmosquitto queues these.
+        for (filter, qos) in subscriptions.sorted(by: { $0.key < $1.key }) {
+            _ = mosquitto_subscribe(handle.raw, nil, filter, Int32(qos))
+        }
+        emit(.connected(sessionPresent: flags & 1 != 0))
+    }
+
+    private func didDisconnect(code: Int32) {
+        let reason = state.withLock { state in
+            defer {
+                state.refusal = nil
+                state.attemptReported = true
+            }
+            return state.refusal ?? Mosquitto.disconnectText(code, version: options.version)
+        }
+        noteDisconnected(reason: reason)
+    }
+
+    /// Reports a lost connection, or a failed attempt whose reason differs from the last
+    /// one, so an outage reads as one event rather than one per retry.
+    private func noteDisconnected(reason: String) {
+        let report = state.withLock { state in
+            let report = state.connected || state.lastReason != reason
+            state.connected = false
+            state.lastReason = reason
+            return report
+        }
+        if report { emit(.disconnected(reason: reason)) }
+    }
+
+    private func didReceive(_ message: mosquitto_message) {
+        let topic = String(cString: message.topic)
+        let payload: [UInt8] = if message.payloadlen > 0, let bytes = message.payload {
+            Array(UnsafeRawBufferPointer(start: bytes, count: Int(message.payloadlen)))
+        } else {
+            []
+        }
+        emit(.message(MQTTMessage(topic: topic, payload: payload, qos: Int(message.qos), retain: message.retain)))
+    }
+
+    private func emit(_ event: MQTTEvent) {
+        if case .dropped = continuation.yield(event) {
+            state.withLock { $0.droppedEvents += 1 }
+        }
+    }
+
+    private static func from(_ context: UnsafeMutableRawPointer?) -> MQTTClient {
+        Unmanaged<MQTTClient>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    // MARK: - Set-up
+
+    private static func configure(_ raw: OpaquePointer, with options: MQTTClientOptions) throws(MQTTError) {
+        func check(_ operation: String, _ code: Int32, _ detail: String? = nil) throws(MQTTError) {
+            guard code == Mosquitto.success else {
+                let text = Mosquitto.errorText(code)
+                throw MQTTError(operation: operation, code: code, message: detail.map { "\(text) (\($0))" } ?? text)
+            }
+        }
+        try check("threaded_set", mosquitto_threaded_set(raw, true))
+        let version = switch options.version {
+        case .v311: MQTT_PROTOCOL_V311
+        case .v5: MQTT_PROTOCOL_V5
+        }
+        try check("int_option", mosquitto_int_option(raw, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        if let will = options.will {
+            let code = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set(raw, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos), will.retain)
+            }
+            try check("will_set", code, "topic \"\(will.topic)\"")
+        }
+        let username = options.username ?? options.broker.username
+        if username != nil || options.password != nil {
+            try check("username_pw_set", mosquitto_username_pw_set(raw, username, options.password))
+        }
+        if options.broker.tls || options.tls != nil {
+            let tls = options.tls ?? TLSConfig()
+            // Without a CA of its own, trust the system's store.
+            let caPath = tls.caPath ?? (tls.caFile == nil ? "/etc/ssl/certs" : nil)
+            try check("tls_set", mosquitto_tls_set(raw, tls.caFile, caPath, tls.certFile, tls.keyFile, nil),
+                      "CA \(tls.caFile ?? caPath ?? "-"), certificate \(tls.certFile ?? "-"), key \(tls.keyFile ?? "-")")
+            if tls.insecure {
+                try check("tls_insecure_set", mosquitto_tls_insecure_set(raw, true))
+            }
+        }
+    }
+}
+
+/// The libmosquitto handle. libmosquitto serialises access to it internally once
+/// `mosquitto_threaded_set(true)` is on; `MQTTClient.calls` guards its lifetime.
+private struct Handle: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+private struct State {
+    enum Phase {
+        case idle, running
+        /// `stop()` waits for acknowledgements; the network thread carries on as before.
+        case draining
+        /// The DISCONNECT is on its way; the network thread ends.
+        case stopping, stopped
+
+        var networkThreadEnds: Bool { self == .stopping || self == .stopped }
+    }
+
+    var phase = Phase.idle
+    var connected = false
+    /// Filter → QoS, subscribed again on every connection.
+    var subscriptions: [String: Int] = [:]
+    var acknowledgements = Acknowledgements()
+    /// The reason last reported, so repeated failed attempts are reported once.
+    var lastReason: String?
+    /// Set by a refused CONNACK for the `on_disconnect` that follows.
+    var refusal: String?
+    var droppedEvents = 0
+    /// Seconds before the next reconnection attempt.
+    var delay: Double
+    /// The first connection attempt failed at once; the network thread begins by retrying.
+    var connectOnStart = false
+    /// Whether `on_disconnect` has reported the end of the current connection attempt.
+    var attemptReported = false
+    var threadFinished = false
+    var threadWaiters: [CheckedContinuation<Void, Never>] = []
+    var stopWaiters: [CheckedContinuation<Void, Never>] = []
+
+    init(delay: Double) { self.delay = delay }
+}
+
+/// Message ids of QoS > 0 publishes the broker has not acknowledged yet.
+///
+/// `on_publish` may run on the network thread before `mosquitto_publish` has returned the id
+/// to its caller, so an acknowledgement for an id not yet registered is remembered in a
+/// small ring; ids are 16-bit and reused only after 65535 publishes, far beyond the ring.
+struct Acknowledgements {
+    private var outstanding: Set<Int32> = []
+    private var early = [Int32](repeating: 0, count: 256)
+    private var next = 0
+
+    var isEmpty: Bool { outstanding.isEmpty }
+
+    mutating func published(_ mid: Int32, awaitingAcknowledgement: Bool) {
+        if let index = early.firstIndex(of: mid), mid != 0 {
+            early[index] = 0
+            return
+        }
+        if awaitingAcknowledgement { outstanding.insert(mid) }
+    }
+
+    mutating func acknowledged(_ mid: Int32) {
+        if outstanding.remove(mid) != nil { return }
+        early[next] = mid
+        next = (next + 1) % early.count
+    }
+}

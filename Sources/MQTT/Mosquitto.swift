@@ -1,0 +1,64 @@
+import BeaconKit
+internal import CMosquitto
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// libmosquitto's process-wide state and its codes turned into text.
+enum Mosquitto {
+    /// `mosquitto_lib_init` runs once, the first time a client is made; never cleaned up,
+    /// because clients may live until the process exits.
+    static let initialised: Bool = mosquitto_lib_init() == Int32(MOSQ_ERR_SUCCESS.rawValue)
+
+    static let success = Int32(MOSQ_ERR_SUCCESS.rawValue)
+    static let noConnection = Int32(MOSQ_ERR_NO_CONN.rawValue)
+
+    /// `mosquitto_strerror`, with `errno` read now for `MOSQ_ERR_ERRNO`.
+    static func errorText(_ code: Int32) -> String {
+        if code == Int32(MOSQ_ERR_ERRNO.rawValue) { return String(cString: strerror(errno)) }
+        return trimmed(String(cString: mosquitto_strerror(code)))
+    }
+
+    /// Why the broker refused a CONNECT: a CONNACK return code (3.1.1) or reason code (5).
+    static func refusalText(_ code: Int32, version: MQTTVersion) -> String {
+        let text = switch version {
+        case .v311: String(cString: mosquitto_connack_string(code))
+        case .v5: String(cString: mosquitto_reason_string(code))
+        }
+        // "Connection Refused: not authorised." → "not authorised"
+        var reason = trimmed(text)
+        if reason.hasPrefix("Connection Refused: ") { reason = String(reason.dropFirst(20)) }
+        return "connection refused: " + lowercasedFirst(reason)
+    }
+
+    /// Why a connection ended, from `on_disconnect`'s code: a `mosq_err_t`, or with MQTT 5 the
+    /// reason code of the broker's DISCONNECT packet (0x80 and above).
+    static func disconnectText(_ code: Int32, version: MQTTVersion) -> String {
+        switch code {
+        case success: return "disconnected"
+        case Int32(MOSQ_ERR_CONN_LOST.rawValue): return "connection lost"
+        case Int32(MOSQ_ERR_KEEPALIVE.rawValue): return "keepalive timeout"
+        case Int32(MOSQ_ERR_CONN_REFUSED.rawValue): return "connection refused"
+        case Int32(MOSQ_ERR_PROTOCOL.rawValue): return "protocol error"
+        default:
+            if version == .v5 && code >= 0x80 {
+                return "disconnected by broker: " + lowercasedFirst(trimmed(String(cString: mosquitto_reason_string(code))))
+            }
+            return "connection failed: " + lowercasedFirst(errorText(code))
+        }
+    }
+
+    private static func trimmed(_ text: String) -> String {
+        text.hasSuffix(".") ? String(text.dropLast()) : text
+    }
+
+    private static func lowercasedFirst(_ text: String) -> String {
+        guard let first = text.first else { return text }
+        // Keep acronyms ("TLS error") as they are.
+        if text.count > 1, text.dropFirst().first?.isUppercase == true { return text }
+        return first.lowercased() + text.dropFirst()
+    }
+}

@@ -1,0 +1,497 @@
+import BeaconKit
+import Foundation
+import Testing
+
+/// A broker in memory around one `BrainCore`: keeps retained messages (so a second brain
+/// can be started on the same state) and every message the brain published.
+struct Harness {
+    var core: BrainCore
+    var retained: [String: String] = [:]
+    var sent: [BrainMessage] = []
+    var log: [BrainLogEntry] = []
+    let topics: Topics
+
+    /// A brain that starts on `retained` state and settles at `now`.
+    init(config: FleetConfig = testConfig(), stores: Set<UInt16> = [], retained: [String: String] = [:], at now: Instant = t(0)) {
+        core = BrainCore(config: config, stores: stores)
+        topics = config.topics
+        self.retained = retained
+        for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) {
+            apply(core.receive(topic: topic, payload: Array(payload.utf8), retained: true, at: now))
+        }
+        apply(core.settle(at: now))
+    }
+
+    /// The same broker with a new brain (the old one crashed or was restarted).
+    func restarted(config: FleetConfig? = nil, at now: Instant) -> Harness {
+        Harness(config: config ?? core.config, stores: core.stores, retained: retained, at: now)
+    }
+
+    mutating func apply(_ output: BrainOutput) {
+        log += output.log
+        for message in output.messages {
+            sent.append(message)
+            if message.retain { retained[message.topic] = message.payload.isEmpty ? nil : message.payload }
+        }
+    }
+
+    /// Someone else publishes.
+    mutating func publish(_ topic: String, _ payload: String, retain: Bool = false, at now: Instant) {
+        if retain { retained[topic] = payload.isEmpty ? nil : payload }
+        apply(core.receive(topic: topic, payload: Array(payload.utf8), retained: false, at: now))
+    }
+
+    mutating func publish(_ topic: String, bytes: [UInt8], at now: Instant) {
+        apply(core.receive(topic: topic, payload: bytes, retained: false, at: now))
+    }
+
+    mutating func advance(to now: Instant) { apply(core.advance(to: now)) }
+
+    // Shorthands for what gateways and observers do.
+    mutating func see(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
+        publish(topics.beacon(ref), sightingJSON(ref, gateway, rssi: rssi, proximity), at: now)
+    }
+
+    mutating func announce(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
+        publish(topics.presence(of: ref, seenBy: gateway), presenceJSON(ref, gateway, rssi: rssi, proximity), retain: true, at: now)
+    }
+
+    mutating func withdraw(_ ref: BeaconRef, by gateway: String, at now: Instant) {
+        publish(topics.presence(of: ref, seenBy: gateway), "", retain: true, at: now)
+    }
+
+    mutating func join(_ client: String, _ ref: BeaconRef, _ payload: String = joinJSON(), at now: Instant) {
+        publish(topics.observer(client, of: ref), payload, retain: true, at: now)
+    }
+
+    mutating func leave(_ client: String, _ ref: BeaconRef, at now: Instant) {
+        publish(topics.observer(client, of: ref), "", retain: true, at: now)
+    }
+
+    /// Inbox messages sent to `client` since `index` (an index into `sent`).
+    func inbox(_ client: String, from index: Int = 0) -> [JSONValue] {
+        sent[index...].filter { $0.topic == topics.inbox(of: client) }.compactMap(\.json)
+    }
+
+    func retainedJSON(_ topic: String) -> JSONValue? { retained[topic].map { JSONValue(text: $0) } }
+
+    var roster: JSONValue? { retainedJSON(topics.roster(ofStore: 100)) }
+}
+
+@Suite struct BrainCoreTests {
+    // MARK: Observers
+
+    @Test func aJoinIsAnsweredWithTheBeaconsAdAndShowsOnTheRoster() throws {
+        var h = Harness()
+        h.join("ada", counter, joinJSON(photo: photo(1000)), at: t(1))
+        let replies = h.inbox("ada")
+        #expect(replies.count == 1)
+        #expect(replies.first?["type"] == .string("ad"))
+        #expect(replies.first?["ad"] == .object(["title": .string("Espresso"), "price": .number(1.5)]))
+        #expect(replies.first?["beacon"] == counter.json)
+        #expect(replies.first?["rule"] == .null)
+
+        let roster = try #require(h.roster)
+        #expect(roster["store"] == .number(100))
+        #expect(roster["name"] == .string("Main Street"))
+        let customer = try #require(roster["customers"]?.arrayValue?.first)
+        #expect(customer.objectValue?.keys == ["client", "name", "favorite", "photo", "beacon", "since"])
+        #expect(customer["name"] == .string("Ada"))
+        #expect(customer["favorite"] == .string("flat white"))
+        #expect(customer["photo"] == .string("beacons/100/1/observers/ada"))
+        #expect(h.retained[h.topics.answeredRecord(of: counter, client: "ada")] != nil)
+
+        // The same join again (a retained redelivery) is not answered twice.
+        h.join("ada", counter, joinJSON(photo: photo(1000)), at: t(2))
+        #expect(h.inbox("ada").count == 1)
+    }
+
+    @Test func adFallsBackToTheStoreAndIsNullWithoutOne() {
+        var h = Harness()
+        h.join("ada", window, at: t(1))
+        h.join("bob", otherStore, at: t(1))
+        #expect(h.inbox("ada").first?["ad"] == .object(["title": .string("Deal of the day")]))
+        #expect(h.inbox("bob").first?["ad"] == .null)
+    }
+
+    @Test func aLeaveRemovesTheCustomerAndTheRecord() throws {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        h.join("bob", window, joinJSON(name: "Bob", favorite: nil), at: t(2))
+        #expect(h.roster?["customers"]?.arrayValue?.count == 2)
+        h.leave("ada", counter, at: t(3))
+        let customers = try #require(h.roster?["customers"]?.arrayValue)
+        #expect(customers.map { $0["client"] } == [.string("bob")])
+        #expect(customers.first?["photo"] == .null)
+        #expect(h.retained[h.topics.answeredRecord(of: counter, client: "ada")] == nil)
+        h.leave("bob", window, at: t(4))
+        #expect(h.roster?["customers"] == .array([]))
+        #expect(!h.retained.keys.contains { $0.contains("/answered/") })
+    }
+
+    @Test func observerLastWillEndsEveryJoinAndDeletesTheProfiles() {
+        var h = Harness()
+        h.join("ada", counter, joinJSON(photo: photo(500)), at: t(1))
+        h.join("ada", window, at: t(1))
+        h.join("bob", window, at: t(1))
+        h.publish("observers/ada/status", "offline", retain: true, at: t(5))
+        #expect(h.retained[h.topics.observer("ada", of: counter)] == nil)
+        #expect(h.retained[h.topics.observer("ada", of: window)] == nil)
+        #expect(h.retained[h.topics.observer("bob", of: window)] != nil)
+        #expect(h.roster?["customers"]?.arrayValue?.map { $0["client"] } == [.string("bob")])
+        #expect(h.core.counters.leaves == 2)
+        // The deletions come back to the brain; nothing more happens.
+        let before = h.sent.count
+        h.leave("ada", counter, at: t(6))
+        #expect(h.sent.count == before)
+    }
+
+    @Test func aRosterListsAClientOnceWithTheirFirstTime() throws {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        h.join("ada", window, joinJSON(name: "Ada L."), at: t(2))
+        let customers = try #require(h.roster?["customers"]?.arrayValue)
+        #expect(customers.count == 1)
+        #expect(customers.first?["name"] == .string("Ada L."))
+        #expect(customers.first?["beacon"] == window.json)
+        #expect(customers.first?["since"] == .string(t(1).iso8601))
+    }
+
+    @Test func aMalformedJoinGetsAnErrorAndChangesNothing() {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        let rosterBefore = h.retained[h.topics.roster(ofStore: 100)]
+        h.publish(h.topics.observer("ada", of: counter), #"{"state":"joined","profile":{"name":7}}"#, at: t(2))
+        let replies = h.inbox("ada")
+        #expect(replies.count == 2)
+        #expect(replies.last?["type"] == .string("error"))
+        #expect(replies.last?["error"] == .string("profile.name must be a string, found a number"))
+        #expect(replies.last?["beacon"] == counter.json)
+        #expect(h.retained[h.topics.roster(ofStore: 100)] == rosterBefore)
+        #expect(h.core.observers.count == 1)
+        // Oversized: refused before parsing.
+        h.publish(h.topics.observer("eve", of: counter), bytes: [UInt8](repeating: 0x20, count: 70_000), at: t(3))
+        #expect(h.inbox("eve").first?["error"] == .string("join payload of 70000 bytes exceeds 65536"))
+        #expect(h.core.counters.oversized == 1)
+        #expect(h.core.counters.joinsRejected == 2)
+        #expect(h.core.observers.count == 1)
+    }
+
+    @Test func aNewProfileForAJoinUpdatesTheRosterWithoutANewAd() {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        h.join("ada", counter, joinJSON(favorite: "cortado"), at: t(2))
+        #expect(h.inbox("ada").count == 1)
+        #expect(h.roster?["customers"]?.arrayValue?.first?["favorite"] == .string("cortado"))
+    }
+
+    // MARK: Presence
+
+    @Test func fleetPresenceFollowsTheZoneAndIsDeletedWhenAbsentEverywhere() throws {
+        var h = Harness()
+        let topic = h.topics.presence(of: counter)
+        h.announce(counter, by: "door", rssi: -70, at: t(1))
+        var presence = try #require(h.retainedJSON(topic))
+        #expect(presence["zone"] == .string("door"))
+        #expect(presence["zoneName"] == .string("Door"))
+        #expect(presence["since"] == .string(t(1).iso8601))
+        #expect(h.retained[h.topics.visitRecord(of: counter)] != nil)
+        for i in 2...4 { h.see(counter, by: "till", rssi: -60, .immediate, at: t(Double(i))) }
+        presence = try #require(h.retainedJSON(topic))
+        #expect(presence["zone"] == .string("till"))
+        #expect(presence["zoneName"] == .string("Counter"), "a gateway known from sightings is named from the config")
+        #expect(presence["proximity"] == .string("immediate"))
+        #expect(presence["gateways"]?.arrayValue?.count == 2)
+        // Sightings that change nothing but RSSI do not republish.
+        let count = h.sent.count
+        h.see(counter, by: "till", rssi: -61, .immediate, at: t(5))
+        #expect(h.sent.count == count)
+
+        h.withdraw(counter, by: "door", at: t(6))
+        #expect(h.retainedJSON(topic)?["gateways"]?.arrayValue?.count == 1)
+        h.advance(to: t(40))
+        #expect(h.retained[topic] == nil)
+        #expect(h.retained[h.topics.visitRecord(of: counter)] == nil)
+    }
+
+    @Test func gatewayLastWillEndsItsVisitsAtOnce() {
+        var h = Harness()
+        h.announce(counter, by: "door", rssi: -70, at: t(1))
+        h.announce(window, by: "door", rssi: -70, at: t(1))
+        h.announce(window, by: "till", rssi: -80, .far, at: t(1))
+        h.publish("gateways/door/status", "offline", retain: true, at: t(2))
+        #expect(h.retained[h.topics.presence(of: counter)] == nil)
+        #expect(h.retainedJSON(h.topics.presence(of: window))?["zone"] == .string("till"))
+    }
+
+    // MARK: Rules
+
+    static let rules = """
+    [
+      { "name": "deal at the counter", "when": "proximity:immediate", "names": ["counter"],
+        "then": [ { "do": "ad" } ], "once": true },
+      { "name": "greet the regulars", "when": "join", "stores": [100],
+        "then": [ { "do": "greeting", "text": "Hello {customer}! Your usual {favorite}?" } ] },
+      { "name": "where am I", "when": "proximity:immediate", "names": ["counter"],
+        "then": [ { "do": "locationFix" } ], "cooldown": "after 3 updates at near" },
+      { "name": "tell the barista", "when": "enter", "stores": [100], "rssiAbove": -80,
+        "then": [ { "do": "publish", "topic": "displays/{store}/barista", "text": "{name} is at {zone} ({proximity})", "qos": 1 } ],
+        "cooldown": 300 },
+      { "name": "goodbye", "when": "leave", "then": [ { "do": "publish", "topic": "displays/{store}/{client}", "text": "bye {customer}" } ] }
+    ]
+    """
+
+    @Test func rulesAnswerJoinsAndBeaconEvents() throws {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.join("ada", counter, at: t(1))
+        var replies = h.inbox("ada")
+        #expect(replies.map { $0["type"] } == [.string("ad"), .string("greeting")])
+        #expect(replies.last?["text"] == .string("Hello Ada! Your usual flat white?"))
+        #expect(replies.last?["rule"] == .string("greet the regulars"))
+
+        h.announce(counter, by: "till", rssi: -60, .near, at: t(2))
+        let barista = h.sent.filter { $0.topic == "displays/100/barista" }
+        #expect(barista.map(\.payload) == ["counter is at Till (near)"])
+
+        // Reaching immediate: the deal (once) and the location fix (disarmed after).
+        var mark = h.sent.count
+        h.see(counter, by: "till", rssi: -50, .immediate, at: t(3))
+        replies = h.inbox("ada", from: mark)
+        #expect(replies.map { $0["type"] } == [.string("ad"), .string("locationFix")])
+        #expect(replies.first?["rule"] == .string("deal at the counter"))
+        #expect(replies.last?["lat"] == .number(52.520008))
+        #expect(replies.last?["heading"] == .number(90))
+        #expect(replies.last?["floor"] == .number(0))
+
+        // Near for two updates, immediate again: neither fires.
+        mark = h.sent.count
+        h.see(counter, by: "till", rssi: -62, .near, at: t(4))
+        h.see(counter, by: "till", rssi: -62, .near, at: t(5))
+        h.see(counter, by: "till", rssi: -50, .immediate, at: t(6))
+        #expect(h.inbox("ada", from: mark).isEmpty)
+        // Three updates at near re-arm the location fix; the deal stays once per visit.
+        for i in 7...9 { h.see(counter, by: "till", rssi: -62, .near, at: t(Double(i))) }
+        #expect(h.retainedJSON(h.topics.visitRecord(of: counter))?["disarmed"] == .array([]))
+        mark = h.sent.count
+        h.see(counter, by: "till", rssi: -50, .immediate, at: t(10))
+        #expect(h.inbox("ada", from: mark).map { $0["type"] } == [.string("locationFix")])
+
+        // Leave: the templated goodbye.
+        h.leave("ada", counter, at: t(11))
+        #expect(h.sent.last { $0.topic == "displays/100/ada" }?.payload == "bye Ada")
+        #expect(h.core.counters.rulesFired == 6)
+    }
+
+    @Test func rssiAboveAndCooldownOfTheBaristaRule() {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.announce(counter, by: "till", rssi: -90, .far, at: t(1))
+        #expect(!h.sent.contains { $0.topic == "displays/100/barista" })
+        h.withdraw(counter, by: "till", at: t(2))
+        h.announce(counter, by: "till", rssi: -70, .near, at: t(3))
+        h.withdraw(counter, by: "till", at: t(4))
+        h.announce(counter, by: "till", rssi: -70, .near, at: t(100))
+        #expect(h.sent.filter { $0.topic == "displays/100/barista" }.count == 1, "cooldown 300 s")
+        h.withdraw(counter, by: "till", at: t(101))
+        // The cooldown is recorded while it runs, then the record goes.
+        #expect(h.retainedJSON(h.topics.visitRecord(of: counter))?["since"] == .null)
+        h.advance(to: t(304))
+        #expect(h.retained[h.topics.visitRecord(of: counter)] == nil)
+        h.announce(counter, by: "till", rssi: -70, .near, at: t(305))
+        #expect(h.sent.filter { $0.topic == "displays/100/barista" }.count == 2)
+    }
+
+    @Test func hostileProfileValuesCannotRedirectATemplatedTopic() {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        for (client, name) in [("eve", "#"), ("mallory", "a/b"), ("trent", "+")] {
+            h.join(client, counter, joinJSON(name: name), at: t(1))
+        }
+        h.join("ok", counter, at: t(1))
+        for client in ["eve", "mallory", "trent", "ok"] { h.leave(client, counter, at: t(2)) }
+        // {client} is safe for all of them; a rule using {customer} in a topic would be skipped.
+        #expect(h.sent.filter { $0.topic.hasPrefix("displays/100/") }.map(\.topic).sorted()
+                == ["displays/100/eve", "displays/100/mallory", "displays/100/ok", "displays/100/trent"])
+
+        var g = Harness(config: testConfig(rules: """
+        [ { "name": "by name", "when": "join", "then": [ { "do": "publish", "topic": "hello/{customer}", "text": "hi" } ] } ]
+        """))
+        for (client, name) in [("eve", "#"), ("mallory", "brain/answered/100/1/x"), ("trent", ""), ("ok", "Ada")] {
+            g.join(client, counter, joinJSON(name: name), at: t(1))
+        }
+        #expect(g.sent.filter { $0.topic.hasPrefix("hello/") }.map(\.topic) == ["hello/Ada"])
+        #expect(g.core.counters.actionsSkipped == 3)
+    }
+
+    // MARK: Recovery
+
+    @Test func aRestartedBrainCarriesOnWithoutAnsweringAgain() {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.join("ada", counter, at: t(1))
+        h.announce(counter, by: "till", rssi: -60, .near, at: t(2))
+        // The gateway republishes its presence on a proximity change, and sights it.
+        h.announce(counter, by: "till", rssi: -50, .immediate, at: t(3))
+        h.see(counter, by: "till", rssi: -50, .immediate, at: t(3))
+        #expect(h.inbox("ada").count == 4)
+
+        // Crash; a new brain starts from what the broker holds.
+        var r = h.restarted(at: t(10))
+        #expect(r.inbox("ada").isEmpty, "no ad, greeting or fix again")
+        #expect(!r.sent.contains { $0.topic.hasPrefix("displays/") })
+        #expect(r.sent.isEmpty, "nothing to correct: \(r.sent)")
+        #expect(r.core.observers.count == 1)
+        #expect(r.core.presence[counter]?.since == t(2))
+        // The visit continues: immediate again does not re-fire the once rule, and the fix
+        // is still disarmed.
+        r.see(counter, by: "till", rssi: -62, .near, at: t(11))
+        r.see(counter, by: "till", rssi: -50, .immediate, at: t(12))
+        #expect(r.inbox("ada").isEmpty)
+        // A new visit does.
+        r.withdraw(counter, by: "till", at: t(13))
+        r.advance(to: t(50))
+        r.announce(counter, by: "till", rssi: -50, .immediate, at: t(60))
+        #expect(r.inbox("ada").map { $0["type"] } == [.string("ad"), .string("locationFix")])
+    }
+
+    @Test func aRestartedBrainCatchesUpWithWhatHappenedWhileItWasDown() throws {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.join("ada", counter, at: t(1))
+        h.join("bob", window, at: t(1))
+        h.announce(window, by: "door", rssi: -70, at: t(1))
+        var broker = h.retained
+        // While no brain runs: carol joins, bob's app dies, the window beacon leaves,
+        // the counter beacon arrives, ada leaves one beacon.
+        broker[h.topics.observer("carol", of: counter)] = joinJSON(name: "Carol")
+        broker["observers/bob/status"] = "offline"
+        broker[h.topics.presence(of: window, seenBy: "door")] = nil
+        broker[h.topics.presence(of: counter, seenBy: "till")] = presenceJSON(counter, "till", rssi: -60)
+        broker[h.topics.observer("ada", of: counter)] = nil
+        h.retained = broker
+
+        let r = h.restarted(at: t(100))
+        #expect(r.inbox("carol").map { $0["type"] } == [.string("ad"), .string("greeting")])
+        #expect(r.inbox("ada").isEmpty)
+        #expect(r.retained[r.topics.observer("bob", of: window)] == nil, "bob's profile is deleted")
+        #expect(r.retained[r.topics.presence(of: window)] == nil)
+        #expect(r.retainedJSON(r.topics.visitRecord(of: window))?["since"] == .null, "kept for the barista's cooldown")
+        #expect(r.retainedJSON(r.topics.presence(of: counter))?["zone"] == .string("till"))
+        #expect(r.sent.contains { $0.topic == "displays/100/barista" }, "the enter that happened meanwhile")
+        #expect(r.sent.contains { $0.topic == "displays/100/ada" && $0.payload == "bye " }, "ada's leave")
+        #expect(r.sent.contains { $0.topic == "displays/100/bob" })
+        let customers = try #require(r.roster?["customers"]?.arrayValue)
+        #expect(customers.map { $0["client"] } == [.string("carol")])
+        #expect(!r.retained.keys.contains { $0.hasPrefix("brain/answered/100/1/ada") })
+    }
+
+    @Test func aRestartIgnoresPresenceLeftByADeadGateway() {
+        var h = Harness()
+        h.announce(counter, by: "door", rssi: -70, at: t(1))
+        h.retained["gateways/door/status"] = "offline"
+        let r = h.restarted(at: t(10))
+        #expect(r.core.presence[counter] == nil)
+        #expect(r.retained[r.topics.presence(of: counter)] == nil)
+    }
+
+    @Test func aRestartWithAnInterruptedWriteAnswersAgainRatherThanNever() {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        // The record never reached the broker.
+        h.retained[h.topics.answeredRecord(of: counter, client: "ada")] = nil
+        let r = h.restarted(at: t(5))
+        #expect(r.inbox("ada").count == 1)
+    }
+
+    // MARK: Bad input
+
+    @Test func hostilePayloadsOnEveryTopicAreCountedAndIgnored() {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.announce(counter, by: "door", rssi: -70, at: t(1))
+        h.join("ada", window, at: t(1))
+        let retainedBefore = h.retained
+        let bad: [String] = [
+            "not json", "{", "[]", "null", "42", #""text""#, #"{"major":"100"}"#,
+            String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000),
+            #"{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"i":1}}}}}}}}}"#,
+            "\u{FEFF}{}", "{\"x\":\"\\ud800\"}",
+        ]
+        let topics = [
+            "beacons/100/1", "beacons/100/1/presence/door", "beacons/100/1/observers/ada", "gateways/door/status",
+            "observers/ada/status", "fleet/config",
+        ]
+        for topic in topics {
+            for payload in bad { h.publish(topic, payload, at: t(2)) }
+            h.publish(topic, bytes: [UInt8](repeating: 0x7B, count: 65 * 1024), at: t(2))
+        }
+        // Topics outside the contract, or almost in it.
+        for topic in ["beacons/100", "beacons/100/1/presence/door/x", "beacons/65536/1", "beacons/01/1",
+                      "beacons/100/1/observers/a+b", "random/topic", "brain/visits/100/1/x"] {
+            h.publish(topic, "{}", at: t(2))
+        }
+        // fleet/config may be larger (4 MiB): its oversized payload is malformed instead.
+        #expect(h.core.counters.oversized == topics.count - 1)
+        #expect(h.core.counters.malformed.values.reduce(0, +) == topics.count * bad.count + 1)
+        #expect(h.core.counters.unknownTopics == 7)
+        #expect(h.core.presence[counter]?.zone == "door")
+        #expect(h.core.observers.count == 1)
+        #expect(h.retained == retainedBefore, "no retained state changed")
+        #expect(h.inbox("ada").filter { $0["type"] == .string("error") }.count == bad.count + 1)
+        #expect(h.sent.filter { $0.topic == "brain/events" }.count == bad.count + 1)
+        // Still answering.
+        h.join("zoe", counter, at: t(3))
+        #expect(h.inbox("zoe").first?["type"] == .string("ad"))
+    }
+
+    // MARK: Config and stores
+
+    @Test func standingAdsArePublishedAndFollowTheConfig() throws {
+        var h = Harness()
+        #expect(h.retained["beacons/100/1/ad"] == #"{"title":"Espresso","price":1.5}"#)
+        #expect(h.retained["beacons/100/2/ad"] == #"{"title":"Deal of the day"}"#)
+        // A config where the counter has no ad of its own and the store none either.
+        let text = testConfigText(counterAd: "null").replacingOccurrences(of: #", "ad": null"#, with: "")
+            .replacingOccurrences(of: #", "ad": { "title": "Deal of the day" }"#, with: "")
+        h.publish("fleet/config", text, retain: true, at: t(1))
+        #expect(h.retained["beacons/100/1/ad"] == nil)
+        #expect(h.retained["beacons/100/2/ad"] == nil)
+        #expect(h.core.counters.configsApplied == 1)
+        // An invalid config is reported and the last good one kept.
+        h.publish("fleet/config", #"{"rules":[{"when":"sometimes"}]}"#, retain: true, at: t(2))
+        #expect(h.core.counters.configsRejected == 1)
+        let event = try #require(h.sent.last { $0.topic == "brain/events" }?.json)
+        #expect(event["status"] == .string("rejected"))
+        #expect(event["errors"]?.arrayValue?.isEmpty == false)
+        // A restart with the original file finds the ads gone and puts them back (the
+        // retained fleet/config is now the invalid one, which it rejects too).
+        let r = h.restarted(config: testConfig(), at: t(3))
+        #expect(r.retained["beacons/100/1/ad"] != nil)
+    }
+
+    @Test func aRestartDeletesAdsThatLeftTheConfig() {
+        var h = Harness()
+        h.retained["beacons/100/9/ad"] = #"{"old":true}"#
+        h = h.restarted(at: t(1))
+        #expect(h.retained["beacons/100/9/ad"] == nil)
+        #expect(h.sent.filter(\.retain).map(\.topic) == ["beacons/100/9/ad"])
+    }
+
+    @Test func storesRestrictABrainToItsMajors() {
+        var h = Harness(stores: [200])
+        #expect(h.retained["beacons/100/1/ad"] == nil)
+        h.join("ada", counter, at: t(1))
+        h.announce(counter, by: "door", rssi: -60, at: t(1))
+        #expect(h.inbox("ada").isEmpty)
+        #expect(h.core.presence.beacons.isEmpty)
+        #expect(h.core.counters.foreign == 2)
+        h.join("bob", otherStore, at: t(1))
+        #expect(h.inbox("bob").count == 1)
+        #expect(h.retained["stores/200/roster"] != nil)
+        #expect(h.core.subscriptions.contains("beacons/200/+/observers/+"))
+        #expect(!h.core.subscriptions.contains { $0.hasPrefix("beacons/100") || $0.hasPrefix("beacons/+") })
+    }
+
+    @Test func topicPrefixApplies() {
+        var h = Harness(config: testConfig(prefix: "acme"))
+        h.publish("acme/beacons/100/1/observers/ada", joinJSON(), retain: true, at: t(1))
+        #expect(h.sent.contains { $0.topic == "acme/observers/ada/inbox" })
+        #expect(h.retained["acme/stores/100/roster"] != nil)
+        #expect(h.core.subscriptions.allSatisfy { $0.hasPrefix("acme/") })
+    }
+}

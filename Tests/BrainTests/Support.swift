@@ -1,0 +1,109 @@
+import BeaconKit
+import Foundation
+
+/// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).
+func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
+
+let storeUUID = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
+let counter = BeaconRef(major: 100, minor: 1)
+let window = BeaconRef(major: 100, minor: 2)
+let otherStore = BeaconRef(major: 200, minor: 7)
+
+func sighting(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
+              distance: Double? = nil) -> SightingReport {
+    SightingReport(beacon: ref, uuid: storeUUID, gateway: gateway, rssiSmoothed: rssi, distance: distance,
+                   proximity: proximity)
+}
+
+func presenceReport(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
+                    zone: String? = nil) -> GatewayPresenceReport {
+    GatewayPresenceReport(beacon: ref, uuid: storeUUID, gateway: gateway, zone: zone ?? gateway.capitalized,
+                          proximity: proximity, rssiSmoothed: rssi, distance: 1.5, since: t(0))
+}
+
+/// A gateway's sighting payload as `Payloads.sighting` writes it.
+func sightingJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
+                  distance: Double? = 1.2, seq: Int = 1) -> String {
+    var writer = JSONWriter()
+    writer.object { o in
+        o("uuid", storeUUID.description)
+        o("major", Int(ref.major))
+        o("minor", Int(ref.minor))
+        o("gateway", gateway)
+        o("address", "AA:BB:CC:DD:EE:FF")
+        o("rssi", rssi.map { Int($0) })
+        o("rssiSmoothed", rssi, places: 1)
+        o("txPower", -59)
+        o("distance", distance, places: 2)
+        o("proximity", proximity.rawValue)
+        o("ts", t(0))
+        o("seq", seq)
+    }
+    return writer.text
+}
+
+/// A gateway's presence payload as `Payloads.gatewayPresence` writes it.
+func presenceJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
+                  zone: String? = nil) -> String {
+    var writer = JSONWriter()
+    writer.object { o in
+        o("uuid", storeUUID.description)
+        o("major", Int(ref.major))
+        o("minor", Int(ref.minor))
+        o("gateway", gateway)
+        o("zone", zone ?? gateway.capitalized)
+        o("proximity", proximity.rawValue)
+        o("rssiSmoothed", rssi, places: 1)
+        o("distance", 1.5, places: 2)
+        o("since", t(0))
+    }
+    return writer.text
+}
+
+/// A tiny JPEG-looking photo of `count` bytes (the brain checks the magic and the size).
+func photo(_ count: Int) -> [UInt8] {
+    [0xFF, 0xD8, 0xFF, 0xE0] + [UInt8](repeating: 0x42, count: max(0, count - 4))
+}
+
+func joinJSON(name: String? = "Ada", favorite: String? = "flat white", photo bytes: [UInt8]? = nil) -> String {
+    JoinRequest(profile: ObserverProfile(name: name, favorite: favorite, photo: bytes)).json
+}
+
+/// The fleet the brain tests use, as an operator would write it: store 100 with a deal of
+/// the day, two registry beacons (the counter with a location and its own ad), store 200
+/// without an ad. `rules` is the JSON array of rules.
+func testConfigText(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: Int = 3, prefix: String = "",
+                    broker: String = "mqtt://127.0.0.1:1883", counterAd: String = #"{"title":"Espresso","price":1.5}"#) -> String {
+    """
+    {
+      "broker": { "url": "\(broker)" },
+      "topicPrefix": "\(prefix)",
+      "gateways": [ { "id": "door", "zone": "Entrance" }, { "id": "till", "zone": "Counter" } ],
+      "stores": [ { "major": 100, "name": "Main Street", "ad": { "title": "Deal of the day" } } ],
+      "beacons": [
+        { "uuid": "\(storeUUID)", "major": 100, "minor": 1, "name": "counter",
+          "latitude": 52.520008, "longitude": 13.404954, "heading": 90, "floor": 0, "ad": \(counterAd) },
+        { "uuid": "\(storeUUID)", "major": 100, "minor": 2, "name": "window" }
+      ],
+      "rules": \(rules),
+      "brain": { "zoneMargin": \(zoneMargin), "zoneUpdates": \(zoneUpdates) }
+    }
+    """
+}
+
+func testConfig(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: Int = 3, prefix: String = "") -> FleetConfig {
+    do {
+        return try FleetConfig.parse(testConfigText(rules: rules, zoneMargin: zoneMargin, zoneUpdates: zoneUpdates,
+                                                    prefix: prefix))
+    } catch {
+        fatalError("test config: \(error)")
+    }
+}
+
+extension JSONValue {
+    init(text: String) { self = try! JSONParser().parse(text) }
+}
+
+extension BrainMessage {
+    var json: JSONValue? { payload.isEmpty ? nil : try? JSONParser().parse(payload) }
+}

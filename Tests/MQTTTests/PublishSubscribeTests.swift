@@ -1,0 +1,188 @@
+import BeaconKit
+import Foundation
+import MQTT
+import TestSupport
+import Testing
+
+/// Publishing and subscribing against a real Mosquitto, observed by `mosquitto_sub`.
+@Suite("Publish and subscribe")
+struct PublishSubscribeTests {
+    @Test("QoS 0 and QoS 1 publishes reach an independent subscriber")
+    func publishQoS0And1() async throws {
+        let directory = try TemporaryDirectory("mqtt-publish")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let observer = try await MosquittoSubscriber.start(broker: broker, filters: ["shop/#"], in: directory)
+        let (client, log) = try startedClient(options(broker))
+        #expect(await log.waitForConnection(), "\(broker.diagnostics)")
+        #expect(client.isConnected)
+
+        try client.publish(MQTTMessage(topic: "shop/zero", text: "hello", qos: 0))
+        try client.publish(MQTTMessage(topic: "shop/one", text: "world", qos: 1))
+        #expect(await client.waitUntilPublished(timeout: 5))
+
+        let zero = await observer.waitFor(topic: "shop/zero")
+        let one = await observer.waitFor(topic: "shop/one")
+        #expect(zero?.text == "hello", "\(observer.process.diagnostics)")
+        #expect(one?.text == "world")
+        #expect(zero?.retained == false && one?.retained == false)
+        if case .connected(let sessionPresent) = log.all.first { #expect(!sessionPresent) }
+
+        await client.stop()
+        await observer.stop()
+        await broker.stop()
+    }
+
+    @Test("a subscription made before start receives messages from another client, bytes intact")
+    func subscribeReceives() async throws {
+        let directory = try TemporaryDirectory("mqtt-subscribe")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let client = try MQTTClient(options(broker))
+        let log = EventLog(client)
+        try client.subscribe(["inbox/#"], qos: 1)
+        try client.start()
+        #expect(await log.waitForConnection())
+        #expect(await awaitSubscription(client, log, topic: "inbox/probe"))
+
+        try await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1",
+                                        "-t", "inbox/greeting", "-m", "hi there"], in: directory)
+        let greeting = await log.waitForMessage(topic: "inbox/greeting")
+        #expect(greeting == MQTTMessage(topic: "inbox/greeting", text: "hi there", qos: 1, retain: false))
+
+        let bytes = (0...255).map { UInt8($0) }
+        try client.publish(MQTTMessage(topic: "inbox/binary", payload: bytes, qos: 1))
+        #expect(await log.waitForMessage(topic: "inbox/binary")?.payload == bytes)
+
+        try client.publish(MQTTMessage(topic: "inbox/empty", payload: [], qos: 0))
+        #expect(await log.waitForMessage(topic: "inbox/empty")?.payload == [])
+
+        await client.stop()
+        #expect(await eventually(timeout: 2) { log.isFinished }, "events finishes after stop()")
+        await broker.stop()
+    }
+
+    @Test("unsubscribe stops delivery; a later subscribe while connected takes effect at once")
+    func unsubscribe() async throws {
+        let directory = try TemporaryDirectory("mqtt-unsubscribe")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let (client, log) = try startedClient(options(broker))
+        #expect(await log.waitForConnection())
+        try client.subscribe(["news/#", "marker"])
+        #expect(await awaitSubscription(client, log, topic: "news/probe"))
+
+        try client.unsubscribe(["news/#"])
+        // In-order delivery: once the marker published after it arrives, news/late would have too.
+        try await Task.sleep(for: .milliseconds(200))
+        try client.publish(MQTTMessage(topic: "news/late", text: "x", qos: 1))
+        try client.publish(MQTTMessage(topic: "marker", text: "m", qos: 1))
+        #expect(await log.waitForMessage(topic: "marker") != nil)
+        #expect(!log.messages.contains { $0.topic == "news/late" })
+
+        await client.stop()
+        await broker.stop()
+    }
+
+    @Test("retained publish reaches a later subscriber; an empty retained payload deletes it")
+    func retainedPublishAndDelete() async throws {
+        let directory = try TemporaryDirectory("mqtt-retained")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let (client, log) = try startedClient(options(broker))
+        #expect(await log.waitForConnection())
+
+        try client.publish(MQTTMessage(topic: "beacons/1/2/presence", text: "{\"zone\":\"door\"}", qos: 1, retain: true))
+        #expect(await client.waitUntilPublished(timeout: 5))
+        let late = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/#"], in: directory)
+        let stored = await late.waitFor(topic: "beacons/1/2/presence")
+        #expect(stored?.retained == true, "\(late.process.diagnostics)")
+        #expect(stored?.text == "{\"zone\":\"door\"}")
+
+        try client.publish(MQTTMessage(topic: "beacons/1/2/presence", payload: [], qos: 1, retain: true))
+        try client.publish(MQTTMessage(topic: "beacons/marker", text: "m", qos: 1, retain: true))
+        #expect(await client.waitUntilPublished(timeout: 5))
+        // The live subscriber sees the deletion as an empty message.
+        #expect(await late.waitFor { $0.topic == "beacons/1/2/presence" && $0.payload.isEmpty } != nil)
+
+        let fresh = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/#"], in: directory)
+        #expect(await fresh.waitFor(topic: "beacons/marker")?.retained == true)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!fresh.records.contains { $0.topic == "beacons/1/2/presence" }, "\(fresh.records)")
+
+        await client.stop()
+        await late.stop()
+        await fresh.stop()
+        await broker.stop()
+    }
+
+    @Test("waitUntilPublished is true once every QoS 1 message is acknowledged")
+    func waitUntilPublished() async throws {
+        let directory = try TemporaryDirectory("mqtt-acks")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let observer = try await MosquittoSubscriber.start(broker: broker, filters: ["bulk/#"], in: directory)
+        let (client, log) = try startedClient(options(broker))
+        #expect(await log.waitForConnection())
+        #expect(await client.waitUntilPublished(timeout: 0), "nothing outstanding yet")
+
+        for index in 0..<200 {
+            try client.publish(MQTTMessage(topic: "bulk/\(index % 7)", text: "\(index)", qos: index % 2))
+        }
+        #expect(await client.waitUntilPublished(timeout: 5))
+        #expect(await eventually(timeout: 5) { observer.records.count == 200 }, "\(observer.records.count) of 200")
+        #expect(Set(observer.records.map(\.text)) == Set((0..<200).map(String.init)))
+        // QoS 0 may overtake QoS 1 messages waiting for an in-flight slot, but each QoS keeps its order.
+        let qos1 = observer.records.compactMap { Int($0.text) }.filter { $0 % 2 == 1 }
+        #expect(qos1 == Array(stride(from: 1, to: 200, by: 2)))
+
+        await client.stop()
+        await observer.stop()
+        await broker.stop()
+    }
+
+    @Test("MQTT 5 connects, publishes and subscribes")
+    func mqtt5() async throws {
+        let directory = try TemporaryDirectory("mqtt-v5")
+        let broker = try await MosquittoBroker.start(in: directory)
+        var settings = options(broker)
+        settings.version = .v5
+        let (client, log) = try startedClient(settings)
+        #expect(await log.waitForConnection(), "\(broker.diagnostics)")
+        try client.subscribe(["five/#"])
+        #expect(await awaitSubscription(client, log, topic: "five/probe"))
+        try client.publish(MQTTMessage(topic: "five/hello", text: "v5", qos: 1))
+        #expect(await log.waitForMessage(topic: "five/hello")?.text == "v5")
+        #expect(await client.waitUntilPublished(timeout: 5))
+        #expect(broker.log.contains("(p5, c1, k5)"), "the broker saw protocol level 5")
+
+        await client.stop()
+        await broker.stop()
+    }
+}
+
+@Suite("Event buffering")
+struct EventBufferingTests {
+    @Test("a consumer that does not keep up loses the oldest events, counted; the network thread never waits")
+    func boundedBuffer() async throws {
+        let directory = try TemporaryDirectory("mqtt-flood")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let client = try MQTTClient(options(broker))
+        try client.subscribe(["flood"], qos: 0)
+        try client.start()
+        #expect(await eventually { client.isConnected })
+        // Nobody reads `events`, so the broker's log tells when the subscription is in place.
+        #expect(await eventually { broker.log.contains("Sending SUBACK") }, "\(broker.diagnostics)")
+
+        let total = MQTTClient.eventBufferLimit + 5_000
+        for index in 0..<total {
+            try client.publish(MQTTMessage(topic: "flood", text: "\(index)"))
+        }
+        // 1 connected event + `total` messages, of which the buffer keeps the newest.
+        let expectedDrops = 1 + total - MQTTClient.eventBufferLimit
+        #expect(await eventually(timeout: 20) { client.droppedEvents >= expectedDrops },
+                "\(client.droppedEvents) dropped, expected \(expectedDrops)")
+        #expect(client.droppedEvents == expectedDrops)
+
+        var iterator = client.events.makeAsyncIterator()
+        let oldest = await iterator.next()
+        #expect(oldest == .message(MQTTMessage(topic: "flood", text: "\(expectedDrops - 1)")), "the oldest went first")
+        await client.stop()
+        await broker.stop()
+    }
+}

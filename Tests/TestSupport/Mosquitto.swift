@@ -1,0 +1,280 @@
+import BeaconKit
+import Foundation
+
+/// A Mosquitto broker of a test's own, on a free port of 127.0.0.1, stopped by its PID.
+///
+/// The configuration (`mosquitto.conf`) and the broker's log (`mosquitto.log`, everything
+/// including debug) live in the test's temporary directory; `diagnostics` shows them.
+public final class MosquittoBroker: @unchecked Sendable {
+    public struct StartError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public let port: UInt16
+    public let directory: TemporaryDirectory
+    public let configPath: String
+    public let logPath: String
+    private let lock = NSLock()
+    private var current: ChildProcess?
+
+    /// `mqtt://127.0.0.1:PORT`
+    public var url: String { "mqtt://127.0.0.1:\(port)" }
+    public var brokerURL: BrokerURL { BrokerURL(host: "127.0.0.1", port: port) }
+
+    /// Writes a configuration and starts `mosquitto -c` with it; returns once the port accepts
+    /// connections. `extraConfig` is appended (a password file, `allow_anonymous false`, …).
+    /// `port` picks the port (a client was told it before the broker existed); by default a free one.
+    public static func start(in directory: TemporaryDirectory, extraConfig: String = "",
+                             port: UInt16? = nil) async throws -> MosquittoBroker {
+        var failure: (any Error)?
+        // Another process may take the free port before mosquitto binds it: try another.
+        for _ in 0..<(port == nil ? 3 : 1) {
+            let broker = try MosquittoBroker(port: try port ?? FreePort.allocate(), directory: directory,
+                                             extraConfig: extraConfig)
+            do {
+                try await broker.launch()
+                return broker
+            } catch {
+                failure = error
+                await broker.stop()
+            }
+        }
+        throw failure!
+    }
+
+    private init(port: UInt16, directory: TemporaryDirectory, extraConfig: String) throws {
+        self.port = port
+        self.directory = directory
+        logPath = directory.file("mosquitto-\(port).log")
+        var lines = [
+            "# A broker for one test, written by TestSupport.MosquittoBroker.",
+            "listener \(port) 127.0.0.1",
+            "persistence false",
+            "log_dest file \(logPath)",
+            "log_type all",
+            "log_timestamp_format %H:%M:%S",
+            "connection_messages true",
+        ]
+        // As root mosquitto would switch to the `mosquitto` user, who cannot write the
+        // test's private directory.
+        if geteuid() == 0 { lines.append("user root") }
+        if !extraConfig.contains("allow_anonymous") { lines.append("allow_anonymous true") }
+        lines.append(extraConfig)
+        configPath = try directory.write("mosquitto-\(port).conf", lines.joined(separator: "\n") + "\n")
+    }
+
+    /// The running broker process, if any.
+    public var process: ChildProcess? { lock.withLock { current } }
+
+    public var isRunning: Bool { process?.isRunning ?? false }
+
+    /// The broker's log so far.
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    public var diagnostics: String {
+        "--- mosquitto.conf ---\n" + ((try? String(contentsOfFile: configPath, encoding: .utf8)) ?? "")
+            + "--- mosquitto.log (end) ---\n" + String(log.suffix(6000))
+            + "\n" + (process?.diagnostics ?? "(not running)")
+    }
+
+    /// SIGTERM (mosquitto shuts down cleanly), SIGKILL after a grace period.
+    public func stop() async {
+        let process = lock.withLock { () -> ChildProcess? in
+            defer { current = nil }
+            return current
+        }
+        await process?.stop(grace: 3)
+    }
+
+    /// SIGKILL: the broker vanishes without closing anything (outage tests).
+    public func kill() async {
+        let process = lock.withLock { () -> ChildProcess? in
+            defer { current = nil }
+            return current
+        }
+        process?.signal(SIGKILL)
+        await process?.waitForExit(timeout: 5)
+    }
+
+    /// Starts the broker again on the same port with the same configuration.
+    public func restart() async throws {
+        await stop()
+        try await launch()
+    }
+
+    private func launch() async throws {
+        guard let program = Programs.system("mosquitto") else {
+            throw StartError(description: "mosquitto is not installed (apt install mosquitto)")
+        }
+        let (configPath, directory) = (configPath, directory)
+        let process = try withDefaultSignalMask {
+            try ChildProcess(program, ["-c", configPath], in: directory, name: "mosquitto")
+        }
+        lock.withLock { current = process }
+        let port = port
+        let up = await eventually(timeout: 10, interval: 0.02) {
+            !process.isRunning || Self.acceptsConnections(port: port)
+        }
+        guard up, process.isRunning else {
+            throw StartError(description: "mosquitto did not come up on 127.0.0.1:\(port)\n\(diagnostics)")
+        }
+    }
+
+    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
+    public static func acceptsConnections(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
+    /// Writes a Mosquitto password file with `mosquitto_passwd -b -c` and returns its path.
+    public static func passwordFile(in directory: TemporaryDirectory, user: String, password: String) async throws -> String {
+        guard let program = Programs.system("mosquitto_passwd") else {
+            throw StartError(description: "mosquitto_passwd is not installed")
+        }
+        let path = directory.file("passwords-\(UUID().uuidString.prefix(8))")
+        let tool = try ChildProcess(program, ["-b", "-c", path, user, password], in: directory, name: "mosquitto_passwd")
+        guard await tool.waitForExit(timeout: 10) == 0 else {
+            throw StartError(description: "mosquitto_passwd failed\n\(tool.diagnostics)")
+        }
+        return path
+    }
+}
+
+/// `mosquitto_sub` as an independent observer: what a broker really delivers, parsed.
+///
+/// Runs `mosquitto_sub -F 'MSG|%t|%r|%x'` (topic, retained flag, payload in hex so any bytes
+/// and empty payloads survive) with `-d` under `stdbuf -oL`, so its SUBACK line shows when
+/// the subscription is in place.
+public final class MosquittoSubscriber: @unchecked Sendable {
+    public struct Record: Sendable, Equatable, CustomStringConvertible {
+        public var topic: String
+        /// Whether the broker delivered it as a stored retained message.
+        public var retained: Bool
+        public var payload: [UInt8]
+
+        public var text: String { String(decoding: payload, as: UTF8.self) }
+        public var description: String { "\(topic) \(retained ? "[retained] " : "")\"\(text)\"" }
+    }
+
+    public let process: ChildProcess
+
+    /// Starts a subscriber on `filters` and returns once the broker has acknowledged them.
+    public static func start(broker: MosquittoBroker, filters: [String], qos: Int = 1,
+                             in directory: TemporaryDirectory) async throws -> MosquittoSubscriber {
+        guard let program = Programs.system("mosquitto_sub") else {
+            throw MosquittoBroker.StartError(description: "mosquitto_sub is not installed (apt install mosquitto-clients)")
+        }
+        var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-q", String(qos), "-d",
+                         "-i", "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
+        for filter in filters { arguments += ["-t", filter] }
+        let process = try withDefaultSignalMask {
+            if let stdbuf = Programs.system("stdbuf") {
+                try ChildProcess(stdbuf, ["-oL", program] + arguments, in: directory, name: "mosquitto_sub")
+            } else {
+                try ChildProcess(program, arguments, in: directory, name: "mosquitto_sub")
+            }
+        }
+        let subscriber = MosquittoSubscriber(process: process)
+        let subscribed = await eventually(timeout: 10, interval: 0.02) {
+            !process.isRunning || process.stdout.contains("received SUBACK")
+        }
+        guard subscribed, process.isRunning else {
+            await process.stop()
+            throw MosquittoBroker.StartError(description: "mosquitto_sub did not subscribe\n\(process.diagnostics)\n\(broker.diagnostics)")
+        }
+        return subscriber
+    }
+
+    private init(process: ChildProcess) {
+        self.process = process
+    }
+
+    /// Every message received so far, in order.
+    public var records: [Record] {
+        process.stdoutLines.compactMap(Self.parse)
+    }
+
+    /// The first record matching `predicate`, waiting up to `timeout` seconds for it.
+    public func waitFor(timeout: Double = 5, _ predicate: (Record) -> Bool) async -> Record? {
+        var found: Record?
+        _ = await eventually(timeout: timeout, interval: 0.02) {
+            found = records.first(where: predicate)
+            return found != nil
+        }
+        return found
+    }
+
+    /// Waits for a message on `topic` (optionally with `text` as its payload).
+    public func waitFor(topic: String, text: String? = nil, timeout: Double = 5) async -> Record? {
+        await waitFor(timeout: timeout) { $0.topic == topic && (text == nil || $0.text == text) }
+    }
+
+    public func stop() async {
+        await process.stop()
+    }
+
+    /// `MSG|topic|retained|hex`; the topic may itself contain `|`.
+    static func parse(_ line: String) -> Record? {
+        guard line.hasPrefix("MSG|") else { return nil }
+        let fields = line.dropFirst(4)
+        guard let hexBar = fields.lastIndex(of: "|") else { return nil }
+        let hex = fields[fields.index(after: hexBar)...]
+        let front = fields[..<hexBar]
+        guard let retainBar = front.lastIndex(of: "|") else { return nil }
+        let retained = front[front.index(after: retainBar)...] == "1"
+        let topic = String(front[..<retainBar])
+        var payload: [UInt8] = []
+        payload.reserveCapacity(hex.count / 2)
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let end = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) ?? hex.endIndex
+            guard let byte = UInt8(hex[index..<end], radix: 16) else { return nil }
+            payload.append(byte)
+            index = end
+        }
+        return Record(topic: topic, retained: retained, payload: payload)
+    }
+}
+
+/// Runs `body` (which starts a `ChildProcess`) on a fresh thread with no signals blocked.
+///
+/// A child inherits the signal mask of the thread that spawns it, and Dispatch's worker
+/// threads, where tests run, block SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2. Mosquitto
+/// and mosquitto_sub started from there never see the SIGTERM of a graceful stop.
+public func withDefaultSignalMask<T>(_ body: @escaping () throws -> T) throws -> T {
+    let outcome = SpawnOutcome<T>(body)
+    let thread = Thread {
+        var none = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, nil)
+        outcome.run()
+    }
+    thread.start()
+    outcome.done.wait()
+    return try outcome.result!.get()
+}
+
+/// Carries `withDefaultSignalMask`'s work to its thread and the result back; the semaphore
+/// orders the accesses.
+private final class SpawnOutcome<T>: @unchecked Sendable {
+    let body: () throws -> T
+    var result: Result<T, any Error>?
+    let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping () throws -> T) { self.body = body }
+
+    func run() {
+        result = Result { try body() }
+        done.signal()
+    }
+}
