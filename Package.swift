@@ -54,7 +54,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "MQTT",
+            dependencies: ["BeaconKit", "MQTT", "SystemCalls",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
@@ -75,7 +75,9 @@ let package = Package(
         .executableTarget(
             name: "beacon-brain",
             dependencies: ["Brain", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",

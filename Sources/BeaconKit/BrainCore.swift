@@ -1,21 +1,3 @@
-/// A message the brain wants published.
-public struct BrainMessage: Sendable, Equatable, CustomStringConvertible {
-    public var topic: String
-    /// Empty with `retain` deletes the topic's retained message.
-    public var payload: String
-    public var qos: Int
-    public var retain: Bool
-
-    public init(topic: String, payload: String, qos: Int = 1, retain: Bool = false) {
-        self.topic = topic
-        self.payload = payload
-        self.qos = qos
-        self.retain = retain
-    }
-
-    public var description: String { "\(topic)\(retain ? " (retained)" : "") \(payload.prefix(200))" }
-}
-
 /// Something the brain's core wants logged; the core itself never logs.
 public struct BrainLogEntry: Sendable, Equatable {
     public enum Level: String, Sendable { case debug, info, notice, warning, error }
@@ -33,7 +15,7 @@ public struct BrainLogEntry: Sendable, Equatable {
 /// What one input led to.
 public struct BrainOutput: Sendable, Equatable {
     /// To publish, in this order.
-    public var messages: [BrainMessage] = []
+    public var messages: [OutgoingMessage] = []
     public var log: [BrainLogEntry] = []
     /// `BrainCore.subscriptions` changed (a new config moved beacons between stores).
     public var subscriptionsChanged = false
@@ -197,15 +179,15 @@ public struct BrainCore: Sendable {
     }
 
     /// `brain/status` `online`, retained; the will says `offline`.
-    public var onlineMessage: BrainMessage { BrainMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
-    public var offlineMessage: BrainMessage { BrainMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
+    public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
+    public var offlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
 
     /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
     /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
-                       at now: Instant) -> BrainMessage {
+                       at now: Instant) -> OutgoingMessage {
         var writer = JSONWriter()
         let c = counters
         writer.object { o in
@@ -234,7 +216,7 @@ public struct BrainCore: Sendable {
             o("publishFailures", publishFailures)
             o("ts", now)
         }
-        return BrainMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
+        return OutgoingMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
     }
 
     // MARK: - Inputs
@@ -673,7 +655,7 @@ public struct BrainCore: Sendable {
 
     /// Deletes a join the observer can no longer delete itself, so its profile leaves the broker.
     private mutating func deleteJoinTopic(_ key: ObserverJoin.Key) {
-        out.messages.append(BrainMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
+        out.messages.append(OutgoingMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
     }
 
     /// An oversized or malformed join: an error to the observer, nothing else changes.
@@ -749,7 +731,7 @@ public struct BrainCore: Sendable {
                     note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
                     continue
                 }
-                out.messages.append(BrainMessage(topic: topic, payload: Template.render(template, values), qos: qos,
+                out.messages.append(OutgoingMessage(topic: topic, payload: Template.render(template, values), qos: qos,
                                                  retain: retain))
             }
         }
@@ -800,7 +782,7 @@ public struct BrainCore: Sendable {
 
     private mutating func inbox(_ client: String, _ message: InboxMessage, at now: Instant) {
         counters.inboxMessages += 1
-        out.messages.append(BrainMessage(topic: topics.inbox(of: client), payload: message.json(at: now),
+        out.messages.append(OutgoingMessage(topic: topics.inbox(of: client), payload: message.json(at: now),
                                          qos: 1, retain: false))
     }
 
@@ -825,7 +807,7 @@ public struct BrainCore: Sendable {
     private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
         guard known[topic] != signature else { return }
         known[topic] = signature
-        out.messages.append(BrainMessage(topic: topic, payload: signature == nil ? "" : text(), qos: 1, retain: true))
+        out.messages.append(OutgoingMessage(topic: topic, payload: signature == nil ? "" : text(), qos: 1, retain: true))
     }
 
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
@@ -919,7 +901,7 @@ public struct BrainCore: Sendable {
             for (key, list) in details.sorted(by: { $0.key < $1.key }) { o(key, .array(list.map(JSONValue.string))) }
             o("ts", now)
         }
-        out.messages.append(BrainMessage(topic: topics.brainEvents, payload: writer.text, qos: 1, retain: false))
+        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: writer.text, qos: 1, retain: false))
     }
 
     private mutating func note(_ level: BrainLogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {

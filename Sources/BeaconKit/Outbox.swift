@@ -1,26 +1,11 @@
-/// A message waiting for the broker.
-public struct OutboxMessage: Sendable, Equatable {
-    public var topic: String
-    public var payload: String
-    public var qos: Int
-    public var retain: Bool
-
-    public init(topic: String, payload: String, qos: Int, retain: Bool) {
-        self.topic = topic
-        self.payload = payload
-        self.qos = qos
-        self.retain = retain
-    }
-}
-
 /// What a gateway holds while the broker is away (SPEC §8): retained state (presence
 /// set or deleted) is kept, latest per topic, so no transition is lost; sightings are
 /// bounded and the oldest are dropped first, counted.
 public struct Outbox: Sendable {
     public let sightingLimit: Int
-    private var retained: [String: OutboxMessage] = [:]
+    private var retained: [String: OutgoingMessage] = [:]
     private var retainedOrder: [String] = []
-    private var sightings: [OutboxMessage] = []
+    private var sightings: [OutgoingMessage] = []
     private var head = 0
     private var count = 0
     /// Sightings dropped because the queue was full.
@@ -34,12 +19,12 @@ public struct Outbox: Sendable {
     public var depth: Int { retained.count + count }
 
     /// Queues a retained state message; a later one for the same topic replaces it.
-    public mutating func keep(_ message: OutboxMessage) {
+    public mutating func keep(_ message: OutgoingMessage) {
         if retained.updateValue(message, forKey: message.topic) == nil { retainedOrder.append(message.topic) }
     }
 
     /// Queues a sighting, dropping the oldest when full.
-    public mutating func add(_ message: OutboxMessage) {
+    public mutating func add(_ message: OutgoingMessage) {
         if sightings.count < sightingLimit {
             sightings.append(message)
             count += 1
@@ -53,7 +38,7 @@ public struct Outbox: Sendable {
 
     /// Everything queued, state first (in the order first queued), then sightings oldest
     /// first; the outbox is empty afterwards.
-    public mutating func drain() -> [OutboxMessage] {
+    public mutating func drain() -> [OutgoingMessage] {
         var out = retainedOrder.compactMap { retained[$0] }
         for i in 0..<count { out.append(sightings[(head + i) % sightings.count]) }
         retained.removeAll()

@@ -3,6 +3,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import SystemCalls
 
 /// The brain process: one MQTT connection, one `BrainCore`, a timer; run as a `Service`
 /// so SIGTERM/SIGINT end it in order: `offline` on `brain/status`, then disconnect.
@@ -178,9 +179,9 @@ public final class BrainService: Service, Sendable {
                 s.connected = true
                 s.connectedAt = .now
                 s.lastRetained = nil
-                s.syncToken = "\(s.connections)-\(BrainClock.now().nanoseconds)"
+                s.syncToken = "\(s.connections)-\(WallClock.now().nanoseconds)"
                 send(&s, [s.core.onlineMessage,
-                          BrainMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
+                          OutgoingMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):
@@ -198,7 +199,7 @@ public final class BrainService: Service, Sendable {
                 }
                 if message.retain { s.lastRetained = .now }
                 let output = s.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
-                                            at: BrainClock.now())
+                                            at: WallClock.now())
                 emit(&s, output)
             }
         }
@@ -216,13 +217,13 @@ public final class BrainService: Service, Sendable {
                 }
                 return
             }
-            emit(&s, s.core.advance(to: BrainClock.now()))
+            emit(&s, s.core.advance(to: WallClock.now()))
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
             send(&s, [s.core.health(client: clientSegment, version: Self.version,
                                     uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
-                                    published: s.published, publishFailures: s.publishFailures, at: BrainClock.now())])
+                                    published: s.published, publishFailures: s.publishFailures, at: WallClock.now())])
         }
     }
 
@@ -230,7 +231,7 @@ public final class BrainService: Service, Sendable {
 
     private func settle(_ s: inout State) {
         guard !s.core.isSettled else { return }
-        emit(&s, s.core.settle(at: BrainClock.now()))
+        emit(&s, s.core.settle(at: WallClock.now()))
         s.nextHealth = nil
     }
 
@@ -240,7 +241,7 @@ public final class BrainService: Service, Sendable {
         if output.subscriptionsChanged { resubscribe(&s) }
     }
 
-    private func send(_ s: inout State, _ messages: [BrainMessage]) {
+    private func send(_ s: inout State, _ messages: [OutgoingMessage]) {
         for message in messages {
             do {
                 try client.publish(MQTTMessage(topic: message.topic, text: message.payload, qos: message.qos,

@@ -153,3 +153,14 @@ public enum ConfigLoading {
         }
     }
 }
+
+extension StringProtocol {
+    /// Without leading and trailing spaces, tabs and carriage returns.
+    public var trimmingBlanks: SubSequence {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else {
+            return self[endIndex...]
+        }
+        return self[first...last]
+    }
+}

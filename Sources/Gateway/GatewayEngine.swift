@@ -127,7 +127,7 @@ public final class GatewayEngine: Sendable {
     public func connected(at now: Instant) {
         state.withLock { s in
             s.connected = true
-            send(&s, OutboxMessage(topic: s.topics.status(ofGateway: gatewayID), payload: "online", qos: 1, retain: true))
+            send(&s, OutgoingMessage(topic: s.topics.status(ofGateway: gatewayID), payload: "online", qos: 1, retain: true))
             let queued = s.outbox.drain()
             // Current presence wins over whatever was queued for the same topic.
             let current = s.tracker.tracks.values.sorted { $0.id < $1.id }.map { presenceMessage(s, $0) }
@@ -165,7 +165,7 @@ public final class GatewayEngine: Sendable {
             s.inheritanceSettled = true
             let current = Set(s.tracker.tracks.values.map { s.topics.presence(of: $0.id, seenBy: gatewayID) })
             for topic in s.inherited.sorted() where !current.contains(topic) {
-                send(&s, OutboxMessage(topic: topic, payload: "", qos: 1, retain: true))
+                send(&s, OutgoingMessage(topic: topic, payload: "", qos: 1, retain: true))
             }
             if !s.inherited.isEmpty {
                 logger.info("cleared presence left by an earlier run", metadata: ["count": "\(s.inherited.subtracting(current).count)"])
@@ -198,7 +198,7 @@ public final class GatewayEngine: Sendable {
     }
 
     /// Publishes a message through the engine's ordering and outage queue.
-    public func publish(_ message: OutboxMessage) {
+    public func publish(_ message: OutgoingMessage) {
         state.withLock { s in send(&s, message) }
     }
 
@@ -206,9 +206,9 @@ public final class GatewayEngine: Sendable {
     public func withdraw() {
         state.withLock { s in
             for track in s.tracker.tracks.values.sorted(by: { $0.id < $1.id }) {
-                send(&s, OutboxMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
+                send(&s, OutgoingMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
             }
-            send(&s, OutboxMessage(topic: s.topics.status(ofGateway: gatewayID), payload: "offline", qos: 1, retain: true))
+            send(&s, OutgoingMessage(topic: s.topics.status(ofGateway: gatewayID), payload: "offline", qos: 1, retain: true))
         }
     }
 
@@ -232,7 +232,7 @@ public final class GatewayEngine: Sendable {
             var tracker = Self.tracker(config, gateway)
             // Keep what is in range; beacons the new allow-list rejects exit now.
             for track in previousTracks.values where !config.accepts(track.id) {
-                send(&s, OutboxMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
+                send(&s, OutgoingMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
             }
             tracker.restore(previousTracks.values.filter { config.accepts($0.id) })
             s.tracker = tracker
@@ -263,7 +263,7 @@ public final class GatewayEngine: Sendable {
         }
         if update.publish {
             let payload = Payloads.sighting(update.track, gateway: gatewayID, entry: s.registry[id], at: time)
-            send(&s, OutboxMessage(topic: s.topics.sightings(of: id), payload: payload, qos: 0, retain: false))
+            send(&s, OutgoingMessage(topic: s.topics.sightings(of: id), payload: payload, qos: 0, retain: false))
         }
     }
 
@@ -278,17 +278,17 @@ public final class GatewayEngine: Sendable {
             send(&s, presenceMessage(s, track))
         case .exit(let track, _):
             logger.debug("exit", metadata: ["beacon": "\(track.id)"])
-            send(&s, OutboxMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
+            send(&s, OutgoingMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID), payload: "", qos: 1, retain: true))
         }
     }
 
-    private func presenceMessage(_ s: State, _ track: Track) -> OutboxMessage {
-        OutboxMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID),
+    private func presenceMessage(_ s: State, _ track: Track) -> OutgoingMessage {
+        OutgoingMessage(topic: s.topics.presence(of: track.id, seenBy: gatewayID),
                       payload: Payloads.gatewayPresence(track, gateway: gatewayID, zone: s.gateway.zone ?? gatewayID),
                       qos: 1, retain: true)
     }
 
-    private func send(_ s: inout State, _ message: OutboxMessage) {
+    private func send(_ s: inout State, _ message: OutgoingMessage) {
         if s.connected {
             do {
                 try publisher.publish(MQTTMessage(topic: message.topic, payload: Array(message.payload.utf8),

@@ -110,7 +110,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                             nextHealth = now + self.gateway.healthInterval
                             let health = self.engine.health(at: WallClock.now(), uptime: now - started,
                                                             version: Self.version, sourceName: self.source.name)
-                            self.engine.publish(OutboxMessage(topic: health.topic, payload: health.text,
+                            self.engine.publish(OutgoingMessage(topic: health.topic, payload: health.text,
                                                               qos: health.qos, retain: health.retain))
                         }
                     }
@@ -156,7 +156,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                 if let detail { o("detail", detail) }
                 o("ts", WallClock.now())
             }
-            engine.publish(OutboxMessage(topic: topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+            engine.publish(OutgoingMessage(topic: topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
         }
         guard let json = try? JSONParser(maxDepth: 8).parse(message.payload), case .object(let object) = json,
               object.members.count == 1, let (key, value) = object.members.first
@@ -214,6 +214,6 @@ public struct GatewayService: Service, CustomStringConvertible {
         case .rejected(let errors): logger.error("rejected a fleet config; keeping the last good one",
                                                  metadata: ["origin": "\(origin)", "errors": "\(errors.joined(separator: "; "))"])
         }
-        engine.publish(OutboxMessage(topic: config.topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+        engine.publish(OutgoingMessage(topic: config.topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
     }
 }

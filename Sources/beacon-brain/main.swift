@@ -1,6 +1,7 @@
 import ArgumentParser
 import BeaconKit
 import Brain
+import CommandLineSupport
 import Logging
 import ServiceLifecycle
 import UnixSignals
@@ -73,7 +74,7 @@ struct BeaconBrain: AsyncParsableCommand {
     var stores: String?
 
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: LogLevel = .info
+    var logLevel: LogLevelOption = .info
 
     func validate() throws {
         _ = try parseStores()
@@ -83,7 +84,7 @@ struct BeaconBrain: AsyncParsableCommand {
         guard let stores else { return [] }
         var set: Set<UInt16> = []
         for part in stores.split(separator: ",", omittingEmptySubsequences: false) {
-            let text = part.trimmingSpaces
+            let text = String(part.trimmingBlanks)
             guard let value = UInt16(text), String(value) == text else {
                 throw ValidationError("--stores: \"\(text)\" is not a store number (0-65535); expected e.g. 12,13")
             }
@@ -95,23 +96,15 @@ struct BeaconBrain: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(logLevel)
         let storeSet = try parseStores()
-        var fleet = try loadConfig(config)
-        if let broker {
-            do {
-                let url = try BrokerURL(parsing: broker)
-                fleet.broker.url = url
-                if let user = url.username { fleet.broker.username = user }
-            } catch {
-                throw Failure("--broker: \(error.reason)")
-            }
-        }
-        let password = try brokerPassword(fleet.broker)
+        var fleet = try ConfigLoading.load(config)
+        try ConfigLoading.override(&fleet, broker: broker)
+        let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-brain")
         let service: BrainService
         do {
             service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger)
         } catch {
-            throw Failure("cannot set up the MQTT client: \(error)", status: 1)
+            throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service)],
@@ -120,9 +113,10 @@ struct BeaconBrain: AsyncParsableCommand {
         do {
             try await group.run()
         } catch {
-            throw Failure("\(error)", status: 1)
+            throw CommandFailure("\(error)", status: .failure)
         }
     }
 }
 
 await runMain(BeaconBrain.self)
+

@@ -37,7 +37,7 @@ struct Decode: ParsableCommand {
     }
 
     func decodeLine(_ line: String, decoder: inout AdvertisementDecoder) -> [String] {
-        let trimmed = line.trimmingSpaces
+        let trimmed = line.trimmingBlanks
         guard !trimmed.isEmpty else { return [Payloads.error("empty line")] }
         guard let bytes = Hex.decode(trimmed) else { return [Payloads.error("not a hex string")] }
         if bytes.count >= 2, bytes[0] == H4PacketType.event.rawValue, bytes[1] == HCIEvent.leMetaEvent {
@@ -110,14 +110,5 @@ struct Decode: ParsableCommand {
                 + (reader.truncatedTail ? ", truncated last record" : "")
         }
         writeStandardError(summary + "\n")
-    }
-}
-
-extension String {
-    var trimmingSpaces: Substring {
-        var s = Substring(self)
-        while let first = s.first, first == " " || first == "\t" || first == "\r" { s.removeFirst() }
-        while let last = s.last, last == " " || last == "\t" || last == "\r" { s.removeLast() }
-        return s
     }
 }

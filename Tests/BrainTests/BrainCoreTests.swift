@@ -7,7 +7,7 @@ import Testing
 struct Harness {
     var core: BrainCore
     var retained: [String: String] = [:]
-    var sent: [BrainMessage] = []
+    var sent: [OutgoingMessage] = []
     var log: [BrainLogEntry] = []
     let topics: Topics
 

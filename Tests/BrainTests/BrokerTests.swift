@@ -197,9 +197,7 @@ struct BrokerTests {
         let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["observers/+/inbox", "brain/#"],
                                                         in: directory)
         func launch() throws -> ChildProcess {
-            try withDefaultSignalMask {
-                try ChildProcess(program, ["--config", config, "--log-level", "debug"], in: directory, name: "beacon-brain")
-            }
+            try ChildProcess(program, ["--config", config, "--log-level", "debug"], in: directory, name: "beacon-brain")
         }
         var process = try launch()
         #expect(await watch.waitForJSON(on: "brain/health/beacon-brain", timeout: 10) { $0["settled"] == .bool(true) } != nil,

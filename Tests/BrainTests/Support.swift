@@ -104,6 +104,6 @@ extension JSONValue {
     init(text: String) { self = try! JSONParser().parse(text) }
 }
 
-extension BrainMessage {
+extension OutgoingMessage {
     var json: JSONValue? { payload.isEmpty ? nil : try? JSONParser().parse(payload) }
 }

@@ -107,9 +107,7 @@ public final class MosquittoBroker: @unchecked Sendable {
             throw StartError(description: "mosquitto is not installed (apt install mosquitto)")
         }
         let (configPath, directory) = (configPath, directory)
-        let process = try withDefaultSignalMask {
-            try ChildProcess(program, ["-c", configPath], in: directory, name: "mosquitto")
-        }
+        let process = try ChildProcess(program, ["-c", configPath], in: directory, name: "mosquitto")
         lock.withLock { current = process }
         let port = port
         let up = await eventually(timeout: 10, interval: 0.02) {
@@ -177,12 +175,10 @@ public final class MosquittoSubscriber: @unchecked Sendable {
         var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-q", String(qos), "-d",
                          "-i", "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
         for filter in filters { arguments += ["-t", filter] }
-        let process = try withDefaultSignalMask {
-            if let stdbuf = Programs.system("stdbuf") {
-                try ChildProcess(stdbuf, ["-oL", program] + arguments, in: directory, name: "mosquitto_sub")
-            } else {
-                try ChildProcess(program, arguments, in: directory, name: "mosquitto_sub")
-            }
+        let process = if let stdbuf = Programs.system("stdbuf") {
+            try ChildProcess(stdbuf, ["-oL", program] + arguments, in: directory, name: "mosquitto_sub")
+        } else {
+            try ChildProcess(program, arguments, in: directory, name: "mosquitto_sub")
         }
         let subscriber = MosquittoSubscriber(process: process)
         let subscribed = await eventually(timeout: 10, interval: 0.02) {
@@ -243,38 +239,5 @@ public final class MosquittoSubscriber: @unchecked Sendable {
             index = end
         }
         return Record(topic: topic, retained: retained, payload: payload)
-    }
-}
-
-/// Runs `body` (which starts a `ChildProcess`) on a fresh thread with no signals blocked.
-///
-/// A child inherits the signal mask of the thread that spawns it, and Dispatch's worker
-/// threads, where tests run, block SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2. Mosquitto
-/// and mosquitto_sub started from there never see the SIGTERM of a graceful stop.
-public func withDefaultSignalMask<T>(_ body: @escaping () throws -> T) throws -> T {
-    let outcome = SpawnOutcome<T>(body)
-    let thread = Thread {
-        var none = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, nil)
-        outcome.run()
-    }
-    thread.start()
-    outcome.done.wait()
-    return try outcome.result!.get()
-}
-
-/// Carries `withDefaultSignalMask`'s work to its thread and the result back; the semaphore
-/// orders the accesses.
-private final class SpawnOutcome<T>: @unchecked Sendable {
-    let body: () throws -> T
-    var result: Result<T, any Error>?
-    let done = DispatchSemaphore(value: 0)
-
-    init(_ body: @escaping () throws -> T) { self.body = body }
-
-    func run() {
-        result = Result { try body() }
-        done.signal()
     }
 }
