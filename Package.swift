@@ -81,9 +81,15 @@ let package = Package(
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
+        // The broker's ceiling in C over libmosquitto, run by `beaconctl bench` (docs/PERFORMANCE.md).
+        .executableTarget(
+            name: "mqtt-baseline",
+            cSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
         .target(name: "TestSupport", dependencies: ["BeaconKit"], path: "Tests/TestSupport"),

@@ -45,6 +45,9 @@ public struct GatewayService: Service, CustomStringConvertible {
 
     public var description: String { "GatewayService(\(gateway.id), \(source.name))" }
 
+    /// The engine's counters (decoded, tracked, published, queued), for health checks and benchmarks.
+    public var statistics: GatewayEngine.Statistics { engine.statistics }
+
     public func run() async throws {
         let topics = config.topics
         let readBack = topics.presenceFilter(seenBy: gateway.id)
