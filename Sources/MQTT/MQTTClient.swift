@@ -444,6 +444,10 @@ public final class MQTTClient: Sendable {
         case .v5: MQTT_PROTOCOL_V5
         }
         try check("int_option", mosquitto_int_option(raw, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        // Without it, Nagle's algorithm holds a small publish back until the broker acknowledges
+        // the previous segment, which the broker delays (delayed ACK): tens of milliseconds
+        // between an advertisement or a join and its message at a few thousand a second.
+        try check("int_option", mosquitto_int_option(raw, MOSQ_OPT_TCP_NODELAY, 1), "TCP_NODELAY")
         if let will = options.will {
             let code = will.payload.withUnsafeBytes { bytes in
                 mosquitto_will_set(raw, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos), will.retain)

@@ -132,6 +132,9 @@ final class BenchBroker: Sendable {
 
     /// `max_queued_messages 0`: a subscriber that falls behind gets every QoS 0 message
     /// late instead of losing some, so a benchmark counts delivered messages, not drops.
+    /// `set_tcp_nodelay true`: otherwise Nagle's algorithm in the broker holds a reply back
+    /// until the client acknowledges the broker's previous segment (its PUBACK), which the
+    /// client's delayed ACK puts off by 40 ms or more (docs/PERFORMANCE.md).
     static func start(in directory: String) async throws -> BenchBroker {
         guard let program = Programs.find("mosquitto") else {
             throw CommandFailure("mosquitto is not installed (apt install mosquitto)", status: .failure)
@@ -140,7 +143,8 @@ final class BenchBroker: Sendable {
         for _ in 0..<3 {
             let port = try freePort()
             var lines = ["listener \(port) 127.0.0.1", "allow_anonymous true", "persistence false",
-                         "max_queued_messages 0", "log_dest stderr", "log_type error", "log_type warning"]
+                         "max_queued_messages 0", "set_tcp_nodelay true",
+                         "log_dest stderr", "log_type error", "log_type warning"]
             if geteuid() == 0 { lines.append("user root") }
             let config = directory + "/mosquitto-\(port).conf"
             try FileSystem.write(config, Array((lines.joined(separator: "\n") + "\n").utf8))

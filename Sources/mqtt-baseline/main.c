@@ -10,8 +10,8 @@
 //       then a JSON summary; with --latency-out, one "minor seq monotonic-ns" line per
 //       message (seq read from the payload's "seq").
 //   mqtt-baseline rtt  --port P [--count N]
-//       one message at a time from a publisher to a subscriber through the broker: the
-//       broker's own loopback latency.
+//       one message at a time (QoS 1, as joins and replies) from a publisher to a subscriber
+//       through the broker: the broker's own loopback latency.
 //   mqtt-baseline join --port P [--count N] [--burst J] [--stores S]
 //       an observer app: joins beacons/<store>/<minor>/observers/<client> and waits for the
 //       brain's reply on observers/<client>/inbox, one at a time (latency), then J joins at
@@ -123,6 +123,8 @@ static void client_start(struct client *c, const char *id, int port) {
     mosquitto_connect_callback_set(c->mosq, on_connect);
     mosquitto_subscribe_callback_set(c->mosq, on_subscribe);
     mosquitto_message_callback_set(c->mosq, on_message);
+    // As BeaconBridge's MQTTClient: no Nagle, so a small message never waits for an ACK.
+    mosquitto_int_option(c->mosq, MOSQ_OPT_TCP_NODELAY, 1);
     int rc = mosquitto_connect(c->mosq, "127.0.0.1", port, 60);
     if (rc != MOSQ_ERR_SUCCESS) die("connect", rc);
     rc = mosquitto_loop_start(c->mosq);
@@ -268,7 +270,7 @@ static int mode_sub(int port, long count, const char *filter, double idle, const
 static int mode_rtt(int port, long count) {
     struct client subscriber, publisher;
     client_start(&subscriber, "baseline-rtt-sub", port);
-    client_subscribe(&subscriber, "bench/rtt/+", 0);
+    client_subscribe(&subscriber, "bench/rtt/+", 1);
     client_start(&publisher, "baseline-rtt-pub", port);
     double *latencies = calloc((size_t)count, sizeof(double));
     char payload[512];
@@ -280,7 +282,7 @@ static int mode_rtt(int port, long count) {
         subscriber.arrived = 0;
         pthread_mutex_unlock(&subscriber.lock);
         double start = now();
-        int rc = mosquitto_publish(publisher.mosq, NULL, subscriber.awaited, length, payload, 0, false);
+        int rc = mosquitto_publish(publisher.mosq, NULL, subscriber.awaited, length, payload, 1, false);
         if (rc != MOSQ_ERR_SUCCESS) die("publish", rc);
         wait_for(&subscriber, arrived, 0, 2, 2);
         pthread_mutex_lock(&subscriber.lock);
