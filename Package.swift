@@ -15,6 +15,8 @@ let package = Package(
         .executable(name: "beacon-brain", targets: ["beacon-brain"]),
         .executable(name: "beaconctl", targets: ["beaconctl"]),
         .library(name: "BeaconKit", targets: ["BeaconKit"]),
+        // For Benchmarks/ (the gateway pipeline without a broker); not a supported API.
+        .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "BeaconBridge", path: ".."),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // Counts every malloc/calloc/realloc/free of the process by defining them in the
@@ -17,6 +18,8 @@ let package = Package(
         .target(name: "MallocCounter"),
         .executableTarget(
             name: "beacon-benchmarks",
-            dependencies: [.product(name: "BeaconKit", package: "BeaconBridge"), "MallocCounter"]),
+            dependencies: [.product(name: "BeaconKit", package: "BeaconBridge"),
+                           .product(name: "Gateway", package: "BeaconBridge"),
+                           .product(name: "Logging", package: "swift-log"), "MallocCounter"]),
     ]
 )

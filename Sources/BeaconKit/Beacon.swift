@@ -29,13 +29,22 @@ public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        var out = ""
-        out.reserveCapacity(17)
-        for i in (0..<6).reversed() {
-            appendHex(UInt8(truncatingIfNeeded: rawValue >> (8 * UInt64(i))), to: &out)
-            if i > 0 { out.append(":") }
+        var writer = JSONWriter(capacity: 17)
+        appendCanonical(to: &writer)
+        return writer.text
+    }
+
+    /// Writes `AA:BB:CC:DD:EE:FF`.
+    func appendCanonical(to out: inout JSONWriter) {
+        let value = rawValue
+        out.reserve(17) { p in
+            for i in 0..<6 {
+                let byte = UInt8(truncatingIfNeeded: value >> (8 * UInt64(5 - i)))
+                p[3 * i] = hexDigit(byte >> 4)
+                p[3 * i + 1] = hexDigit(byte & 0x0F)
+                if i < 5 { p[3 * i + 2] = UInt8(ascii: ":") }
+            }
         }
-        return out
     }
 }
 

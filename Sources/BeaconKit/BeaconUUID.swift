@@ -47,14 +47,27 @@ public struct BeaconUUID: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// Upper-case canonical form, as iOS prints a proximity UUID.
     public var description: String {
-        var out = ""
-        out.reserveCapacity(36)
-        let all = bytes
-        for (i, byte) in all.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append("-") }
-            appendHex(byte, to: &out)
+        var writer = JSONWriter(capacity: 36)
+        appendCanonical(to: &writer)
+        return writer.text
+    }
+
+    /// Writes the canonical form without building the 16 bytes first.
+    func appendCanonical(to out: inout JSONWriter) {
+        let (high, low) = (high, low)
+        out.reserve(36) { p in
+            var at = 0
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    p[at] = UInt8(ascii: "-")
+                    at += 1
+                }
+                let byte = UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (56 - 8 * UInt64(i & 7)))
+                p[at] = hexDigit(byte >> 4)
+                p[at + 1] = hexDigit(byte & 0x0F)
+                at += 2
+            }
         }
-        return out
     }
 
     public static func < (lhs: BeaconUUID, rhs: BeaconUUID) -> Bool {
@@ -72,6 +85,10 @@ func hexNibble(_ scalar: Unicode.Scalar) -> UInt8? {
 }
 
 let upperHexDigits: [Character] = Array("0123456789ABCDEF")
+
+/// The upper-case hex digit of a nibble, as ASCII.
+@inline(__always)
+func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 &+ nibble : 0x37 &+ nibble }
 
 func appendHex(_ byte: UInt8, to out: inout String) {
     out.append(upperHexDigits[Int(byte >> 4)])

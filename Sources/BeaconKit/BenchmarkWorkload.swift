@@ -5,8 +5,9 @@
 /// `count` HCI LE Advertising Report events (legacy, one report each) from `beacons`
 /// distinct iBeacons taking turns: advertisement `k` is beacon `k % beacons`, so beacon
 /// `b`'s `n`-th advertisement (from 1) is number `(n - 1) · beacons + b`. Beacon `b` has
-/// major `major + b / 10_000`, minor `b % 10_000 + 1` and a fixed random address; RSSI
-/// varies between −40 and −95 dBm from a seeded generator.
+/// major `major + b / 10_000`, minor `b % 10_000 + 1` and a fixed random address; its RSSI
+/// stays within ±3 dB of a level of its own between −45 and −85 dBm (a customer standing
+/// still), from a seeded generator.
 public struct BenchmarkWorkload: Sendable, Equatable {
     public var count: Int
     public var beacons: Int
@@ -39,8 +40,9 @@ public struct BenchmarkWorkload: Sendable, Equatable {
     public func events() -> [[UInt8]] {
         var random = SplitMix64(seed: seed)
         return (0..<count).map { index in
-            let rssi = Int8(-40 - Int(random.next() % 56))
-            let report = HCIEventBuilder.Report(address: address(ofBeacon: index % beacons),
+            let b = index % beacons
+            let rssi = Int8(-45 - b % 41 + Int(random.next() % 7) - 3)
+            let report = HCIEventBuilder.Report(address: address(ofBeacon: b),
                                                 data: AdvertisingData.iBeacon(beacon(at: index)), rssi: rssi)
             return HCIEventBuilder.legacyReport([report])
         }

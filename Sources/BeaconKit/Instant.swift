@@ -47,8 +47,15 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public var description: String { iso8601 }
 
-    /// Appends the ISO-8601 form without intermediate strings (used by payload encoders).
+    /// Appends the ISO-8601 form.
     public func appendISO8601(to out: inout String) {
+        var writer = JSONWriter(capacity: 24)
+        appendISO8601(to: &writer)
+        out += writer.text
+    }
+
+    /// Writes the ISO-8601 form without intermediate strings (payload encoders).
+    func appendISO8601(to out: inout JSONWriter) {
         // Floor division that cannot overflow, even at Int64.min.
         let millis = nanoseconds >= 0 ? nanoseconds / 1_000_000 : -(-(nanoseconds + 1) / 1_000_000) - 1
         var days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000
@@ -63,20 +70,45 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        appendDigits(year, width: 4, to: &out)
-        out.append("-")
-        appendDigits(month, width: 2, to: &out)
-        out.append("-")
-        appendDigits(day, width: 2, to: &out)
-        out.append("T")
-        appendDigits(msOfDay / 3_600_000, width: 2, to: &out)
-        out.append(":")
-        appendDigits(msOfDay / 60_000 % 60, width: 2, to: &out)
-        out.append(":")
-        appendDigits(msOfDay / 1000 % 60, width: 2, to: &out)
-        out.append(".")
-        appendDigits(msOfDay % 1000, width: 3, to: &out)
-        out.append("Z")
+        // Years before 0 cannot be written in four digits; they print as 0000, as before.
+        let clampedYear = max(0, year)
+        guard clampedYear <= 9999 else {
+            out.appendDecimal(UInt64(clampedYear), width: 4)
+            appendTime(month: month, day: day, msOfDay: msOfDay, to: &out)
+            return
+        }
+        out.reserve(4) { p in
+            p[0] = 0x30 &+ UInt8(truncatingIfNeeded: clampedYear / 1000)
+            p[1] = 0x30 &+ UInt8(truncatingIfNeeded: clampedYear / 100 % 10)
+            p[2] = 0x30 &+ UInt8(truncatingIfNeeded: clampedYear / 10 % 10)
+            p[3] = 0x30 &+ UInt8(truncatingIfNeeded: clampedYear % 10)
+        }
+        appendTime(month: month, day: day, msOfDay: msOfDay, to: &out)
+    }
+
+    /// `-MM-DDTHH:MM:SS.mmmZ` in one write.
+    private func appendTime(month: Int64, day: Int64, msOfDay: Int64, to out: inout JSONWriter) {
+        out.reserve(20) { p in
+            @inline(__always) func two(_ value: Int64, at i: Int) {
+                p[i] = 0x30 &+ UInt8(truncatingIfNeeded: value / 10)
+                p[i + 1] = 0x30 &+ UInt8(truncatingIfNeeded: value % 10)
+            }
+            p[0] = UInt8(ascii: "-")
+            two(month, at: 1)
+            p[3] = UInt8(ascii: "-")
+            two(day, at: 4)
+            p[6] = UInt8(ascii: "T")
+            two(msOfDay / 3_600_000, at: 7)
+            p[9] = UInt8(ascii: ":")
+            two(msOfDay / 60_000 % 60, at: 10)
+            p[12] = UInt8(ascii: ":")
+            two(msOfDay / 1000 % 60, at: 13)
+            p[15] = UInt8(ascii: ".")
+            let millis = msOfDay % 1000
+            p[16] = 0x30 &+ UInt8(truncatingIfNeeded: millis / 100)
+            two(millis % 100, at: 17)
+            p[19] = UInt8(ascii: "Z")
+        }
     }
 
     /// Parses what `iso8601` writes (also without milliseconds); `nil` otherwise, including
@@ -120,22 +152,5 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         let (scaled, overflow) = (total * 1000 + millis).multipliedReportingOverflow(by: 1_000_000)
         guard !overflow else { return nil }
         nanoseconds = scaled
-    }
-}
-
-@inline(__always)
-func appendDigits(_ value: Int64, width: Int, to out: inout String) {
-    var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0)
-    var v = value < 0 ? 0 : value
-    var count = 0
-    withUnsafeMutableBytes(of: &digits) { buffer in
-        repeat {
-            buffer[7 - count] = UInt8(v % 10) + 0x30
-            v /= 10
-            count += 1
-        } while (v > 0 || count < width) && count < 8
-    }
-    withUnsafeBytes(of: &digits) { buffer in
-        for i in (8 - count)..<8 { out.unicodeScalars.append(Unicode.Scalar(buffer[i])) }
     }
 }

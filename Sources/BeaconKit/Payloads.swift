@@ -6,11 +6,16 @@ public enum Payloads {
     /// "proximity","ts","seq","name"?,"location"?}`; Eddystone-UID carries `namespace` and
     /// `instance` in place of `uuid`, `major`, `minor`.
     public static func sighting(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> String {
+        String(decoding: sightingBytes(track, gateway: gateway, entry: entry, at: time), as: UTF8.self)
+    }
+
+    /// The same sighting as UTF-8 bytes, ready for the wire without another copy.
+    public static func sightingBytes(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> [UInt8] {
         var writer = JSONWriter(capacity: 320)
         writer.object { o in
             identity(track.id, into: &o)
             o("gateway", gateway)
-            o("address", track.address.description)
+            o("address", track.address)
             o("rssi", track.rssi)
             o("rssiSmoothed", track.rssi == nil ? nil : track.rssiSmoothed, places: 1)
             o("txPower", track.txPower)
@@ -21,7 +26,7 @@ public enum Payloads {
             if let name = entry?.name { o("name", name) }
             if let location = entry?.location { o("location", location.json) }
         }
-        return writer.text
+        return writer.takeBytes()
     }
 
     /// A gateway's retained view on `beacons/<major>/<minor>/presence/<gateway>`:
@@ -43,7 +48,7 @@ public enum Payloads {
     static func identity(_ id: BeaconID, into o: inout JSONWriter.ObjectWriter) {
         switch id {
         case .ibeacon(let uuid, let major, let minor):
-            o("uuid", uuid.description)
+            o("uuid", uuid)
             o("major", Int(major))
             o("minor", Int(minor))
         case .eddystone(let namespace, let instance):

@@ -24,8 +24,20 @@ public struct Topics: Sendable, Equatable {
     /// `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`.
     public func beacon(_ id: BeaconID) -> String {
         switch id {
-        case .ibeacon(_, let major, let minor): topic("beacons/\(major)/\(minor)")
-        case .eddystone(let namespace, let instance): topic("eddystone/\(namespace)/\(instance)")
+        case .ibeacon(_, let major, let minor):
+            // Every sighting names its topic: written directly rather than interpolated.
+            var writer = JSONWriter(capacity: prefix.utf8.count + 20)
+            if !prefix.isEmpty {
+                var copy = prefix
+                copy.withUTF8 { writer.append(UnsafeRawBufferPointer($0)) }
+                writer.append("/")
+            }
+            writer.append("beacons/")
+            writer.appendDecimal(UInt64(major))
+            writer.append("/")
+            writer.appendDecimal(UInt64(minor))
+            return writer.text
+        case .eddystone(let namespace, let instance): return topic("eddystone/\(namespace)/\(instance)")
         }
     }
 

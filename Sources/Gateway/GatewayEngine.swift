@@ -262,8 +262,9 @@ public final class GatewayEngine: Sendable {
             send(&s, presenceMessage(s, update.track))
         }
         if update.publish {
-            let payload = Payloads.sighting(update.track, gateway: gatewayID, entry: s.registry[id], at: time)
-            send(&s, OutgoingMessage(topic: s.topics.sightings(of: id), payload: payload, qos: 0, retain: false))
+            // Bytes straight to the client: no String, no second copy (raw mode sends every advert).
+            let payload = Payloads.sightingBytes(update.track, gateway: gatewayID, entry: s.registry[id], at: time)
+            send(&s, sighting: payload, topic: s.topics.sightings(of: id))
         }
     }
 
@@ -289,21 +290,32 @@ public final class GatewayEngine: Sendable {
     }
 
     private func send(_ s: inout State, _ message: OutgoingMessage) {
-        if s.connected {
-            do {
-                try publisher.publish(MQTTMessage(topic: message.topic, payload: Array(message.payload.utf8),
-                                                  qos: message.qos, retain: message.retain))
-                s.published += 1
-                return
-            } catch where error.isNoConnection {
-                s.connected = false
-            } catch {
-                s.publishErrors += 1
-                logger.error("publish failed", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
-                return
-            }
+        if s.connected, publish(&s, MQTTMessage(topic: message.topic, payload: Array(message.payload.utf8),
+                                                qos: message.qos, retain: message.retain)) {
+            return
         }
         if message.retain { s.outbox.keep(message) } else { s.outbox.add(message) }
+    }
+
+    /// A sighting (QoS 0, not retained) whose payload is already bytes.
+    private func send(_ s: inout State, sighting payload: [UInt8], topic: String) {
+        if s.connected, publish(&s, MQTTMessage(topic: topic, payload: payload, qos: 0, retain: false)) { return }
+        s.outbox.add(OutgoingMessage(topic: topic, payload: String(decoding: payload, as: UTF8.self), qos: 0, retain: false))
+    }
+
+    /// Hands `message` to the client; false when the connection is gone (the caller queues it).
+    private func publish(_ s: inout State, _ message: MQTTMessage) -> Bool {
+        do {
+            try publisher.publish(message)
+            s.published += 1
+        } catch where error.isNoConnection {
+            s.connected = false
+            return false
+        } catch {
+            s.publishErrors += 1
+            logger.error("publish failed", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
+        }
+        return true
     }
 }
 
