@@ -175,7 +175,11 @@ public final class MQTTClient: Sendable {
                 throw MQTTError(operation: "publish", code: code,
                                 message: "\(Mosquitto.errorText(code)) (topic \"\(message.topic)\", QoS \(message.qos))")
             }
-            state.withLock { $0.acknowledgements.published(mid, awaitingAcknowledgement: message.qos > 0) }
+            // QoS 0 is never acknowledged: nothing to wait for, so no lock and no bookkeeping on
+            // the path every raw-mode sighting takes.
+            if message.qos > 0 {
+                state.withLock { $0.acknowledgements.published(mid, awaitingAcknowledgement: true) }
+            }
         }
     }
 

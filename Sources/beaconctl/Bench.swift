@@ -63,6 +63,9 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .long, help: "Sightings sent to the brain as fast as possible.")
     var sightings = 100_000
 
+    @Option(name: .long, help: "Rounds of (C baseline, gateway at full speed), alternating; medians are reported.")
+    var rounds = 3
+
     @Flag(name: .long, help: "Small counts, for a smoke test of every phase.")
     var quick = false
 
@@ -79,7 +82,7 @@ struct Bench: AsyncParsableCommand {
         guard pacedRate > 0, pacedRate <= 100_000 else { throw ValidationError("--paced-rate must be 0…100000") }
         guard pacedAdverts >= 10 else { throw ValidationError("--paced-adverts must be at least 10") }
         guard (try? trackedCounts()) != nil else { throw ValidationError("--tracked: counts 0…10000, comma separated") }
-        guard joins >= 1, joinBurst >= 1, sightings >= 1 else { throw ValidationError("counts must be positive") }
+        guard joins >= 1, joinBurst >= 1, sightings >= 1, rounds >= 1 else { throw ValidationError("counts must be positive") }
         if let only {
             for phase in only.split(separator: ",") where !["broker", "gateway", "memory", "brain"].contains(phase) {
                 throw ValidationError("--only: unknown phase \"\(phase)\"")
@@ -112,6 +115,7 @@ struct Bench: AsyncParsableCommand {
             settings.joins = min(joins, 100)
             settings.joinBurst = min(joinBurst, 100)
             settings.sightings = min(sightings, 10_000)
+            settings.rounds = 1
         }
         guard let baseline = Programs.sibling("mqtt-baseline") else {
             throw CommandFailure("mqtt-baseline is not beside beaconctl: build the whole package (swift build)", status: .failure)
@@ -224,8 +228,7 @@ struct BenchRun {
         let machine = "\(ProcessInfo.hostName), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) CPUs"
         report.add("date", .string(WallClock.now().iso8601), "beaconctl bench, \(WallClock.now().iso8601), \(machine)")
         report.add("broker", .string(broker.url), "broker: mosquitto on \(broker.url) (max_queued_messages 0)")
-        if settings.runs("broker") || settings.runs("gateway") { try await brokerCeiling() }
-        if settings.runs("gateway") { try await gatewayPipeline() }
+        if settings.runs("broker") || settings.runs("gateway") { try await brokerAndGateway() }
         if settings.runs("memory") { try await gatewayMemory() }
         if settings.runs("brain") { try await brain() }
     }
@@ -246,18 +249,59 @@ struct BenchRun {
         return json
     }
 
-    // MARK: 1. The broker's ceiling
+    // MARK: 1. The broker's ceiling, 2. the gateway pipeline
 
-    mutating func brokerCeiling() async throws {
-        let result = try await baselineRun(["pub", "--count", String(settings.adverts), "--beacons", String(settings.beacons)],
-                                           name: "baseline-pub")
-        let rate = result["messagesPerSecond"]?.numberValue ?? 0
-        let received = Int(result["received"]?.numberValue ?? 0)
-        ceiling = rate
-        report.add("cBaseline", .object(result),
-                   "C baseline (libmosquitto → mosquitto → subscriber): \(grouped(rate)) msg/s end to end "
-                   + "(\(received) of \(settings.adverts) messages of \(Int(result["payloadBytes"]?.numberValue ?? 0)) bytes; "
-                   + "published at \(grouped(result["publishedPerSecond"]?.numberValue ?? 0)) msg/s)")
+    /// Rounds alternate the C baseline and the gateway at full speed, so that a busy
+    /// neighbour on a shared machine weighs on both alike; medians are compared.
+    mutating func brokerAndGateway() async throws {
+        var baselines: [Double] = []
+        var pipelines: [Double] = []
+        var results: [JSONValue] = []
+        var lastFull: (PipelineResult, Double, Double, Double)?
+        for round in 1...settings.rounds {
+            let result = try await baselineRun(["pub", "--count", String(settings.adverts), "--beacons", String(settings.beacons)],
+                                               name: "baseline-pub")
+            let rate = result["messagesPerSecond"]?.numberValue ?? 0
+            baselines.append(rate)
+            results.append(.object(result))
+            report.lines.append("round \(round): C baseline (libmosquitto → mosquitto → subscriber) \(grouped(rate)) msg/s end to end "
+                                + "(\(Int(result["received"]?.numberValue ?? 0)) of \(settings.adverts) messages of "
+                                + "\(Int(result["payloadBytes"]?.numberValue ?? 0)) bytes, published at "
+                                + "\(grouped(result["publishedPerSecond"]?.numberValue ?? 0)) msg/s)")
+            guard settings.runs("gateway") else { continue }
+            let full = try await gatewayFullSpeed()
+            pipelines.append(full.2)
+            lastFull = full
+            report.lines.append("round \(round): gateway raw mode \(grouped(full.2)) msg/s end to end (ingested "
+                                + "\(grouped(full.1)) adv/s) = \(decimal(full.2 / max(rate, 1), places: 2)) × this round's baseline")
+        }
+        ceiling = median(baselines)
+        report.values["cBaseline"] = .object(["runs": .array(results), "medianMessagesPerSecond": .number(ceiling!.rounded())])
+        report.lines.append("C baseline, median of \(baselines.count): \(grouped(ceiling!)) msg/s end to end")
+        guard let (full, ingestRate, _, cpuPerThousand) = lastFull else { return }
+        let endToEnd = median(pipelines)
+        let queued = LatencySummary(full.latencies)
+        report.add("gatewayRaw", .object([
+            "adverts": .number(Double(settings.adverts)), "beacons": .number(Double(settings.beacons)),
+            "ingestedPerSecond": .number(ingestRate.rounded()), "received": .number(Double(full.received)),
+            "messagesPerSecondEndToEnd": .number(endToEnd.rounded()),
+            "roundsMessagesPerSecond": .array(pipelines.map { .number($0.rounded()) }),
+            "ratioToCBaseline": .number(rounded(endToEnd / (ceiling ?? .nan), 3)),
+            "publishedMessages": .number(Double(full.published)),
+            "cpuMsPer1000Adverts": .number(rounded(cpuPerThousand * 1000, 3)),
+            "latencyAtFullSpeed": queued.json,
+        ]), "gateway, raw mode, \(grouped(Double(settings.adverts))) adverts from \(settings.beacons) beacons at full speed, "
+            + "median of \(pipelines.count): \(grouped(endToEnd)) msg/s end to end\(ratio(endToEnd)); "
+            + "last round: ingested \(grouped(ingestRate)) adv/s, \(full.received) of \(settings.adverts) received, "
+            + "CPU \(milliseconds(cpuPerThousand)) ms per 1,000 adverts\n"
+            + "  latency at full speed (queueing included): \(queued.text)")
+        try await gatewayPacedAndLimited()
+    }
+
+    func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     func ratio(_ value: Double) -> String {
@@ -340,10 +384,11 @@ struct BenchRun {
                               lastReceived: summary["last"]?.numberValue ?? 0, published: published, latencies: latencies)
     }
 
-    mutating func gatewayPipeline() async throws {
+    /// One full-speed raw-mode replay: the result, adverts/s ingested, messages/s end to
+    /// end, and CPU seconds per 1,000 adverts.
+    func gatewayFullSpeed() async throws -> (PipelineResult, Double, Double, Double) {
         let n = settings.adverts
         let workload = BenchmarkWorkload(count: n, beacons: settings.beacons)
-        // Full speed, raw mode: every advertisement is a message.
         let full = try await replay(workload, interval: 0.001, speed: 0, raw: true, expected: n, latency: true)
         guard let first = full.ingested.first, let last = full.ingested.last, last > first else {
             throw CommandFailure("the replay delivered no advertisements", status: .failure)
@@ -351,20 +396,11 @@ struct BenchRun {
         let ingestRate = Double(full.ingested.count - 1) / (last - first)
         let endToEnd = Double(full.received) / (full.lastReceived - first)
         let cpuPerThousand = (full.endCPU - full.firstCPU) / Double(n) * 1000
-        let queued = LatencySummary(full.latencies)
-        report.add("gatewayRaw", .object([
-            "adverts": .number(Double(n)), "beacons": .number(Double(settings.beacons)),
-            "ingestedPerSecond": .number(ingestRate.rounded()), "received": .number(Double(full.received)),
-            "messagesPerSecondEndToEnd": .number(endToEnd.rounded()),
-            "ratioToCBaseline": .number(rounded(endToEnd / (ceiling ?? .nan), 3)),
-            "publishedMessages": .number(Double(full.published)),
-            "cpuMsPer1000Adverts": .number(rounded(cpuPerThousand * 1000, 3)),
-            "latencyAtFullSpeed": queued.json,
-        ]), "gateway, raw mode, \(grouped(Double(n))) adverts from \(settings.beacons) beacons at full speed: "
-            + "ingested \(grouped(ingestRate)) adv/s, \(grouped(endToEnd)) msg/s end to end\(ratio(endToEnd)); "
-            + "\(full.received) of \(n) received; CPU \(milliseconds(cpuPerThousand)) ms per 1,000 adverts\n"
-            + "  latency at full speed (queueing included): \(queued.text)")
+        return (full, ingestRate, endToEnd, cpuPerThousand)
+    }
 
+    mutating func gatewayPacedAndLimited() async throws {
+        let n = settings.adverts
         // A steady rate: the latency a customer's app would see.
         let pacedWorkload = BenchmarkWorkload(count: settings.pacedAdverts, beacons: min(settings.beacons, settings.pacedAdverts))
         let paced = try await replay(pacedWorkload, interval: 1 / settings.pacedRate, speed: 1, raw: true,
