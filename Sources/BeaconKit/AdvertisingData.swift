@@ -21,15 +21,19 @@ public enum AdvertisingData {
     /// Validation comes first so that a beacon is never reported from data whose
     /// framing is broken further on: such a report is skipped and counted by the caller.
     public static func decodeBeacon(_ data: UnsafeRawBufferPointer) -> AdvertisingDataResult {
-        guard isWellFormed(data) else { return .malformed }
+        // One walk: lengths are checked as it goes, and a beacon found is returned only
+        // once the structures after it have proved sound too.
         var offset = 0
         while offset < data.count {
             let length = Int(data[offset])
-            if length == 0 { break }
-            let type = data[offset + 1]
-            let body = UnsafeRawBufferPointer(rebasing: data[(offset + 2)..<(offset + 1 + length)])
-            if let beacon = decodeStructure(type: type, body: body) { return .beacon(beacon) }
-            offset += 1 + length
+            if length == 0 { return isWellFormed(UnsafeRawBufferPointer(rebasing: data[offset...])) ? .noBeacon : .malformed }
+            let end = offset + 1 + length
+            if end > data.count { return .malformed }
+            if let beacon = decodeStructure(type: data[offset + 1],
+                                            body: UnsafeRawBufferPointer(rebasing: data[(offset + 2)..<end])) {
+                return isWellFormed(UnsafeRawBufferPointer(rebasing: data[end...])) ? .beacon(beacon) : .malformed
+            }
+            offset = end
         }
         return .noBeacon
     }
@@ -63,8 +67,8 @@ public enum AdvertisingData {
         if company == appleCompanyID && b[2] == 0x02 && b[3] == 0x15 && b.count >= 25 {
             return .iBeacon(IBeacon(
                 uuid: BeaconUUID(bytes: b, at: 4),
-                major: UInt16(b[20]) << 8 | UInt16(b[21]),
-                minor: UInt16(b[22]) << 8 | UInt16(b[23]),
+                major: b.loadUnaligned(fromByteOffset: 20, as: UInt16.self).bigEndian,
+                minor: b.loadUnaligned(fromByteOffset: 22, as: UInt16.self).bigEndian,
                 txPower: Int8(bitPattern: b[24])))
         }
         if b[2] == 0xBE && b[3] == 0xAC && b.count >= 26 {

@@ -6,9 +6,10 @@ public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Reads the 6 little-endian bytes HCI uses; the caller checked the bounds.
     init(littleEndian bytes: UnsafeRawBufferPointer, at offset: Int) {
-        var value: UInt64 = 0
-        for i in (0..<6).reversed() { value = value << 8 | UInt64(bytes[offset + i]) }
-        rawValue = value
+        precondition(offset >= 0 && offset + 6 <= bytes.count, "an address needs 6 bytes")
+        let low = UInt64(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
+        let high = UInt64(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt16.self).littleEndian)
+        rawValue = high << 32 | low
     }
 
     /// Parses `AA:BB:CC:DD:EE:FF`.

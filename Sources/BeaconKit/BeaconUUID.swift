@@ -11,8 +11,9 @@ public struct BeaconUUID: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// Reads 16 big-endian bytes; the caller guarantees they exist.
     init(bytes: UnsafeRawBufferPointer, at offset: Int) {
-        high = bytes.bigEndianValue(at: offset, count: 8)
-        low = bytes.bigEndianValue(at: offset + 8, count: 8)
+        precondition(offset >= 0 && offset + 16 <= bytes.count, "a UUID needs 16 bytes")
+        high = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
+        low = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self).bigEndian
     }
 
     /// Parses the canonical `8-4-4-4-12` form or 32 bare hex digits, either case.

@@ -122,6 +122,28 @@ import Testing
         #expect(Set((0..<2_500).map { workload.address(ofBeacon: $0 % 1_000) }).count == 1_000)
     }
 
+    static let iBeaconData = AdvertisingData.iBeacon(IBeacon(uuid: uuid, major: 100, minor: 7, txPower: -59))
+
+    /// The one-walk decoder still checks the framing after the beacon it found.
+    @Test(arguments: [
+        (iBeaconData, AdvertisingDataResult.beacon(.iBeacon(IBeacon(uuid: uuid, major: 100, minor: 7, txPower: -59)))),
+        (iBeaconData + [0, 0, 0], .beacon(.iBeacon(IBeacon(uuid: uuid, major: 100, minor: 7, txPower: -59)))),
+        (iBeaconData + [0x05, 0x09, 0x41], .malformed),
+        (iBeaconData + [0x00, 0x01], .malformed),
+        ([0x02, 0x01, 0x06], .noBeacon),
+        ([0x02, 0x01, 0x06, 0x00, 0x00], .noBeacon),
+        ([0x02, 0x01, 0x06, 0x00, 0x07], .malformed),
+        ([0x1B, 0x01, 0x06] + Array(iBeaconData.dropFirst(3)), .malformed),
+        ([], .noBeacon),
+        ([0x00], .noBeacon),
+    ] as [([UInt8], AdvertisingDataResult)])
+    func framingIsCheckedAroundTheBeacon(data: [UInt8], expected: AdvertisingDataResult) {
+        data.withUnsafeBytes { bytes in
+            #expect(AdvertisingData.decodeBeacon(bytes) == expected)
+            #expect(AdvertisingData.isWellFormed(bytes) == (expected != .malformed))
+        }
+    }
+
     @Test func reportsInOneEventDecodeInOrder() {
         let beacons = (1...3).map { IBeacon(uuid: Self.uuid, major: 1, minor: UInt16($0), txPower: -59) }
         let reports = beacons.enumerated().map { i, beacon in
