@@ -102,7 +102,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "TestSupport",
-                           "beacon-gateway", "beacon-brain", "beaconctl"],
+                           "beacon-gateway", "beacon-brain", "beaconctl", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]
 )

@@ -1,0 +1,37 @@
+import BeaconKit
+import Foundation
+import TestSupport
+import Testing
+
+/// `beaconctl bench --quick` in CI: every phase still runs against a broker of its own and
+/// produces numbers. The numbers of a debug build on a CI machine mean nothing; that they
+/// exist does (the figures come from release builds, docs/PERFORMANCE.md).
+@Suite("beaconctl bench")
+struct BenchSmokeTests {
+    @Test("--quick runs every phase and reports every figure")
+    func quick() async throws {
+        let dir = try TemporaryDirectory("bench")
+        let process = try ChildProcess(Programs.built("beaconctl"), ["bench", "--quick", "--json"], in: dir)
+        let status = await process.waitForExit(timeout: 300)
+        if status == nil { await process.stop() }
+        #expect(status == 0, "\(process.stderr)")
+        let report = try JSONParser().parse(process.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        func number(_ path: String...) -> Double? {
+            var value: JSONValue? = report
+            for key in path { value = value?[key] }
+            return value?.numberValue
+        }
+        #expect((number("cBaseline", "medianMessagesPerSecond") ?? 0) > 0)
+        #expect(number("gatewayRaw", "received") == number("gatewayRaw", "adverts"))
+        #expect((number("gatewayRaw", "messagesPerSecondEndToEnd") ?? 0) > 0)
+        #expect((number("gatewayRaw", "cpuMsPer1000Adverts") ?? 0) > 0)
+        #expect((number("gatewayLatency", "latency", "count") ?? 0) > 0)
+        #expect((number("gatewayRateLimited", "received") ?? 0) > 0)
+        let memory = report["gatewayMemory"]?.arrayValue ?? []
+        #expect(memory.map { $0["beacons"]?.numberValue } == [0, 1000])
+        #expect(memory.allSatisfy { ($0["residentBytes"]?.numberValue ?? 0) > 1_000_000 })
+        #expect(number("brainJoins", "joinToReply", "count") == 100)
+        #expect(number("brainJoins", "replies") == 100)
+        #expect((number("brainSightings", "handled") ?? 0) > 0)
+    }
+}
