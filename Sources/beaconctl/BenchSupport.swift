@@ -130,8 +130,8 @@ final class BenchBroker: Sendable {
     let port: UInt16
     let process: BenchProcess
 
-    /// `max_queued_messages 0`: a subscriber that falls behind gets every QoS 0 message
-    /// late instead of losing some, so a benchmark counts delivered messages, not drops.
+    /// `max_queued_messages 0` (a precaution): a subscriber that falls behind gets every
+    /// message late rather than losing some, so a benchmark counts delivered messages.
     /// `set_tcp_nodelay true`: otherwise Nagle's algorithm in the broker holds a reply back
     /// until the client acknowledges the broker's previous segment (its PUBACK), which the
     /// client's delayed ACK puts off by 40 ms or more (docs/PERFORMANCE.md).
