@@ -109,12 +109,12 @@ struct Bench: AsyncParsableCommand {
         }
         var settings = self
         if quick {
-            settings.adverts = min(adverts, 20_000)
-            settings.pacedAdverts = min(pacedAdverts, 1_000)
+            settings.adverts = min(adverts, 5_000)
+            settings.pacedAdverts = min(pacedAdverts, 500)
             settings.tracked = "1000"
             settings.joins = min(joins, 100)
             settings.joinBurst = min(joinBurst, 100)
-            settings.sightings = min(sightings, 10_000)
+            settings.sightings = min(sightings, 2_000)
             settings.rounds = 1
         }
         guard let baseline = Programs.sibling("mqtt-baseline") else {
