@@ -295,17 +295,16 @@ public struct FleetPresenceReport: Sendable, Equatable {
             o("minor", Int(beacon.minor))
             o("zone", zone)
             o("zoneName", zoneName)
-            var views: [JSONValue] = []
-            for view in gateways {
-                var object: JSONObject = ["gateway": .string(view.gateway), "zone": .string(view.zone),
-                                          "proximity": .string(view.proximity.rawValue)]
+            // Written directly: the signature is computed for every sighting the brain takes in.
+            o("gateways", objects: gateways) { g, view in
+                g("gateway", view.gateway)
+                g("zone", view.zone)
+                g("proximity", view.proximity.rawValue)
                 if volatile {
-                    object["rssiSmoothed"] = view.rssiSmoothed.map { .number(($0 * 10).rounded() / 10) } ?? .null
-                    object["distance"] = view.distance.map { .number(($0 * 100).rounded() / 100) } ?? .null
+                    g("rssiSmoothed", view.rssiSmoothed, places: 1)
+                    g("distance", view.distance, places: 2)
                 }
-                views.append(.object(object))
             }
-            o("gateways", .array(views))
             o("proximity", proximity.rawValue)
             o("since", since)
         }

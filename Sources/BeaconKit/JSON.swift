@@ -238,11 +238,50 @@ public struct JSONParser {
                 guard let c = peek, c >= 0x30 && c <= 0x39 else { throw error("invalid number") }
                 while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 }
             }
+            if let value = Self.exactDecimal(UnsafeRawBufferPointer(rebasing: bytes[start..<offset])) { return value }
             let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<offset]), as: UTF8.self)
             guard let value = Double(text), value.isFinite else {
                 offset = start
                 throw error("number out of range")
             }
+            return value
+        }
+
+        /// `-?digits(.digits)?` with at most 15 digits in all, without building a string: the
+        /// digits as an integer are exact in a Double, and so is 10^k for k ≤ 22, so the one
+        /// division is correctly rounded, the same value `Double(String)` gives. `nil` for
+        /// anything else (exponents, long numbers), which takes the general path.
+        static func exactDecimal(_ text: UnsafeRawBufferPointer) -> Double? {
+            var index = 0
+            let negative = text.first == UInt8(ascii: "-")
+            if negative { index = 1 }
+            var mantissa: Int64 = 0
+            var digits = 0
+            var fraction = -1
+            while index < text.count {
+                let c = text[index]
+                if c == UInt8(ascii: ".") {
+                    guard fraction < 0 else { return nil }
+                    fraction = 0
+                } else if c >= 0x30 && c <= 0x39 {
+                    mantissa = mantissa * 10 + Int64(c - 0x30)
+                    digits += 1
+                    if fraction >= 0 { fraction += 1 }
+                    if digits > 15 { return nil }
+                } else {
+                    return nil
+                }
+                index += 1
+            }
+            guard digits > 0 else { return nil }
+            var value = Double(mantissa)
+            if fraction > 0 { value /= powersOfTen[fraction] }
+            return negative ? -value : value
+        }
+
+        static let powersOfTen: [Double] = (0...22).map { exponent in
+            var value = 1.0
+            for _ in 0..<exponent { value *= 10 }
             return value
         }
 
@@ -261,10 +300,16 @@ public struct JSONParser {
             offset += 1
             let start = offset
             // Fast path: no escapes.
-            while let c = peek, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20 { offset += 1 }
+            var ascii = true
+            while let c = peek, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20 {
+                ascii = ascii && c < 0x80
+                offset += 1
+            }
             if peek == UInt8(ascii: "\"") {
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<offset])
                 offset += 1
+                // ASCII is valid UTF-8 as it stands: no need for the (much slower) validation.
+                if ascii { return String(decoding: slice, as: UTF8.self) }
                 guard let text = String(validating: slice, as: UTF8.self) else {
                     offset = start
                     throw error("string is not valid UTF-8")
@@ -549,6 +594,22 @@ public struct JSONWriter {
         public mutating func callAsFunction(_ key: StaticString, _ value: JSONValue) {
             self.key(key)
             writer.write(value)
+        }
+
+        /// An array of objects, one per element, each written by `body` straight into the
+        /// text (no `JSONValue` built first).
+        public mutating func callAsFunction<Elements: Sequence>(
+            _ key: StaticString, objects elements: Elements, _ body: (inout ObjectWriter, Elements.Element) -> Void
+        ) {
+            self.key(key)
+            writer.append("[")
+            var first = true
+            for element in elements {
+                if !first { writer.append(",") }
+                first = false
+                writer.object { body(&$0, element) }
+            }
+            writer.append("]")
         }
 
         /// A member whose key is only known at run time.

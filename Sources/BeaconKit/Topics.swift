@@ -104,9 +104,15 @@ public struct Topics: Sendable, Equatable {
     public func parse(_ topic: String) -> Parsed? {
         guard let s = segments(of: topic) else { return nil }
         func u16(_ text: Substring) -> UInt16? {
-            guard !text.isEmpty, text.count <= 5, text.allSatisfy(\.isASCII) else { return nil }
-            guard let value = UInt16(text), String(value) == text else { return nil }
-            return value
+            // Digits only, no sign, no leading zero (so each number has one topic), ≤ 65535.
+            let utf8 = text.utf8
+            guard (1...5).contains(utf8.count), utf8.first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
+            var value = 0
+            for c in utf8 {
+                guard c >= 0x30 && c <= 0x39 else { return nil }
+                value = value * 10 + Int(c - 0x30)
+            }
+            return value <= Int(UInt16.max) ? UInt16(value) : nil
         }
         func name(_ text: Substring) -> String? {
             Topics.problem(withSegment: String(text)) == nil ? String(text) : nil

@@ -69,6 +69,46 @@ import Testing
         #expect(text == "at 2026-11-21T09:30:00.125Z")
     }
 
+    // MARK: Parsing what the brain reads
+
+    /// The parser's shortcut for short decimals must give exactly what `Double(String)` gives.
+    @Test func shortDecimalsParseExactlyAsDoubleDoes() throws {
+        var random = SplitMix64(seed: 7)
+        var texts = ["0", "-0", "1", "-1", "0.5", "-62.4", "1.58", "999999999999999", "0.000000000000001",
+                     "123456789.012345", "9007199254740993", "1234567890123456", "-0.0", "3.14159265358979"]
+        for _ in 0..<2_000 {
+            let whole = random.next() % 1_000_000
+            let fraction = random.next() % 1_000_000
+            let places = Int(random.next() % 7)
+            let sign = random.next() % 2 == 0 ? "" : "-"
+            let padded = String(repeating: "0", count: 6 - String(fraction).count) + String(fraction)
+            let digits = padded.prefix(places)
+            texts.append(places == 0 ? "\(sign)\(whole)" : "\(sign)\(whole).\(digits)")
+        }
+        for text in texts {
+            let parsed = try JSONParser().parse(text)
+            let expected = Double(text)!
+            #expect(parsed.numberValue?.bitPattern == expected.bitPattern, "\(text)")
+        }
+    }
+
+    @Test func stringsKeepTheirValidation() throws {
+        #expect(try JSONParser().parse(#""plain ascii""#) == .string("plain ascii"))
+        #expect(try JSONParser().parse(#""café ☕️""#) == .string("café ☕️"))
+        #expect(throws: JSONParseError.self) { try JSONParser().parse([0x22, 0x61, 0xC3, 0x28, 0x22] as [UInt8]) }
+        #expect(throws: JSONParseError.self) { try JSONParser().parse([0x22, 0xFF, 0x22] as [UInt8]) }
+    }
+
+    @Test(arguments: [
+        ("beacons/100/7", Topics.Parsed.sighting(major: 100, minor: 7)),
+        ("beacons/0/65535", .sighting(major: 0, minor: 65535)),
+        ("beacons/65536/1", nil), ("beacons/007/1", nil), ("beacons/+1/1", nil), ("beacons/-1/1", nil),
+        ("beacons/1 /1", nil), ("beacons//1", nil), ("beacons/123456/1", nil), ("beacons/١/1", nil),
+    ] as [(String, Topics.Parsed?)])
+    func topicNumbersHaveOneSpelling(topic: String, expected: Topics.Parsed?) {
+        #expect(Topics().parse(topic) == expected)
+    }
+
     // MARK: The sighting payload
 
     @Test func sightingIsByteForByteStable() {

@@ -5,7 +5,7 @@ import Glibc
 
 // beacon-benchmarks: BeaconBridge's micro-benchmarks (docs/PERFORMANCE.md).
 //
-//   beacon-benchmarks [all|decode|track|json|config|pipeline] [--runs N] [--json]
+//   beacon-benchmarks [all|decode|track|json|config|pipeline|brain] [--runs N] [--json]
 //   beacon-benchmarks generate [--count N] [--beacons B] > ads.hex
 //   beacon-benchmarks decode-file [--runs N] < ads.hex
 //
@@ -13,7 +13,7 @@ import Glibc
 // (the median of --runs runs, after one warm-up run), allocations are counted over a run.
 
 let usage = """
-usage: beacon-benchmarks [all|decode|track|json|config|pipeline] [--runs N] [--json]
+usage: beacon-benchmarks [all|decode|track|json|config|pipeline|brain] [--runs N] [--json]
        beacon-benchmarks generate [--count N] [--beacons B]      (hex HCI events, one a line)
        beacon-benchmarks decode-file [--runs N]                   (reads those lines on stdin)
 """
@@ -53,7 +53,7 @@ if flag("--help") || flag("-h") {
 }
 
 switch command {
-case "all", "decode", "track", "json", "config", "pipeline":
+case "all", "decode", "track", "json", "config", "pipeline", "brain":
     var results: [Measurement] = []
     if command == "all" || command == "decode" {
         // 10,000 distinct iBeacons, one report per event; 20 passes = 200,000 reports a run.
@@ -89,6 +89,9 @@ case "all", "decode", "track", "json", "config", "pipeline":
     if command == "all" || command == "pipeline" {
         results.append(Workloads.pipeline(beacons: 1_000, adverts: 100_000, raw: true, runs: runs))
         results.append(Workloads.pipeline(beacons: 100, adverts: 100_000, raw: false, runs: runs))
+    }
+    if command == "all" || command == "brain" {
+        results.append(Workloads.brainSightings(beacons: 1_000, count: 50_000, runs: runs))
     }
     if command == "all" || command == "config" {
         let (result, bytes) = Workloads.configLoad(gateways: 20, beacons: 1_000, count: 20, runs: runs)
