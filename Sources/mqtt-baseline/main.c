@@ -1,10 +1,10 @@
 // mqtt-baseline: what libmosquitto and a local Mosquitto manage without BeaconBridge,
 // the ceiling `beaconctl bench` compares the gateway and the brain with (docs/PERFORMANCE.md).
 //
-//   mqtt-baseline pub  --port P [--count N] [--beacons B]
+//   mqtt-baseline pub  --port P [--count N] [--beacons B] [--rate R]
 //       publishes N sighting-shaped JSON messages (QoS 0) to beacons/100/<1..B> as fast as
-//       libmosquitto takes them, while a subscriber on beacons/+/+ in the same process
-//       counts them: the broker's end-to-end rate.
+//       libmosquitto takes them (or R a second), while a subscriber on beacons/+/+ in the
+//       same process counts them: the broker's end-to-end rate.
 //   mqtt-baseline sub  --port P [--count N] [--filter F] [--idle S] [--latency-out FILE]
 //       a counting subscriber for someone else's publisher: prints "ready" once subscribed,
 //       then a JSON summary; with --latency-out, one "minor seq monotonic-ns" line per
@@ -202,7 +202,7 @@ static void print_latencies(const char *name, double *values, long n) {
 
 // ---- Modes ----
 
-static int mode_pub(int port, long count, long beacons) {
+static int mode_pub(int port, long count, long beacons, double rate) {
     struct client subscriber, publisher;
     client_start(&subscriber, "baseline-sub", port);
     client_subscribe(&subscriber, "beacons/+/+", 0);
@@ -210,6 +210,8 @@ static int mode_pub(int port, long count, long beacons) {
     char topic[64], payload[512];
     double start = now();
     for (long i = 0; i < count; i++) {
+        // --rate: no faster than that many messages a second (0: as fast as possible).
+        while (rate > 0 && now() - start < (double)i / rate) {}
         long minor = i % beacons + 1;
         snprintf(topic, sizeof topic, "beacons/100/%ld", minor);
         int length = sighting(payload, sizeof payload, minor, i / beacons + 1);
@@ -364,7 +366,7 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     int port = 1883;
     long count = 100000, beacons = 1000, burst = 1000, stores = 50;
-    double idle = 3;
+    double idle = 3, rate = 0;
     const char *filter = "beacons/+/+", *latency_out = NULL;
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *key = argv[i], *value = argv[i + 1];
@@ -374,6 +376,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(key, "--burst")) burst = atol(value);
         else if (!strcmp(key, "--stores")) stores = atol(value);
         else if (!strcmp(key, "--idle")) idle = atof(value);
+        else if (!strcmp(key, "--rate")) rate = atof(value);
         else if (!strcmp(key, "--filter")) filter = value;
         else if (!strcmp(key, "--latency-out")) latency_out = value;
         else { fprintf(stderr, "mqtt-baseline: unknown option %s\n", key); return 2; }
@@ -384,7 +387,7 @@ int main(int argc, char **argv) {
     }
     mosquitto_lib_init();
     int status;
-    if (!strcmp(mode, "pub")) status = mode_pub(port, count, beacons);
+    if (!strcmp(mode, "pub")) status = mode_pub(port, count, beacons, rate);
     else if (!strcmp(mode, "sub")) status = mode_sub(port, count, filter, idle, latency_out);
     else if (!strcmp(mode, "rtt")) status = mode_rtt(port, count);
     else if (!strcmp(mode, "join")) status = mode_join(port, count, burst, stores);
