@@ -19,7 +19,8 @@ struct Bench: AsyncParsableCommand {
         Starts a Mosquitto of its own on a free 127.0.0.1 port (stopped again by its PID) and, in one run:
 
           1. broker ceiling: mqtt-baseline (C, libmosquitto) publishes --adverts sighting-sized messages
-             as fast as it can while a subscriber in the same program counts them;
+             as fast as it can while a subscriber in the same program counts them (and again held to
+             the gateway's pace after each gateway round);
           2. gateway, raw mode: a generated capture of --adverts advertisements from --beacons beacons is
              replayed at full speed through the real gateway pipeline (btsnoop source, GatewayEngine,
              MQTTClient); mqtt-baseline counts what a subscriber receives. Reports advertisements/s
@@ -255,6 +256,7 @@ struct BenchRun {
     /// neighbour on a shared machine weighs on both alike; medians are compared.
     mutating func brokerAndGateway() async throws {
         var baselines: [Double] = []
+        var pacedBaselines: [Double] = []
         var pipelines: [Double] = []
         var results: [JSONValue] = []
         var lastFull: (PipelineResult, Double, Double, Double)?
@@ -274,6 +276,14 @@ struct BenchRun {
             lastFull = full
             report.lines.append("round \(round): gateway raw mode \(grouped(full.2)) msg/s end to end (ingested "
                                 + "\(grouped(full.1)) adv/s) = \(decimal(full.2 / max(rate, 1), places: 2)) × this round's baseline")
+            // The same C publisher held to the gateway's pace: how much of the difference is
+            // the pace itself (a slower publisher hands the broker smaller batches).
+            let paced = try await baselineRun(["pub", "--count", String(settings.adverts), "--beacons", String(settings.beacons),
+                                               "--rate", String(Int(full.1))], name: "baseline-paced")
+            let pacedRate = paced["messagesPerSecond"]?.numberValue ?? 0
+            pacedBaselines.append(pacedRate)
+            report.lines.append("round \(round): C baseline paced at \(grouped(full.1)) msg/s: \(grouped(pacedRate)) msg/s end to end; "
+                                + "gateway = \(decimal(full.2 / max(pacedRate, 1), places: 2)) × that")
         }
         ceiling = median(baselines)
         report.values["cBaseline"] = .object(["runs": .array(results), "medianMessagesPerSecond": .number(ceiling!.rounded())])
@@ -287,11 +297,15 @@ struct BenchRun {
             "messagesPerSecondEndToEnd": .number(endToEnd.rounded()),
             "roundsMessagesPerSecond": .array(pipelines.map { .number($0.rounded()) }),
             "ratioToCBaseline": .number(rounded(endToEnd / (ceiling ?? .nan), 3)),
+            "cBaselineAtTheGatewaysPaceMedian": .number(median(pacedBaselines).rounded()),
+            "ratioToPacedCBaseline": .number(rounded(endToEnd / median(pacedBaselines), 3)),
             "publishedMessages": .number(Double(full.published)),
             "cpuMsPer1000Adverts": .number(rounded(cpuPerThousand * 1000, 3)),
             "latencyAtFullSpeed": queued.json,
         ]), "gateway, raw mode, \(grouped(Double(settings.adverts))) adverts from \(settings.beacons) beacons at full speed, "
-            + "median of \(pipelines.count): \(grouped(endToEnd)) msg/s end to end\(ratio(endToEnd)); "
+            + "median of \(pipelines.count): \(grouped(endToEnd)) msg/s end to end\(ratio(endToEnd)) "
+            + "(\(decimal(endToEnd / median(pacedBaselines), places: 2)) × the C baseline at the gateway's pace, "
+            + "median \(grouped(median(pacedBaselines))) msg/s); "
             + "last round: ingested \(grouped(ingestRate)) adv/s, \(full.received) of \(settings.adverts) received, "
             + "CPU \(milliseconds(cpuPerThousand)) ms per 1,000 adverts\n"
             + "  latency at full speed (queueing included): \(queued.text)")
