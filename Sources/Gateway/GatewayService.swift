@@ -186,9 +186,48 @@ public struct GatewayService: Service, CustomStringConvertible {
                 reply("reload", "rejected", "\(error)")
             }
         case ("advertise", _):
-            reply("advertise", "rejected", "advertising is not available on source \(source.name)")
+            let wanted: AdvertiseConfig?
+            switch value {
+            case .bool(false):
+                wanted = nil
+            case .bool(true):
+                guard let configured = gateway.advertise else {
+                    return reply("advertise", "rejected", "gateway \"\(gateway.id)\" has no advertise settings in the config")
+                }
+                wanted = configured
+            default:
+                do {
+                    wanted = try AdvertiseConfig.parse(value)
+                } catch {
+                    return reply("advertise", "rejected", error.errors.map(\.description).joined(separator: "; "))
+                }
+            }
+            Task {
+                do {
+                    let change = try await source.setAdvertising(wanted)
+                    logger.info("advertising \(change.rawValue) by command", metadata: [
+                        "beacon": "\(wanted.map { "\($0.beacon.uuid)/\($0.beacon.major)/\($0.beacon.minor)" } ?? "none")",
+                    ])
+                    reply("advertise", "ok", Self.describe(change, wanted))
+                } catch {
+                    logger.warning("advertise command failed", metadata: ["error": "\(error)"])
+                    reply("advertise", "rejected", "\(error)")
+                }
+            }
         default:
             reply(key, "rejected", "unknown command")
+        }
+    }
+
+    static func describe(_ change: AdvertisingChange, _ config: AdvertiseConfig?) -> String {
+        switch change {
+        case .stopped: return "advertising stopped"
+        case .pending: return "the controller is not reachable now; the change applies when it is back"
+        case .started:
+            guard let config else { return "advertising" }
+            let beacon = config.beacon
+            return "advertising \(beacon.uuid) major \(beacon.major) minor \(beacon.minor), "
+                + "\(beacon.txPower) dBm at 1 m, every \(config.intervalMs) ms"
         }
     }
 

@@ -48,4 +48,8 @@ public final class H4Source: AdvertisingSource {
     public func setScanning(_ enabled: Bool) async {
         engine.setScanning(enabled)
     }
+
+    public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
+        try await engine.setAdvertising(advertise)
+    }
 }
