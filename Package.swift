@@ -81,8 +81,9 @@ let package = Package(
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
