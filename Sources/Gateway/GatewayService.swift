@@ -55,10 +55,15 @@ public struct GatewayService: Service, CustomStringConvertible {
         ])
         let started = WallClock.monotonic()
 
+        // A source that cannot run (missing capabilities, no Bluetooth in the kernel) ends
+        // the gateway too, after the same clean exit as a shutdown, with its error.
+        var failure: (any Error)?
         do {
             try await runUntilShutdown(readBack: readBack, started: started)
         } catch is CancellationError {
             // Graceful shutdown: fall through to the clean-exit sequence.
+        } catch {
+            failure = error
         }
         logger.info("gateway stopping: withdrawing presence")
         engine.withdraw()
@@ -67,6 +72,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         }
         await client.stop(timeout: 2)
         logger.info("gateway stopped")
+        if let failure { throw failure }
     }
 
     /// The source, the broker's events and the timers, until shutdown cancels them.
@@ -116,8 +122,10 @@ public struct GatewayService: Service, CustomStringConvertible {
                     }
                 }
                 // A replay that ends leaves the other tasks running, so exits still come
-                // due and health keeps flowing until shutdown.
-                try await group.waitForAll()
+                // due and health keeps flowing until shutdown. A task that throws (a source
+                // that cannot run) ends them all at once: `waitForAll` would wait for the
+                // others first, that is forever.
+                while try await group.next() != nil {}
             }
         }
     }

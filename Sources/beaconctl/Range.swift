@@ -15,7 +15,7 @@ struct RangeCommand: AsyncParsableCommand {
         commandName: "range",
         abstract: "Live \"hot/cold\" view of the iBeacons a controller hears, once a second.",
         discussion: """
-        Every second, one line per iBeacon heard (nearest first): UUID, major, minor, the last
+        Every second, one line per iBeacon heard (nearest first): the time (UTC), UUID, major, minor, the last
         RSSI, the Kalman-smoothed RSSI, the estimated distance (log-distance path loss from the
         beacon's measured power; an estimate), the proximity class (immediate, near, far) and
         the word of a hide-and-seek game: HOT! (immediate), Warmer (closing in, or near and
@@ -213,7 +213,9 @@ struct RangeDisplay: Sendable {
 
     func show(_ lines: [RangeLine], at time: Instant) {
         guard terminal else {
-            for line in lines { printLine(line.plainText) }
+            // hh:mm:ss (UTC) of the report, so the lines of one second read as one group.
+            let clock = time.iso8601.dropFirst(11).prefix(8)
+            for line in lines { printLine("\(clock)  \(line.plainText)") }
             return
         }
         var screen = "\u{1B}[H\u{1B}[2J"
