@@ -62,6 +62,7 @@ struct Advertise: AsyncParsableCommand {
         if let retrigger, !(retrigger > 0) { throw CommandFailure("--retrigger: must be a positive number of seconds") }
         if let duration, !(duration >= 0) { throw CommandFailure("--duration: must not be negative") }
 
+        let signals = await trapStopSignals()
         let beacon = IBeacon(uuid: uuid, major: major, minor: minor, txPower: Int8(power))
         let logger = Logger(label: "beaconctl.advertise")
         let advertiser: Advertiser
@@ -76,7 +77,7 @@ struct Advertise: AsyncParsableCommand {
         let duration = duration
         var failure: (any Error)?
         do {
-            _ = try await runUntilSignal {
+            _ = try await runUntilSignal(signals) {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         // wait() ends when the advertiser stops; cancellation stops it.

@@ -3,12 +3,19 @@ import BeaconKit
 import CommandLineSupport
 import UnixSignals
 
-/// Runs `body` until it returns, or until SIGINT or SIGTERM arrives (then cancels it and
+/// SIGINT and SIGTERM, caught from the moment this is made. Make it before announcing
+/// anything a script may answer with a signal: a program started in the background by a
+/// non-interactive shell ignores SIGINT until it traps it, and loses one sent earlier.
+func trapStopSignals() async -> UnixSignalsSequence {
+    await UnixSignalsSequence(trapping: .sigint, .sigterm)
+}
+
+/// Runs `body` until it returns, or until one of `signals` arrives (then cancels it and
 /// waits for it to clean up: a source restores its controller on cancellation). Returns
 /// whether a signal ended it.
-func runUntilSignal(_ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
-    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
-    return try await withThrowingTaskGroup(of: Bool.self) { group in
+func runUntilSignal(_ signals: UnixSignalsSequence,
+                    _ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
+    try await withThrowingTaskGroup(of: Bool.self) { group in
         group.addTask {
             try await body()
             return false

@@ -87,6 +87,7 @@ struct RangeCommand: AsyncParsableCommand {
         let replay: Bool
         if case .btsnoop = uri { replay = true } else { replay = false }
 
+        let signals = await trapStopSignals()
         let settings = TrackerSettings(exitTimeout: exitTimeout, pathLossExponent: pathLoss)
         let view = RangeView(monitor: RangeMonitor(settings: settings, uuid: filter),
                              display: RangeDisplay(terminal: !plain && isatty(1) == 1, source: uri.description),
@@ -94,7 +95,7 @@ struct RangeCommand: AsyncParsableCommand {
         let source = advertisingSource
         var failure: (any Error)?
         do {
-            _ = try await runUntilSignal {
+            _ = try await runUntilSignal(signals) {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         try await source.run { output in view.handle(output) }
