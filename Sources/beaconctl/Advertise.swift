@@ -36,7 +36,8 @@ struct Advertise: AsyncParsableCommand {
     @Option(name: .long, help: "Minor (0–65535).")
     var minor: UInt16
 
-    @Option(name: .long, help: "Measured power: the RSSI at 1 m, dBm (-127…20).")
+    // `.unconditional`: `--power -59` is a value, not an option named -59.
+    @Option(name: .long, parsing: .unconditional, help: "Measured power: the RSSI at 1 m, dBm (-127…20).")
     var power = -59
 
     @Option(name: .customLong("interval-ms"), help: "Advertising interval, ms (100…10240).")

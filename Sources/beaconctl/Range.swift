@@ -99,7 +99,9 @@ struct RangeCommand: AsyncParsableCommand {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         try await source.run { output in view.handle(output) }
-                        view.finish()
+                        // A replay that ended reports on until its beacons are gone; a live
+                        // source returns only when cancelled, and then nothing more is said.
+                        if replay { view.finish() }
                     }
                     if !replay {
                         group.addTask {
