@@ -43,7 +43,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit",
+            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(

@@ -17,7 +17,7 @@ public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
         guard parts.count == 6 else { return nil }
         var value: UInt64 = 0
         for part in parts {
-            guard part.count == 2, let byte = UInt8(part, radix: 16) else { return nil }
+            guard part.count == 2, part.allSatisfy(\.isHexDigit), let byte = UInt8(part, radix: 16) else { return nil }
             value = value << 8 | UInt64(byte)
         }
         rawValue = value
@@ -108,7 +108,7 @@ public struct EddystoneInstance: Hashable, Sendable, CustomStringConvertible {
     public init(rawValue: UInt64) { self.rawValue = rawValue & 0xFFFF_FFFF_FFFF }
 
     public init?(hex: String) {
-        guard hex.utf8.count == 12, let value = UInt64(hex, radix: 16) else { return nil }
+        guard hex.utf8.count == 12, hex.allSatisfy(\.isHexDigit), let value = UInt64(hex, radix: 16) else { return nil }
         rawValue = value
     }
 

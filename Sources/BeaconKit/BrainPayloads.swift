@@ -151,16 +151,37 @@ public struct SightingReport: Sendable, Equatable {
     }
 
     public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
-        let r = PayloadReader(path: "")
-        let o = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
+        let view = try ViewPayload(parsing: value, topic: beacon)
+        self.beacon = beacon
+        uuid = view.uuid
+        gateway = view.gateway
+        rssiSmoothed = view.rssiSmoothed
+        distance = view.distance
+        proximity = view.proximity
+    }
+}
+
+/// What sightings and gateway presence share: a gateway's view of one beacon.
+struct ViewPayload {
+    let object: JSONObject
+    let reader = PayloadReader(path: "")
+    let uuid: BeaconUUID?
+    let gateway: String
+    let proximity: Proximity
+    let rssiSmoothed: Double?
+    let distance: Double?
+
+    /// Checks the payload's beacon against the topic's and reads the common keys.
+    init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let r = reader
+        object = try r.object(value)
+        let ref = BeaconRef(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
         guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
-        self.beacon = ref
-        uuid = try r.uuid(o["uuid"], "uuid")
-        gateway = try r.segment(o["gateway"], "gateway")
-        rssiSmoothed = try r.optionalNumber(o["rssiSmoothed"], "rssiSmoothed")
-        distance = try r.optionalNumber(o["distance"], "distance")
-        proximity = try r.proximity(o["proximity"], "proximity")
+        uuid = try r.uuid(object["uuid"], "uuid")
+        gateway = try r.segment(object["gateway"], "gateway")
+        proximity = try r.proximity(object["proximity"], "proximity")
+        rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
+        distance = try r.optionalNumber(object["distance"], "distance")
         if let rssi = rssiSmoothed, !(-200...50).contains(rssi) { throw PayloadError("rssiSmoothed is out of range") }
         if let d = distance, d < 0 { throw PayloadError("distance must not be negative") }
     }
@@ -197,21 +218,16 @@ public struct GatewayPresenceReport: Sendable, Equatable {
 
     /// Parses the payload of `topic`'s gateway and beacon; both must match the payload.
     public init(parsing value: JSONValue, topic beacon: BeaconRef, gateway topicGateway: String) throws(PayloadError) {
-        let r = PayloadReader(path: "")
-        let o = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
-        self.beacon = ref
-        uuid = try r.uuid(o["uuid"], "uuid")
-        gateway = try r.segment(o["gateway"], "gateway")
-        guard gateway == topicGateway else { throw PayloadError("gateway \"\(gateway)\" does not match the topic's") }
-        zone = try r.string(o["zone"], "zone", maxLength: 128)
-        proximity = try r.proximity(o["proximity"], "proximity")
-        rssiSmoothed = try r.optionalNumber(o["rssiSmoothed"], "rssiSmoothed")
-        distance = try r.optionalNumber(o["distance"], "distance")
-        since = try r.optionalInstant(o["since"], "since")
-        if let rssi = rssiSmoothed, !(-200...50).contains(rssi) { throw PayloadError("rssiSmoothed is out of range") }
-        if let d = distance, d < 0 { throw PayloadError("distance must not be negative") }
+        let view = try ViewPayload(parsing: value, topic: beacon)
+        guard view.gateway == topicGateway else { throw PayloadError("gateway \"\(view.gateway)\" does not match the topic's") }
+        self.beacon = beacon
+        uuid = view.uuid
+        gateway = view.gateway
+        proximity = view.proximity
+        rssiSmoothed = view.rssiSmoothed
+        distance = view.distance
+        zone = try view.reader.string(view.object["zone"], "zone", maxLength: 128)
+        since = try view.reader.optionalInstant(view.object["since"], "since")
     }
 }
 

@@ -23,7 +23,8 @@ public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
     public init(parsing text: String) throws(ParseError) {
         func fail(_ reason: String) -> ParseError { ParseError(uri: text, reason: reason) }
         if text.hasPrefix("hci:") {
-            guard let index = Int(text.dropFirst(4)), (0...255).contains(index) else {
+            let digits = text.dropFirst(4)
+            guard digits.allSatisfy(\.isASCIIDigit), let index = Int(digits), (0...255).contains(index) else {
                 throw fail("expected hci:N with N an adapter index 0-255")
             }
             self = .hci(adapter: index)
@@ -33,8 +34,8 @@ public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
             self = .h4Unix(path: path)
         } else if text.hasPrefix("h4:tcp:") {
             let rest = text.dropFirst(7)
-            guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]),
-                  port > 0, colon != rest.startIndex
+            guard let colon = rest.lastIndex(of: ":"), let port = parsePort(rest[rest.index(after: colon)...]),
+                  colon != rest.startIndex
             else { throw fail("expected h4:tcp:HOST:PORT") }
             var host = String(rest[..<colon])
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -45,7 +46,7 @@ public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
             guard let path = parts.first, path.hasPrefix("/") else { throw fail("expected h4:tty:/dev/NAME[@BAUD]") }
             var baud = 115200
             if parts.count == 2 {
-                guard let value = Int(parts[1]), Self.supportedBaudRates.contains(value) else {
+                guard parts[1].allSatisfy(\.isASCIIDigit), let value = Int(parts[1]), Self.supportedBaudRates.contains(value) else {
                     throw fail("baud rate must be one of \(Self.supportedBaudRates.map(String.init).joined(separator: ", "))")
                 }
                 baud = value
@@ -155,12 +156,12 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
             hostPart = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":"), let p = UInt16(after.dropFirst()), p > 0 else { throw fail("bad port") }
+                guard after.hasPrefix(":"), let p = parsePort(after.dropFirst()) else { throw fail("bad port") }
                 portValue = p
             }
         } else if let colon = authority.lastIndex(of: ":") {
             hostPart = authority[..<colon]
-            guard let p = UInt16(authority[authority.index(after: colon)...]), p > 0 else {
+            guard let p = parsePort(authority[authority.index(after: colon)...]) else {
                 throw fail("port must be 1-65535")
             }
             portValue = p
@@ -174,4 +175,14 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
         let hostText = host.contains(":") ? "[\(host)]" : host
         return (tls ? "mqtts://" : "mqtt://") + (username.map { $0 + "@" } ?? "") + hostText + ":\(port)"
     }
+}
+
+/// A TCP port, 1–65535, written as plain digits (no sign).
+func parsePort(_ text: Substring) -> UInt16? {
+    guard !text.isEmpty, text.allSatisfy(\.isASCIIDigit), let port = UInt16(text), port > 0 else { return nil }
+    return port
+}
+
+extension Character {
+    var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }

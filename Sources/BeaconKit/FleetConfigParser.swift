@@ -112,8 +112,8 @@ extension FleetConfig {
             do { broker.url = try BrokerURL(parsing: text) } catch { r.fail("broker.url", error.reason) }
         }
         broker.clientId = r.string(object["clientId"], at: "broker.clientId")
-        if let id = broker.clientId, id.utf8.count > 23, id.contains(where: { !$0.isASCII }) {
-            r.fail("broker.clientId", "must be ASCII")
+        if let id = broker.clientId, id.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
+            r.fail("broker.clientId", "\"\(id)\" must be printable ASCII without spaces")
         }
         broker.username = r.string(object["username"], at: "broker.username") ?? broker.url.username
         broker.passwordFile = r.string(object["passwordFile"], at: "broker.passwordFile")

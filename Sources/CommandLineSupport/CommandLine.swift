@@ -54,7 +54,8 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
         }
         exit(0)
     } catch let failure as CommandFailure {
-        writeStandardError("\(programName): \(failure.message)\n")
+        // One line per problem, each naming the program, so they read well in a journal.
+        writeStandardError(failure.message.split(separator: "\n").map { "\(programName): \($0)\n" }.joined())
         exit(failure.status.rawValue)
     } catch let errors as ConfigErrors {
         writeStandardError(errors.errors.map { "\(programName): config: \($0)" }.joined(separator: "\n") + "\n")

@@ -48,6 +48,8 @@ public struct BtsnoopSource: AdvertisingSource {
     private let replayClock: ReplayClock
     /// Largest wall-clock gap between in-band ticks, seconds.
     static let tickInterval = 0.1
+    /// Longest a replay waits between two frames, wall-clock seconds, whatever the capture's gap.
+    public static let longestPause = 5.0
 
     public init(path: String, speed: Double = 1, loop: Bool = false) throws(BtsnoopError) {
         self.path = path
@@ -91,7 +93,13 @@ public struct BtsnoopSource: AdvertisingSource {
                 if let previous = lastTime, time < previous { time = previous }
                 if speed > 0 {
                     if virtualAnchor == nil { virtualAnchor = time; wallAnchor = WallClock.monotonic() }
-                    let due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
+                    var due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
+                    if due - WallClock.monotonic() > Self.longestPause {
+                        // A capture resumed after hours or months (the kept tail of an
+                        // old log): skip ahead instead of sleeping; capture time still jumps.
+                        wallAnchor -= due - WallClock.monotonic() - Self.longestPause
+                        due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
+                    }
                     while true {
                         let wait = due - WallClock.monotonic()
                         if wait <= 0 { break }

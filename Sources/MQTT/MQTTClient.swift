@@ -1,6 +1,7 @@
 import BeaconKit
 internal import CMosquitto
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
@@ -135,20 +136,12 @@ public final class MQTTClient: Sendable {
                 $0.phase = .running
                 $0.connectOnStart = connectLater
             }
-            let context = Unmanaged.passRetained(self).toOpaque()
-            var thread = pthread_t()
-            let status = pthread_create(&thread, nil, { context in
-                let client = Unmanaged<MQTTClient>.fromOpaque(context!).takeRetainedValue()
-                client.runNetworkLoop()
-                return nil
-            }, context)
-            guard status == 0 else {
-                Unmanaged<MQTTClient>.fromOpaque(context).release()
+            do {
+                try BlockingThread.detach(name: "mqtt-\(options.clientID)") { self.runNetworkLoop() }
+            } catch {
                 state.withLock { $0.phase = .idle }
-                throw MQTTError(operation: "pthread_create", code: Int32(MOSQ_ERR_ERRNO.rawValue),
-                                message: String(cString: strerror(status)))
+                throw MQTTError(operation: "pthread_create", code: Int32(MOSQ_ERR_ERRNO.rawValue), message: "\(error)")
             }
-            pthread_detach(thread)
         }
     }
 

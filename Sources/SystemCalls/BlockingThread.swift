@@ -11,23 +11,30 @@ public enum BlockingThread {
     public static func run<T: Sendable>(name: String = "beaconbridge-io",
                                         _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let box = Box {
-                do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+            do {
+                try detach(name: name) {
+                    do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+                }
+            } catch {
+                continuation.resume(throwing: error)
             }
-            let context = Unmanaged.passRetained(box).toOpaque()
-            var thread = pthread_t()
-            let status = pthread_create(&thread, nil, { raw in
-                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                box.work()
-                return nil
-            }, context)
-            if status != 0 {
-                Unmanaged<Box>.fromOpaque(context).release()
-                continuation.resume(throwing: SystemError(call: "pthread_create", errno: status, subject: name))
-                return
-            }
-            pthread_detach(thread)
         }
+    }
+
+    /// Starts `body` on a new detached thread (a network loop that lives as long as its owner).
+    public static func detach(name: String = "beaconbridge-io", _ body: @escaping @Sendable () -> Void) throws(SystemError) {
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { raw in
+            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            box.work()
+            return nil
+        }, context)
+        guard status == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            throw SystemError(call: "pthread_create", errno: status, subject: name)
+        }
+        pthread_detach(thread)
     }
 
     private final class Box: @unchecked Sendable {

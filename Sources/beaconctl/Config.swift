@@ -1,11 +1,13 @@
 import ArgumentParser
 import BeaconKit
 import CommandLineSupport
+import MQTT
+import SystemCalls
 
 struct Config: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Validate or publish a fleet config.",
-        subcommands: [Check.self])
+        subcommands: [Check.self, Push.self])
 
     struct Check: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -29,6 +31,74 @@ struct Config: AsyncParsableCommand {
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }
+        }
+    }
+}
+
+extension Config {
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Validate a fleet config and publish it, retained, on fleet/config.",
+            discussion: """
+            Gateways and brains apply a valid config live and report on gateways/<id>/events and
+            brain/events; an invalid one is never pushed (exit 2). Source and broker changes need a
+            restart of the gateway, which its event says. Waits until the broker acknowledges.
+
+            Example:
+              beaconctl config push fleet.json --broker mqtt://broker.store.lan
+            """)
+
+        @Argument(help: ArgumentHelp("The fleet config.", valueName: "FLEET.json"))
+        var path: String
+
+        @Option(name: .long, help: ArgumentHelp("The broker (default: the config's).", valueName: "URL"))
+        var broker: String?
+
+        func run() async throws {
+            var config = try ConfigLoading.load(path)
+            let text: String
+            do { text = try FileSystem.readText(path) } catch { throw CommandFailure("cannot read \(path): \(error)") }
+            try ConfigLoading.override(&config, broker: broker)
+            var options = MQTTClientOptions(broker: config.broker.url, clientID: "beaconctl-push-\(ProcessInfo.id)")
+            options.username = config.broker.username
+            options.password = try ConfigLoading.password(for: config.broker)
+            options.tls = config.broker.tls
+            options.version = config.broker.mqttVersion
+            let client: MQTTClient
+            do {
+                client = try MQTTClient(options)
+                try client.start()
+            } catch {
+                throw CommandFailure("\(error)", status: .failure)
+            }
+            let topic = config.topics.fleetConfig
+            let message = MQTTMessage(topic: topic, text: text, qos: 1, retain: true)
+            let pushed = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for await event in client.events {
+                        switch event {
+                        case .connected:
+                            guard (try? client.publish(message)) != nil else { return false }
+                            return await client.waitUntilPublished(timeout: 5)
+                        case .disconnected(let reason):
+                            writeStandardError("broker: \(reason); retrying\n")
+                        case .message:
+                            break
+                        }
+                    }
+                    return false
+                }
+                group.addTask {
+                    try? await Task.sleep(nanoseconds: 15_000_000_000)
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            await client.stop()
+            guard pushed else { throw CommandFailure("could not push to \(config.broker.url)", status: .failure) }
+            printLine("pushed \(path) (\(text.utf8.count) bytes) to \(topic) on \(config.broker.url)")
         }
     }
 }

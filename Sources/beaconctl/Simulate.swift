@@ -108,6 +108,16 @@ struct Simulate: ParsableCommand {
             "stores": .array([.object(["major": .number(Double(simulation.store)), "name": .string("Simulated store"),
                                        "ad": .object(["title": .string("Deal of the day"),
                                                       "text": .string("Two coffees for the price of one")])])]),
+            "rules": .array([
+                .object(["name": .string("welcome"), "when": .string("join"),
+                         "then": .array([.object(["do": .string("greeting"),
+                                                  "text": .string("Hello {customer}! A {favorite} is on its way.")])])]),
+                .object(["name": .string("deal at the counter"), "when": .string("proximity:immediate"),
+                         "then": .array([.object(["do": .string("ad")])]), "once": .bool(true)]),
+                .object(["name": .string("tell the barista"), "when": .string("enter"),
+                         "then": .array([.object(["do": .string("publish"), "topic": .string("displays/{store}/barista"),
+                                                  "text": .string("{name} came in at {zone}")])])]),
+            ]),
         ])
         return document.jsonText + "\n"
     }

@@ -147,9 +147,14 @@ struct GatewayOperationsTests {
         let rejected = await event { $0["event"] == .string("config") && $0["status"] == .string("rejected") }
         #expect(rejected?["errors"]?.arrayValue?.first?.stringValue?.contains("gateways[0].exitTimout") == true)
 
-        // A valid config pushed on fleet/config is applied live.
-        try await send("fleet/config", #"{"broker": {"url": "\#(broker.url)", "keepalive": 5}, "gateways": [{"id": "door", "source": "btsnoop:\#(capture)?loop", "exitTimeout": 4, "healthInterval": 1}]}"#,
-                       retain: true)
+        // A valid config pushed with `beaconctl config push` is applied live; an invalid one
+        // is never pushed.
+        let invalid = try dir.write("invalid.json", #"{"gateways": [{"id": "door", "exitTimeout": -1}]}"#)
+        let refused = try startProgram("beaconctl", ["config", "push", invalid, "--broker", broker.url], in: dir)
+        #expect(await refused.waitForExit(timeout: 10) == 2)
+        let next = try dir.write("next.json", #"{"broker": {"url": "\#(broker.url)", "keepalive": 5}, "gateways": [{"id": "door", "source": "btsnoop:\#(capture)?loop", "exitTimeout": 4, "healthInterval": 1}]}"#)
+        let push = try startProgram("beaconctl", ["config", "push", next], in: dir)
+        #expect(await push.waitForExit(timeout: 20) == 0, "\(push.diagnostics)")
         #expect(await event { $0["event"] == .string("config") && $0["status"] == .string("applied") } != nil)
         #expect(gateway.isRunning)
         await gateway.stop()

@@ -1,0 +1,139 @@
+import BeaconKit
+import Foundation
+import Testing
+
+@Suite("Payloads and simulator")
+struct PayloadsTests {
+    static let entry = BeaconEntry(id: beaconA, name: "Alice's \"lucky\" keyring",
+                                   location: Location(latitude: 48.8566, longitude: 2.3522, heading: 90, floor: 2))
+
+    /// A known track: -65 dBm at 09:00:00, then -70 dBm one second later (P1m -59, n 2, defaults).
+    static func knownTrack() -> (first: Track, second: Track) {
+        var tracker = Tracker()
+        let first = tracker.observe(beaconA, address: addressA, rssi: -65, measuredPower: -59, txPower: -59, at: t0).track
+        let second = tracker.observe(beaconA, address: addressA, rssi: -70, measuredPower: -59, txPower: -59, at: t0 + 1).track
+        return (first, second)
+    }
+
+    /// SPEC §5: keys in the documented order, `ts` ISO-8601 with milliseconds, numbers rounded.
+    @Test func sightingText() {
+        let (first, second) = Self.knownTrack()
+        #expect(Payloads.sighting(first, gateway: "door", entry: nil, at: t0) == #"""
+            {"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"door","address":"C0:00:00:64:00:01","rssi":-65,"rssiSmoothed":-65,"txPower":-59,"distance":2,"proximity":"near","ts":"2026-11-21T09:00:00.000Z","seq":1}
+            """#)
+        // Kalman: predicted variance 16 + 4·1 = 20, gain 20/36, estimate -65 + (-5)·5/9 = -67.78;
+        // distance 10^((−59 + 67.78)/20) = 2.75 m. One second later: published again, seq 2.
+        #expect(Payloads.sighting(second, gateway: "door", entry: Self.entry, at: t0 + 1.2345) == #"""
+            {"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"door","address":"C0:00:00:64:00:01","rssi":-70,"rssiSmoothed":-67.8,"txPower":-59,"distance":2.75,"proximity":"near","ts":"2026-11-21T09:00:01.234Z","seq":2,"name":"Alice's \"lucky\" keyring","location":{"lat":48.8566,"lon":2.3522,"heading":90,"floor":2}}
+            """#)
+    }
+
+    @Test func sightingWithoutSignalStrength() {
+        var tracker = Tracker()
+        let track = tracker.observe(beaconA, address: addressA, rssi: nil, measuredPower: -59, txPower: nil, at: t0).track
+        #expect(Payloads.sighting(track, gateway: "g", entry: BeaconEntry(id: beaconA, location: Location(latitude: -1, longitude: 1)),
+                                  at: t0) == #"""
+            {"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"g","address":"C0:00:00:64:00:01","rssi":null,"rssiSmoothed":null,"txPower":null,"distance":null,"proximity":"unknown","ts":"2026-11-21T09:00:00.000Z","seq":1,"location":{"lat":-1,"lon":1,"heading":null,"floor":null}}
+            """#)
+    }
+
+    @Test func eddystoneSighting() {
+        var tracker = Tracker()
+        let id = BeaconID.eddystone(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                    instance: EddystoneInstance(hex: "0000000000ff")!)
+        let track = tracker.observe(id, address: addressA, rssi: -80, measuredPower: -59, txPower: -18, at: t0).track
+        let text = Payloads.sighting(track, gateway: "g", entry: nil, at: t0)
+        #expect(text.hasPrefix(#"{"namespace":"00112233445566778899","instance":"0000000000ff","gateway":"g","#))
+        #expect(text.contains(#""distance":11.22,"proximity":"far""#))
+    }
+
+    /// Every payload is valid JSON whatever the configuration does to the numbers: with
+    /// the most extreme calibrated power, offset and exponent a config allows, the distance
+    /// is about 10^19.8 m.
+    @Test func extremeNumbersStayValidJSON() throws {
+        var tracker = Tracker(settings: TrackerSettings(pathLossExponent: 1, rssiOffset: -50), calibration: [beaconA: 20])
+        let track = tracker.observe(beaconA, address: addressA, rssi: -128, measuredPower: -59, txPower: -59, at: t0).track
+        #expect(track.distance! > 1e19)
+        let text = Payloads.sighting(track, gateway: "g", entry: nil, at: t0)
+        let parsed = try JSONParser().parse(text)
+        #expect(parsed["distance"]?.numberValue.map { abs($0 - track.distance!) / track.distance! < 1e-6 } == true)
+        #expect(parsed["rssiSmoothed"] == .number(-178))
+        let presence = Payloads.gatewayPresence(track, gateway: "g", zone: "z")
+        #expect(throws: Never.self) { try JSONParser().parse(presence) }
+    }
+
+    @Test func gatewayPresenceText() {
+        let (_, second) = Self.knownTrack()
+        #expect(Payloads.gatewayPresence(second, gateway: "door", zone: "entrance") == #"""
+            {"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"door","zone":"entrance","proximity":"near","rssiSmoothed":-67.8,"distance":2.75,"since":"2026-11-21T09:00:00.000Z"}
+            """#)
+    }
+
+    @Test func healthText() {
+        let health = Payloads.Health(gateway: "door", version: "1.0.0", uptime: 3600.04, source: "hci:0", sourceState: "scanning",
+                                     advertsPerSecond: 12.345, decodedPerSecond: 3.96, dropped: 0, malformed: 2,
+                                     queueDepth: 0, tracked: 3, published: 120, ts: t0)
+        #expect(health.json == #"""
+            {"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}
+            """#)
+    }
+
+    /// `beaconctl decode` output lines (SPEC §9).
+    @Test func decodedLines() {
+        func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String? {
+            guard case .beacon(let beacon) = decodeBeacon(data) else { return nil }
+            return Payloads.decoded(beacon, report: report)
+        }
+        #expect(line(AdvertisingDataTests.bleMonitorIBeacon) ==
+                #"{"format":"ibeacon","uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":0,"txPower":-59}"#)
+        #expect(line(AdvertisingDataTests.bleMonitorIBeacon, report: (BluetoothAddress("6A:6B:C9:A2:3E:43")!, -77, t0)) ==
+                #"{"format":"ibeacon","uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":0,"txPower":-59,"address":"6A:6B:C9:A2:3E:43","rssi":-77,"ts":"2026-11-21T09:00:00.000Z"}"#)
+        #expect(line(bytes("1BFFFFFFBEACD3162F5AF3EE494799DB09756062D0FC005A0005C400")) ==
+                #"{"format":"altbeacon","uuid":"D3162F5A-F3EE-4947-99DB-09756062D0FC","major":90,"minor":5,"txPower":-60,"company":65535}"#)
+        #expect(line(bytes("0201060303AAFE1116AAFE20000C6F1E000002006D41DB9AB6"), report: (BluetoothAddress(rawValue: 1), nil, nil)) ==
+                #"{"format":"eddystone-tlm","battery":3183,"temperature":30,"advertisingCount":131181,"uptime":110491103,"address":"00:00:00:00:00:01","rssi":null}"#)
+        #expect(line(bytes("1116AAFE2000 0BB8 8000 00000001 00000064")) ==
+                #"{"format":"eddystone-tlm","battery":3000,"temperature":null,"advertisingCount":1,"uptime":10}"#)
+        #expect(line(bytes("1316AAFE10EB03676F6F2E676C2F53367A543650")) ==
+                #"{"format":"eddystone-url","url":"https://goo.gl/S6zT6P","txPower":-21}"#)
+        #expect(line(bytes("1716AAFE00EE00112233445566778899AABBCCDDEEFF0000")) ==
+                #"{"format":"eddystone-uid","namespace":"00112233445566778899","instance":"aabbccddeeff","txPower":-18}"#)
+        #expect(Payloads.error("not a beacon: \"0201\"") == #"{"error":"not a beacon: \"0201\""}"#)
+    }
+
+    // MARK: Simulator
+
+    @Test func sameSeedSameBytes() {
+        let a = StoreSimulation(customers: 4, duration: 60, seed: 7).captures()
+        let b = StoreSimulation(customers: 4, duration: 60, seed: 7).captures()
+        #expect(a.keys.sorted() == ["counter", "door"])
+        for key in a.keys { #expect(a[key]?.bytes == b[key]?.bytes, "\(key)") }
+        let c = StoreSimulation(customers: 4, duration: 60, seed: 8).captures()
+        #expect(a["door"]?.bytes != c["door"]?.bytes)
+        #expect(StoreSimulation(seed: 7).visits == StoreSimulation(seed: 7).visits)
+    }
+
+    /// A pinned digest of one capture: the simulator (and SplitMix64 under it) produce the
+    /// same bytes on every machine and every run, which other tests and benchmarks rely on.
+    @Test func pinnedOutput() {
+        var random = SplitMix64(seed: 1)
+        #expect([random.next(), random.next()] == [0x910A_2DEC_8902_5CC1, 0xBEEB_8DA1_658E_EC67])
+        let door = StoreSimulation(customers: 2, duration: 10, seed: 1).captures()["door"]!.bytes
+        #expect(door.count > 16)
+        #expect(Array(door.prefix(16)) == Array("btsnoop\0".utf8) + [0, 0, 0, 1, 0, 0, 0x03, 0xEA])
+    }
+
+    @Test func visitsWalkInAndOut() {
+        let simulation = StoreSimulation(customers: 5, duration: 120, seed: 3)
+        for visit in simulation.visits {
+            #expect(visit.position(at: visit.arrival) == 0)
+            #expect(visit.position(at: visit.arrival - 0.1) == nil)
+            #expect(visit.position(at: visit.departure + 0.1) == nil)
+            #expect(abs(visit.position(at: visit.departure)!) < 1e-9)
+            #expect(visit.position(at: visit.arrival + visit.spot + visit.dwell / 2) == visit.spot)
+            #expect(visit.address.description.hasPrefix("C0:00:00:64:00:"))
+        }
+        #expect(simulation.visits.map(\.minor) == [1, 2, 3, 4, 5])
+        #expect(simulation.visits[0].spot == 11.7)   // the first customer always goes to the counter
+    }
+}

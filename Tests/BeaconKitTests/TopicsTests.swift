@@ -1,0 +1,197 @@
+import BeaconKit
+import Testing
+
+@Suite("Topics and endpoints")
+struct TopicsTests {
+    static let id = BeaconID(uuid: airLocate, major: 12, minor: 345)
+    static let eddystone = BeaconID.eddystone(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                              instance: EddystoneInstance(hex: "aabbccddeeff")!)
+
+    /// SPEC §5, every topic of the contract.
+    @Test(arguments: ["", "acme", "acme/shop-12"])
+    func build(prefix: String) {
+        let topics = Topics(prefix: prefix)
+        let p = prefix.isEmpty ? "" : prefix + "/"
+        #expect(topics.beacon(Self.id) == p + "beacons/12/345")
+        #expect(topics.sightings(of: Self.id) == p + "beacons/12/345")
+        #expect(topics.presence(of: Self.id, seenBy: "door-1") == p + "beacons/12/345/presence/door-1")
+        #expect(topics.presence(of: Self.id) == p + "beacons/12/345/presence")
+        #expect(topics.ad(of: Self.id) == p + "beacons/12/345/ad")
+        #expect(topics.observer("phone-7", of: Self.id) == p + "beacons/12/345/observers/phone-7")
+        #expect(topics.status(ofGateway: "door-1") == p + "gateways/door-1/status")
+        #expect(topics.health(ofGateway: "door-1") == p + "gateways/door-1/health")
+        #expect(topics.commands(ofGateway: "door-1") == p + "gateways/door-1/cmd")
+        #expect(topics.events(ofGateway: "door-1") == p + "gateways/door-1/events")
+        #expect(topics.fleetConfig == p + "fleet/config")
+        #expect(topics.status(ofObserver: "phone-7") == p + "observers/phone-7/status")
+        #expect(topics.inbox(of: "phone-7") == p + "observers/phone-7/inbox")
+        #expect(topics.roster(ofStore: 12) == p + "stores/12/roster")
+        #expect(topics.brainStatus == p + "brain/status")
+        #expect(topics.presenceFilter(seenBy: "door-1") == [p + "beacons/+/+/presence/door-1", p + "eddystone/+/+/presence/door-1"])
+        #expect(topics.beacon(Self.eddystone) == p + "eddystone/00112233445566778899/aabbccddeeff")
+    }
+
+    @Test(arguments: ["", "acme", "acme/shop-12"])
+    func parseRoundTrip(prefix: String) {
+        let topics = Topics(prefix: prefix)
+        let cases: [(String, Topics.Parsed)] = [
+            (topics.sightings(of: Self.id), .sighting(major: 12, minor: 345)),
+            (topics.presence(of: Self.id, seenBy: "door-1"), .gatewayPresence(major: 12, minor: 345, gateway: "door-1")),
+            (topics.presence(of: Self.id), .fleetPresence(major: 12, minor: 345)),
+            (topics.observer("phone-7", of: Self.id), .observer(major: 12, minor: 345, client: "phone-7")),
+            (topics.ad(of: Self.id), .ad(major: 12, minor: 345)),
+            (topics.status(ofGateway: "door-1"), .gatewayStatus("door-1")),
+            (topics.health(ofGateway: "door-1"), .gatewayHealth("door-1")),
+            (topics.commands(ofGateway: "door-1"), .gatewayCommand("door-1")),
+            (topics.events(ofGateway: "door-1"), .gatewayEvents("door-1")),
+            (topics.status(ofObserver: "phone-7"), .observerStatus("phone-7")),
+            (topics.inbox(of: "phone-7"), .inbox("phone-7")),
+            (topics.roster(ofStore: 12), .roster(12)),
+            (topics.fleetConfig, .fleetConfig),
+            (topics.brainStatus, .brainStatus),
+            (topics.sightings(of: BeaconID(uuid: airLocate, major: 0, minor: 65535)), .sighting(major: 0, minor: 65535)),
+        ]
+        for (topic, parsed) in cases {
+            #expect(topics.parse(topic) == parsed, "\(topic)")
+        }
+        // A topic under another prefix, or under none, is not ours.
+        #expect(Topics(prefix: "other").parse(topics.brainStatus) == nil)
+        if !prefix.isEmpty {
+            #expect(Topics().parse(topics.brainStatus) == nil)
+            #expect(topics.parse("brain/status") == nil)
+            #expect(topics.parse(prefix + "x/brain/status") == nil)
+        }
+    }
+
+    @Test(arguments: [
+        "beacons/+/1", "beacons/1/#", "beacons/01/2", "beacons/1/02", "beacons/65536/1", "beacons/-1/2", "beacons/+1/2",
+        "beacons/1/2/presence/", "beacons/1/2/presence/a+b", "beacons/1/2/presence/a#", "beacons/1/2/presence/$SYS",
+        "beacons/1/2/observers/a\u{0}b", "beacons/1/2/unknown", "beacons/1/2/presence/door/extra", "beacons//2",
+        "beacons/1", "beacons/١/2", "beacons/１/2", "gateways/$SYS/status", "gateways//status", "gateways/+/status",
+        "gateways/door/reboot", "gateways/door/status/x", "observers/#/inbox", "observers/a/outbox",
+        "stores/x/roster", "stores/12/ad", "fleet/configs", "brain/status/x", "/beacons/1/2", "beacons/1/2/",
+        "", "/", "eddystone/00112233445566778899/aabbccddeeff",
+    ])
+    func rejectsHostileOrForeignTopics(_ topic: String) {
+        #expect(Topics().parse(topic) == nil)
+    }
+
+    @Test(arguments: [
+        ("door-1", nil as String?), ("", "is empty"), ("a+b", "contains an MQTT wildcard (+ or #)"),
+        ("a#", "contains an MQTT wildcard (+ or #)"), ("a/b", "contains '/'"), ("$SYS", "starts with '$' (reserved by brokers)"),
+        ("tab\there", "contains a control character"),
+    ])
+    func segmentProblems(_ segment: String, _ problem: String?) {
+        #expect(Topics.problem(withSegment: segment) == problem)
+    }
+
+    @Test func prefixProblems() {
+        #expect(Topics.problem(withSegment: "acme/shop", allowSlash: true) == nil)
+        #expect(Topics.problem(withSegment: "/acme", allowSlash: true) == "starts or ends with '/'")
+        #expect(Topics.problem(withSegment: "acme/", allowSlash: true) == "starts or ends with '/'")
+    }
+
+    // MARK: Source URIs (SPEC §2)
+
+    @Test(arguments: [
+        ("hci:0", SourceURI.hci(adapter: 0)), ("hci:255", .hci(adapter: 255)),
+        ("h4:unix:/tmp/bt-server-le", .h4Unix(path: "/tmp/bt-server-le")),
+        ("h4:tcp:127.0.0.1:45550", .h4TCP(host: "127.0.0.1", port: 45550)),
+        ("h4:tcp:[::1]:45550", .h4TCP(host: "::1", port: 45550)),
+        ("h4:tcp:pi.local:1", .h4TCP(host: "pi.local", port: 1)),
+        ("h4:tty:/dev/ttyAMA0@115200", .h4TTY(path: "/dev/ttyAMA0", baud: 115_200)),
+        ("h4:tty:/dev/ttyUSB0@3000000", .h4TTY(path: "/dev/ttyUSB0", baud: 3_000_000)),
+        ("h4:tty:/dev/ttyUSB0", .h4TTY(path: "/dev/ttyUSB0", baud: 115_200)),
+        ("btsnoop:/var/log/capture.log", .btsnoop(path: "/var/log/capture.log", speed: 1, loop: false)),
+        ("btsnoop:capture.log?speed=0", .btsnoop(path: "capture.log", speed: 0, loop: false)),
+        ("btsnoop:/c.log?speed=2.5&loop", .btsnoop(path: "/c.log", speed: 2.5, loop: true)),
+        ("btsnoop:/c.log?loop=true", .btsnoop(path: "/c.log", speed: 1, loop: true)),
+    ])
+    func goodSources(_ text: String, _ source: SourceURI) throws {
+        #expect(try SourceURI(parsing: text) == source)
+        #expect(try SourceURI(parsing: source.description) == source)
+    }
+
+    @Test func sourceDescriptionsAndOwnership() throws {
+        #expect(SourceURI.h4TCP(host: "::1", port: 45550).description == "h4:tcp:[::1]:45550")
+        #expect(SourceURI.btsnoop(path: "/c.log", speed: 1, loop: false).description == "btsnoop:/c.log")
+        #expect(SourceURI.btsnoop(path: "/c.log", speed: 4, loop: true).description == "btsnoop:/c.log?speed=4.0&loop")
+        #expect(SourceURI.h4TTY(path: "/dev/ttyS0", baud: 9600).description == "h4:tty:/dev/ttyS0@9600")
+        #expect(SourceURI.h4Unix(path: "/tmp/x").ownsController)
+        #expect(SourceURI.h4TCP(host: "h", port: 1).ownsController)
+        #expect(SourceURI.h4TTY(path: "/dev/x", baud: 9600).ownsController)
+        #expect(!SourceURI.hci(adapter: 0).ownsController)
+        #expect(!SourceURI.btsnoop(path: "/x", speed: 1, loop: false).ownsController)
+    }
+
+    static let schemes = "unknown scheme; use hci:N, h4:unix:PATH, h4:tcp:HOST:PORT, h4:tty:DEV[@BAUD] or btsnoop:FILE"
+
+    @Test(arguments: [
+        ("", schemes), ("usb:1", schemes), ("HCI:0", schemes), ("h4:/tmp/x", schemes),
+        ("hci:", "expected hci:N with N an adapter index 0-255"), ("hci:256", "expected hci:N with N an adapter index 0-255"),
+        ("hci:-1", "expected hci:N with N an adapter index 0-255"), ("hci:hci0", "expected hci:N with N an adapter index 0-255"),
+        ("h4:unix:relative/path", "expected h4:unix:/absolute/path"), ("h4:unix:", "expected h4:unix:/absolute/path"),
+        ("h4:tcp:host", "expected h4:tcp:HOST:PORT"), ("h4:tcp::45550", "expected h4:tcp:HOST:PORT"),
+        ("h4:tcp:host:0", "expected h4:tcp:HOST:PORT"), ("h4:tcp:host:65536", "expected h4:tcp:HOST:PORT"),
+        ("h4:tcp:host:http", "expected h4:tcp:HOST:PORT"),
+        ("h4:tty:ttyAMA0", "expected h4:tty:/dev/NAME[@BAUD]"), ("h4:tty:", "expected h4:tty:/dev/NAME[@BAUD]"),
+        ("h4:tty:/dev/ttyAMA0@1234", "baud rate must be one of 9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 921600, 1000000, 1500000, 2000000, 3000000"),
+        ("btsnoop:", "expected btsnoop:/path/to/capture.log"), ("btsnoop:?speed=1", "expected btsnoop:/path/to/capture.log"),
+        ("btsnoop:/c.log?speed=-1", "speed must be a number ≥ 0 (0 = as fast as possible)"),
+        ("btsnoop:/c.log?speed=fast", "speed must be a number ≥ 0 (0 = as fast as possible)"),
+        ("btsnoop:/c.log?speed=inf", "speed must be a number ≥ 0 (0 = as fast as possible)"),
+        ("btsnoop:/c.log?speed", "speed must be a number ≥ 0 (0 = as fast as possible)"),
+        ("btsnoop:/c.log?loop=2", "loop takes no value"),
+        ("btsnoop:/c.log?rate=2", "unknown option \"rate\" (known: speed, loop)"),
+    ])
+    func badSources(_ text: String, _ reason: String) {
+        do {
+            let source = try SourceURI(parsing: text)
+            Issue.record("accepted \(text) as \(source)")
+        } catch {
+            #expect(error.reason == reason)
+            #expect(error.uri == text)
+            #expect(error.description == "source \"\(text)\": \(reason)")
+        }
+    }
+
+    // MARK: Broker URLs (SPEC §9)
+
+    @Test(arguments: [
+        ("mqtt://localhost", BrokerURL(host: "localhost"), "mqtt://localhost:1883"),
+        ("mqtts://broker.example", BrokerURL(tls: true, host: "broker.example"), "mqtts://broker.example:8883"),
+        ("mqtt://gateway@10.0.0.2:1884", BrokerURL(username: "gateway", host: "10.0.0.2", port: 1884), "mqtt://gateway@10.0.0.2:1884"),
+        ("mqtt://[::1]:1883", BrokerURL(host: "::1", port: 1883), "mqtt://[::1]:1883"),
+        ("mqtts://[fe80::1]", BrokerURL(tls: true, host: "fe80::1"), "mqtts://[fe80::1]:8883"),
+        ("mqtt://host/", BrokerURL(host: "host"), "mqtt://host:1883"),
+        ("mqtt://first.last@host", BrokerURL(username: "first.last", host: "host"), "mqtt://first.last@host:1883"),
+    ])
+    func goodBrokers(_ text: String, _ url: BrokerURL, _ description: String) throws {
+        #expect(try BrokerURL(parsing: text) == url)
+        #expect(url.description == description)
+        #expect(try BrokerURL(parsing: url.description) == url)
+    }
+
+    @Test(arguments: [
+        ("tcp://host", "expected mqtt://[user@]host[:port] or mqtts://…"),
+        ("host:1883", "expected mqtt://[user@]host[:port] or mqtts://…"),
+        ("MQTT://host", "expected mqtt://[user@]host[:port] or mqtts://…"),
+        ("mqtt://user:secret@host", "a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD"),
+        ("mqtts://user:@host", "a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD"),
+        ("mqtt://@host", "empty user name before '@'"),
+        ("mqtt://", "missing host"), ("mqtt://user@", "missing host"), ("mqtt://:1883", "missing host"),
+        ("mqtt://host:0", "port must be 1-65535"), ("mqtt://host:65536", "port must be 1-65535"),
+        ("mqtt://host:", "port must be 1-65535"), ("mqtt://host:mqtt", "port must be 1-65535"),
+        ("mqtt://host/path", "a broker URL has no path or query"), ("mqtt://host?x=1", "a broker URL has no path or query"),
+        ("mqtt://[::1", "unclosed '[' in an IPv6 host"), ("mqtt://[::1]1883", "bad port"), ("mqtt://[::1]:0", "bad port"),
+    ])
+    func badBrokers(_ text: String, _ reason: String) {
+        do {
+            let url = try BrokerURL(parsing: text)
+            Issue.record("accepted \(text) as \(url)")
+        } catch {
+            #expect(error.reason == reason)
+            #expect(error.description == "broker URL \"\(text)\": \(reason)")
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import BeaconKit
+import Foundation
+import HCI
+import Synchronization
+import TestSupport
+import Testing
+
+/// Replaying captures: frames in order with capture time, at any speed, looping.
+@Suite("btsnoop replay source")
+struct BtsnoopSourceTests {
+    static let legacy = Programs.capturesDirectory + "/btsnoop-decoder_hci.log"
+
+    final class Collected: Sendable {
+        let outputs = Mutex<[SourceOutput]>([])
+        var frames: [HCIFrame] { outputs.withLock { $0.compactMap { if case .frame(let f) = $0 { f } else { nil } } } }
+        var ticks: [Instant] { outputs.withLock { $0.compactMap { if case .tick(let t) = $0 { t } else { nil } } } }
+    }
+
+    func replay(speed: Double, loop: Bool = false, until: (@Sendable (Collected) -> Bool)? = nil) async throws -> Collected {
+        let source = try BtsnoopSource(path: Self.legacy, speed: speed, loop: loop)
+        let collected = Collected()
+        let task = Task { try await source.run { output in collected.outputs.withLock { $0.append(output) } } }
+        if let until {
+            _ = await eventually(timeout: 30) { until(collected) }
+            task.cancel()
+        }
+        _ = try? await task.value
+        return collected
+    }
+
+    @Test("every event of a real capture in file order with its capture time, at any speed")
+    func realCapture() async throws {
+        let paced = try await replay(speed: 2)
+        let fast = try await replay(speed: 0)
+        #expect(paced.frames.count == 47)
+        #expect(paced.frames == fast.frames)
+        #expect(paced.frames.first?.time.iso8601 == "2015-10-14T07:59:27.893Z")
+        #expect(paced.frames.last?.time.iso8601 == "2015-10-14T07:59:32.905Z")
+        // Ticks report time in order between the frames, never past a frame still to come.
+        let times = paced.outputs.withLock { $0 }.compactMap { output -> Instant? in
+            switch output {
+            case .frame(let frame): frame.time
+            case .tick(let time): time
+            case .state: nil
+            }
+        }
+        #expect(times == times.sorted())
+        #expect(!paced.ticks.isEmpty)
+        #expect(paced.outputs.withLock { $0.last } == .state(.finished, detail: "end of \(Self.legacy) after 1 pass"))
+    }
+
+    @Test("a capture that resumes three months later replays in seconds, capture time still jumping")
+    func longPause() async throws {
+        let dir = try TemporaryDirectory("btsnoop-pause")
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(iso8601: "2015-10-14T08:00:00.000Z")!
+        let event = HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue)
+        writer.appendEvent(event, at: start)
+        writer.appendEvent(event, at: start + 90 * 86_400)
+        let path = try dir.write("pause.log", bytes: writer.bytes)
+        let source = try BtsnoopSource(path: path, speed: 1)
+        let collected = Collected()
+        let began = Date()
+        try await source.run { output in collected.outputs.withLock { $0.append(output) } }
+        let took = Date().timeIntervalSince(began)
+        #expect(took >= BtsnoopSource.longestPause - 0.5 && took < BtsnoopSource.longestPause + 3)
+        #expect(collected.frames.map(\.time) == [start, start + 90 * 86_400])
+    }
+
+    @Test("a looping replay keeps time increasing across passes")
+    func looping() async throws {
+        let collected = try await replay(speed: 0, loop: true) { $0.frames.count >= 150 }
+        let times = collected.frames.map(\.time)
+        #expect(times.count >= 150)
+        #expect(times == times.sorted())
+        #expect(Set(times).count > 100)
+    }
+
+    @Test("a file that is not a capture is refused with the reason")
+    func notACapture() throws {
+        let dir = try TemporaryDirectory("btsnoop-bad")
+        let path = try dir.write("notes.txt", "hello")
+        #expect { try BtsnoopSource(path: path) } throws: { error in
+            "\(error)".contains("shorter than the 16-byte header")
+        }
+        #expect { try BtsnoopSource(path: dir.path + "/missing.log") } throws: { error in
+            "\(error)".contains("No such file")
+        }
+    }
+}

@@ -1,0 +1,88 @@
+@testable import BeaconKit
+import Foundation
+import TestSupport
+import Testing
+
+/// deploy/fleet.schema.json and the config parser describe the same document.
+@Suite("fleet.schema.json")
+struct SchemaTests {
+    static let root = Programs.repositoryRoot + "/deploy/"
+
+    func schema() throws -> JSONValue {
+        try JSONParser().parse(String(contentsOfFile: Self.root + "fleet.schema.json", encoding: .utf8))
+    }
+
+    func keys(_ value: JSONValue?) -> Set<String> {
+        Set(value?["properties"]?.objectValue?.keys ?? [])
+    }
+
+    @Test("every object lists exactly the keys the parser accepts")
+    func sameKeys() throws {
+        let schema = try schema()
+        let defs = schema["$defs"]
+        #expect(keys(schema) == Set(FleetConfig.topKeys))
+        #expect(keys(defs?["broker"]) == Set(FleetConfig.brokerKeys))
+        #expect(keys(defs?["broker"]?["properties"]?["tls"]) == Set(FleetConfig.tlsKeys))
+        #expect(keys(defs?["tuning"]) == Set(FleetConfig.tuningKeys))
+        #expect(keys(defs?["tuning"]).union(keys(defs?["gateway"])) == Set(FleetConfig.gatewayKeys))
+        #expect(keys(defs?["beacon"]) == Set(FleetConfig.beaconKeys))
+        #expect(keys(defs?["rule"]) == Set(FleetConfig.ruleKeys))
+        #expect(keys(defs?["store"]) == ["major", "name", "ad"])
+        #expect(keys(schema["properties"]?["brain"]) == ["zoneMargin", "zoneUpdates"])
+        let triggers = defs?["rule"]?["properties"]?["when"]?["enum"]?.arrayValue?.compactMap(\.stringValue)
+        #expect(triggers == Rule.Trigger.names)
+    }
+
+    /// Runs Python's jsonschema (Debian python3-jsonschema) on documents; the error count of each.
+    func validate(_ documents: [String]) throws -> [Int] {
+        let dir = try TemporaryDirectory("schema")
+        var paths: [String] = []
+        for (i, document) in documents.enumerated() { paths.append(try dir.write("doc\(i).json", document)) }
+        let script = """
+        import json, sys, jsonschema
+        schema = json.load(open(sys.argv[1]))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        validator = jsonschema.Draft202012Validator(schema)
+        for path in sys.argv[2:]:
+            print(len(list(validator.iter_errors(json.load(open(path))))))
+        """
+        let process = try ChildProcess(Programs.system("python3")!, ["-c", script, Self.root + "fleet.schema.json"] + paths,
+                                       in: dir)
+        let status = try #require(try awaitExit(process))
+        try #require(status == 0, "python3 with jsonschema is needed (scripts/install-deps): \(process.stderr)")
+        return process.stdoutLines.compactMap { Int($0) }
+    }
+
+    func awaitExit(_ process: ChildProcess) throws -> Int32? {
+        let deadline = Date().addingTimeInterval(30)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        return process.isRunning ? nil : process.process.terminationStatus
+    }
+
+    @Test("the example and a simulated store validate; documents the parser rejects are rejected by the schema too")
+    func agreesWithParser() throws {
+        let example = try String(contentsOfFile: Self.root + "fleet.example.json", encoding: .utf8)
+        let rejected = [
+            #"{"gateways": [{"id": "door", "exitTimout": 3}]}"#,
+            #"{"gateways": [{"id": "door", "source": "usb:1"}]}"#,
+            #"{"uuids": ["not-a-uuid"]}"#,
+            #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 70000, "minor": 1}]}"#,
+            #"{"rules": [{"when": "arrive", "then": [{"do": "ad"}]}]}"#,
+            #"{"rules": [{"when": "join", "then": [{"do": "greeting"}]}]}"#,
+            #"{"rules": [{"when": "join", "then": [{"do": "ad"}], "cooldown": "after a while"}]}"#,
+            #"{"broker": {"url": "mqtt://localhost", "tls": {"certFile": "c.pem"}}}"#,
+            #"{"defaults": {"pathLossExponent": 9}}"#,
+            #"{"brain": {"zoneUpdates": 0}}"#,
+        ]
+        for document in rejected {
+            #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }
+        }
+        _ = try FleetConfig.parse(example)
+        let counts = try validate([example] + rejected)
+        try #require(counts.count == rejected.count + 1)
+        #expect(counts[0] == 0, "the example does not validate")
+        for (document, count) in zip(rejected, counts.dropFirst()) {
+            #expect(count > 0, "the schema accepts \(document)")
+        }
+    }
+}
