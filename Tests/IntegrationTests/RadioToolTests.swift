@@ -116,6 +116,16 @@ struct RadioToolTests {
         #expect(lines.first?.contains("rssi -79 dBm  smoothed -79.0 dBm  ~10.00 m  far  Freezing") == true, "\(lines)")
         #expect(lines.last?.hasSuffix("gone (not heard for 3 s)") == true, "\(lines)")
         #expect(!lines.contains { $0.contains("minor 2") })
+
+        // On a terminal (util-linux `script` gives it one): redrawn in place, in colour.
+        if let script = Programs.system("script") {
+            let command = "\(Programs.built("beaconctl")) range --source btsnoop:\(capture) --speed 0 --exit-timeout 3"
+            let tty = try ChildProcess(script, ["-qc", command, "/dev/null"], in: dir, name: "script")
+            #expect(await tty.waitForExit(timeout: 20) == 0, "\(tty.diagnostics)")
+            #expect(tty.stdout.contains("\u{1B}[H\u{1B}[2J\u{1B}[1mbeaconctl range\u{1B}[0m"), "\(tty.diagnostics)")
+            #expect(tty.stdout.contains("\u{1B}[1;34m\(Self.uuid) major 7 minor 1  rssi -79 dBm"), "Freezing in blue")
+            #expect(tty.stdout.contains("immediate  HOT!\u{1B}[0m"), "\(tty.diagnostics)")
+        }
     }
 
     @Test("the gateway advertises from its config while it scans, and on command: replaced, stopped, bad ones rejected")

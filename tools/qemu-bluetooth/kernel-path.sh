@@ -11,7 +11,8 @@
 #   minor 1  a gateway (unprivileged, only CAP_NET_RAW/CAP_NET_ADMIN as ambient
 #            capabilities, as the systemd unit runs it) on hci0 after a scanner was
 #            killed mid-scan on hci0
-#   minor 2  the same gateway after `hciconfig hci0 down` (it reports retrying, recovers)
+#   minor 2  the same gateway after `hciconfig hci0 down` (it reports retrying, recovers);
+#            then `hciconfig hci1 down` ends the advertiser with status 1 and the reason
 #   minor 3  after btvirt is killed (both adapters unregistered) and started again
 #   minor 4  an advertiser without retrigger: only the scan-stall watchdog's scan
 #            restarts make btvirt report it again
@@ -101,7 +102,12 @@ while [ "$(count "$R/gateway.log" "source running")" -le "$running_before" ] && 
 hciconfig hci0 | grep -q "UP RUNNING" || fail "hci0 is not up again"
 advertise 2 --retrigger 1
 wait_for "$R/gateway.log" "4660/2 \[Gateway\] enter" 15 || fail "the gateway did not hear minor 2 after hci0 came back"
-stop_advertising
+# The advertiser's adapter going down ends `beaconctl advertise` with status 1 and says why.
+hciconfig hci1 down
+wait "$ADV"; echo "$?" > "$R/advertise-down.status"
+grep -q "the adapter went down" "$R/advertise-2.out" || fail "beaconctl advertise did not notice hci1 going down: $(cat "$R/advertise-2.out")"
+[ "$(cat "$R/advertise-down.status")" = 1 ] || fail "beaconctl advertise exited with $(cat "$R/advertise-down.status") after hci1 went down"
+hciconfig hci1 up
 
 say "phase 3: btvirt killed (both adapters unregistered) and started again"
 kill "$(cat /run/btvirt.pid)"
