@@ -3,6 +3,7 @@ public import HCI
 public import Logging
 public import MQTT
 public import ServiceLifecycle
+import Synchronization
 import SystemCalls
 
 /// One gateway process: a source, the engine, the broker connection and the timers,
@@ -21,6 +22,8 @@ public struct GatewayService: Service, CustomStringConvertible {
     let configPath: String?
     /// The source reports time in-band (replays); otherwise the wall clock drives timers.
     let sourceHasOwnTime: Bool
+    /// What the fleet config last said this gateway advertises, to apply a change live.
+    let configuredAdvertising: ConfiguredAdvertising
 
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
                 password: String?, configPath: String?, logger: Logger) throws(MQTTError) {
@@ -41,6 +44,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
         engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)
+        configuredAdvertising = ConfiguredAdvertising(gateway.advertise)
     }
 
     public var description: String { "GatewayService(\(gateway.id), \(source.name))" }
@@ -143,7 +147,7 @@ public struct GatewayService: Service, CustomStringConvertible {
             } else if message.topic == topics.fleetConfig {
                 guard !message.payload.isEmpty else { return }
                 switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
-                case .success(let new): report(config: engine.apply(new), origin: "fleet/config")
+                case .success(let new): apply(new, origin: "fleet/config")
                 case .failure(let errors): report(config: .rejected(errors.errors.map(\.description)), origin: "fleet/config")
                 }
             } else if message.retain, !message.payload.isEmpty,
@@ -185,7 +189,7 @@ public struct GatewayService: Service, CustomStringConvertible {
             do {
                 let text = try FileSystem.readText(configPath)
                 let new = try FleetConfig.parse(text)
-                report(config: engine.apply(new), origin: configPath)
+                apply(new, origin: configPath)
                 reply("reload", "ok")
             } catch let error as ConfigErrors {
                 report(config: .rejected(error.errors.map(\.description)), origin: configPath)
@@ -227,6 +231,24 @@ public struct GatewayService: Service, CustomStringConvertible {
         }
     }
 
+    /// Applies a new fleet config; a changed `advertise` of this gateway takes effect at
+    /// once on its controller (a command's advertising stays until the config changes it).
+    func apply(_ new: FleetConfig, origin: String) {
+        let result = engine.apply(new)
+        report(config: result, origin: origin)
+        guard case .applied = result, let mine = new.gateway(id: gateway.id) else { return }
+        guard configuredAdvertising.replace(with: mine.advertise) else { return }
+        let wanted = mine.advertise
+        Task {
+            do {
+                let change = try await source.setAdvertising(wanted)
+                logger.info("advertising \(change.rawValue) by the new config", metadata: ["origin": "\(origin)"])
+            } catch {
+                logger.warning("the new config's advertising failed", metadata: ["origin": "\(origin)", "error": "\(error)"])
+            }
+        }
+    }
+
     static func describe(_ change: AdvertisingChange, _ config: AdvertiseConfig?) -> String {
         switch change {
         case .stopped: return "advertising stopped"
@@ -262,5 +284,20 @@ public struct GatewayService: Service, CustomStringConvertible {
                                                  metadata: ["origin": "\(origin)", "errors": "\(errors.joined(separator: "; "))"])
         }
         engine.publish(OutgoingMessage(topic: config.topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+    }
+}
+
+/// The `advertise` settings of the config in force, shared by the service's copies.
+final class ConfiguredAdvertising: Sendable {
+    private let current: Mutex<AdvertiseConfig?>
+
+    init(_ initial: AdvertiseConfig?) { current = Mutex(initial) }
+
+    /// Stores `new`; whether it differs from what was there.
+    func replace(with new: AdvertiseConfig?) -> Bool {
+        current.withLock { value in
+            defer { value = new }
+            return value != new
+        }
     }
 }

@@ -128,7 +128,7 @@ struct RadioToolTests {
         }
     }
 
-    @Test("the gateway advertises from its config while it scans, and on command: replaced, stopped, bad ones rejected")
+    @Test("the gateway advertises from its config while it scans, on command (replaced, stopped, bad ones rejected), and from a new config")
     func gatewayAsBeacon() async throws {
         let dir = try TemporaryDirectory("gateway-beacon")
         let broker = try await MosquittoBroker.start(in: dir)
@@ -180,6 +180,14 @@ struct RadioToolTests {
 
         try await send(#"{"advertise": true}"#)
         #expect(await reply(3)?["detail"] == .string("advertising \(Self.uuid) major 100 minor 900, -60 dBm at 1 m, every 100 ms"))
+
+        // A new fleet config that changes this gateway's advertise applies at once.
+        let pushed = try ChildProcess(Programs.system("mosquitto_pub")!, [
+            "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-r", "-t", "fleet/config", "-m",
+            #"{"broker": {"url": "\#(broker.url)"}, "gateways": [{"id": "till", "source": "\#(btvirt.sourceURI)", "advertise": {"uuid": "\#(Self.uuid)", "major": 100, "minor": 902}}]}"#,
+        ], in: dir)
+        #expect(await pushed.waitForExit(timeout: 5) == 0)
+        #expect(await eventually(timeout: 10) { sightings.beacons.contains { $0.minor == 902 } }, "\(gateway.diagnostics)")
 
         #expect(gateway.isRunning)
         #expect(await gateway.stop() == 0, "\(gateway.diagnostics)")
