@@ -81,11 +81,16 @@ public struct ScanConfig: Sendable, Equatable {
     /// Scan interval and window in milliseconds (2.5–10240).
     public var intervalMs: Double
     public var windowMs: Double
+    /// Seconds without any advertising report, while the adapter is up, after which the
+    /// scan is restarted (another program may have turned it off or changed it); 0 turns
+    /// the watchdog off.
+    public var stallTimeout: Double
 
-    public init(active: Bool = false, intervalMs: Double = 60, windowMs: Double = 60) {
+    public init(active: Bool = false, intervalMs: Double = 60, windowMs: Double = 60, stallTimeout: Double = 60) {
         self.active = active
         self.intervalMs = intervalMs
         self.windowMs = windowMs
+        self.stallTimeout = stallTimeout
     }
 
     /// In the controller's 0.625 ms units.
@@ -96,11 +101,24 @@ public struct ScanConfig: Sendable, Equatable {
 /// A gateway that is also a beacon.
 public struct AdvertiseConfig: Sendable, Equatable {
     public var beacon: IBeacon
+    /// Milliseconds between advertisements (100–10240).
     public var intervalMs: Int
 
     public init(beacon: IBeacon, intervalMs: Int = 100) {
         self.beacon = beacon
         self.intervalMs = intervalMs
+    }
+
+    /// The `advertise` object of a gateway in the fleet config, or of the
+    /// `{"advertise":{…}}` command: `uuid`, `major`, `minor`, optional `power` (dBm at
+    /// 1 m, default -59) and `intervalMs` (default 100). Every problem is reported with
+    /// its path under `path`.
+    public static func parse(_ value: JSONValue, at path: String = "advertise") throws(ConfigErrors) -> AdvertiseConfig {
+        var reader = ConfigReader()
+        guard let config = FleetConfig.parseAdvertise(value, at: path, &reader), reader.errors.isEmpty else {
+            throw ConfigErrors(reader.errors)
+        }
+        return config
     }
 }
 

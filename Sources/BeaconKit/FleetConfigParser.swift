@@ -168,10 +168,11 @@ extension FleetConfig {
                 g.tracker.filter.measurementNoise = v
             }
         }
-        if let s = r.object(o["scan"], at: p("scan"), keys: ["active", "intervalMs", "windowMs"]) {
+        if let s = r.object(o["scan"], at: p("scan"), keys: ["active", "intervalMs", "windowMs", "stallTimeout"]) {
             if let v = r.bool(s["active"], at: p("scan") + ".active") { g.scan.active = v }
             if let v = r.number(s["intervalMs"], at: p("scan") + ".intervalMs", in: 2.5...10240, unit: " ms") { g.scan.intervalMs = v }
             if let v = r.number(s["windowMs"], at: p("scan") + ".windowMs", in: 2.5...10240, unit: " ms") { g.scan.windowMs = v }
+            if let v = r.number(s["stallTimeout"], at: p("scan") + ".stallTimeout", in: 0...86400, unit: " s") { g.scan.stallTimeout = v }
             if g.scan.windowMs > g.scan.intervalMs {
                 r.fail(p("scan") + ".windowMs", "the scan window cannot be longer than the interval")
             }

@@ -103,6 +103,14 @@ public enum HCIEvent {
         return kind
     }
 
+    /// Whether `event` (starting at the event code) is an LE Meta event carrying legacy or
+    /// extended advertising reports, judged by its header alone: cheap enough for every
+    /// event a live source reads.
+    public static func isAdvertisingReport(_ event: [UInt8]) -> Bool {
+        event.count >= 3 && event[0] == leMetaEvent
+            && (event[2] == leAdvertisingReport || event[2] == leExtendedAdvertisingReport)
+    }
+
     /// Checks header, lengths and report count without delivering anything.
     public static func classify(_ event: UnsafeRawBufferPointer) -> HCIEventKind {
         guard event.count >= 2 else { return .malformed(.truncatedHeader) }

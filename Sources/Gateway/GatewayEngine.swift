@@ -221,6 +221,7 @@ public final class GatewayEngine: Sendable {
         return state.withLock { s in
             var needsRestart: [String] = []
             if gateway.source != s.gateway.source { needsRestart.append("source") }
+            if gateway.scan != s.gateway.scan { needsRestart.append("scan") }
             if config.broker != s.config.broker { needsRestart.append("broker") }
             if config.topicPrefix != s.config.topicPrefix { needsRestart.append("topicPrefix") }
             let previousTracks = s.tracker.tracks

@@ -3,6 +3,7 @@ public import HCI
 public import Logging
 public import MQTT
 public import ServiceLifecycle
+import Synchronization
 import SystemCalls
 
 /// One gateway process: a source, the engine, the broker connection and the timers,
@@ -21,6 +22,8 @@ public struct GatewayService: Service, CustomStringConvertible {
     let configPath: String?
     /// The source reports time in-band (replays); otherwise the wall clock drives timers.
     let sourceHasOwnTime: Bool
+    /// What the fleet config last said this gateway advertises, to apply a change live.
+    let configuredAdvertising: ConfiguredAdvertising
 
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
                 password: String?, configPath: String?, logger: Logger) throws(MQTTError) {
@@ -41,6 +44,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
         engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)
+        configuredAdvertising = ConfiguredAdvertising(gateway.advertise)
     }
 
     public var description: String { "GatewayService(\(gateway.id), \(source.name))" }
@@ -58,10 +62,15 @@ public struct GatewayService: Service, CustomStringConvertible {
         ])
         let started = WallClock.monotonic()
 
+        // A source that cannot run (missing capabilities, no Bluetooth in the kernel) ends
+        // the gateway too, after the same clean exit as a shutdown, with its error.
+        var failure: (any Error)?
         do {
             try await runUntilShutdown(readBack: readBack, started: started)
         } catch is CancellationError {
             // Graceful shutdown: fall through to the clean-exit sequence.
+        } catch {
+            failure = error
         }
         logger.info("gateway stopping: withdrawing presence")
         engine.withdraw()
@@ -70,6 +79,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         }
         await client.stop(timeout: 2)
         logger.info("gateway stopped")
+        if let failure { throw failure }
     }
 
     /// The source, the broker's events and the timers, until shutdown cancels them.
@@ -119,8 +129,10 @@ public struct GatewayService: Service, CustomStringConvertible {
                     }
                 }
                 // A replay that ends leaves the other tasks running, so exits still come
-                // due and health keeps flowing until shutdown.
-                try await group.waitForAll()
+                // due and health keeps flowing until shutdown. A task that throws (a source
+                // that cannot run) ends them all at once: `waitForAll` would wait for the
+                // others first, that is forever.
+                while try await group.next() != nil {}
             }
         }
     }
@@ -138,7 +150,7 @@ public struct GatewayService: Service, CustomStringConvertible {
             } else if message.topic == topics.fleetConfig {
                 guard !message.payload.isEmpty else { return }
                 switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
-                case .success(let new): report(config: engine.apply(new), origin: "fleet/config")
+                case .success(let new): apply(new, origin: "fleet/config")
                 case .failure(let errors): report(config: .rejected(errors.errors.map(\.description)), origin: "fleet/config")
                 }
             } else if message.retain, !message.payload.isEmpty,
@@ -180,7 +192,7 @@ public struct GatewayService: Service, CustomStringConvertible {
             do {
                 let text = try FileSystem.readText(configPath)
                 let new = try FleetConfig.parse(text)
-                report(config: engine.apply(new), origin: configPath)
+                apply(new, origin: configPath)
                 reply("reload", "ok")
             } catch let error as ConfigErrors {
                 report(config: .rejected(error.errors.map(\.description)), origin: configPath)
@@ -189,9 +201,66 @@ public struct GatewayService: Service, CustomStringConvertible {
                 reply("reload", "rejected", "\(error)")
             }
         case ("advertise", _):
-            reply("advertise", "rejected", "advertising is not available on source \(source.name)")
+            let wanted: AdvertiseConfig?
+            switch value {
+            case .bool(false):
+                wanted = nil
+            case .bool(true):
+                guard let configured = gateway.advertise else {
+                    return reply("advertise", "rejected", "gateway \"\(gateway.id)\" has no advertise settings in the config")
+                }
+                wanted = configured
+            default:
+                do {
+                    wanted = try AdvertiseConfig.parse(value)
+                } catch {
+                    return reply("advertise", "rejected", error.errors.map(\.description).joined(separator: "; "))
+                }
+            }
+            Task {
+                do {
+                    let change = try await source.setAdvertising(wanted)
+                    logger.info("advertising \(change.rawValue) by command", metadata: [
+                        "beacon": "\(wanted.map { "\($0.beacon.uuid)/\($0.beacon.major)/\($0.beacon.minor)" } ?? "none")",
+                    ])
+                    reply("advertise", "ok", Self.describe(change, wanted))
+                } catch {
+                    logger.warning("advertise command failed", metadata: ["error": "\(error)"])
+                    reply("advertise", "rejected", "\(error)")
+                }
+            }
         default:
             reply(key, "rejected", "unknown command")
+        }
+    }
+
+    /// Applies a new fleet config; a changed `advertise` of this gateway takes effect at
+    /// once on its controller (a command's advertising stays until the config changes it).
+    func apply(_ new: FleetConfig, origin: String) {
+        let result = engine.apply(new)
+        report(config: result, origin: origin)
+        guard case .applied = result, let mine = new.gateway(id: gateway.id) else { return }
+        guard configuredAdvertising.replace(with: mine.advertise) else { return }
+        let wanted = mine.advertise
+        Task {
+            do {
+                let change = try await source.setAdvertising(wanted)
+                logger.info("advertising \(change.rawValue) by the new config", metadata: ["origin": "\(origin)"])
+            } catch {
+                logger.warning("the new config's advertising failed", metadata: ["origin": "\(origin)", "error": "\(error)"])
+            }
+        }
+    }
+
+    static func describe(_ change: AdvertisingChange, _ config: AdvertiseConfig?) -> String {
+        switch change {
+        case .stopped: return "advertising stopped"
+        case .pending: return "the controller is not reachable now; the change applies when it is back"
+        case .started:
+            guard let config else { return "advertising" }
+            let beacon = config.beacon
+            return "advertising \(beacon.uuid) major \(beacon.major) minor \(beacon.minor), "
+                + "\(beacon.txPower) dBm at 1 m, every \(config.intervalMs) ms"
         }
     }
 
@@ -218,5 +287,20 @@ public struct GatewayService: Service, CustomStringConvertible {
                                                  metadata: ["origin": "\(origin)", "errors": "\(errors.joined(separator: "; "))"])
         }
         engine.publish(OutgoingMessage(topic: config.topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+    }
+}
+
+/// The `advertise` settings of the config in force, shared by the service's copies.
+final class ConfiguredAdvertising: Sendable {
+    private let current: Mutex<AdvertiseConfig?>
+
+    init(_ initial: AdvertiseConfig?) { current = Mutex(initial) }
+
+    /// Stores `new`; whether it differs from what was there.
+    func replace(with new: AdvertiseConfig?) -> Bool {
+        current.withLock { value in
+            defer { value = new }
+            return value != new
+        }
     }
 }

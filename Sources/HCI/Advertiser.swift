@@ -53,11 +53,17 @@ public final class Advertiser: Sendable {
         } onCancel: {
             cancelled.set()
         }
+        // A kernel adapter that goes down says nothing on the socket: ask once a second.
+        var checkAdapter: (@Sendable (HCILink) throws(HCIError) -> Void)?
+        if case .hci(let adapter) = uri {
+            checkAdapter = { link throws(HCIError) in try HCILink.checkUp(adapter: adapter, link: link) }
+        }
         return Advertiser(name: uri.description, beacon: beacon, address: address, controller: controller,
-                          retrigger: retrigger.map { max($0, 0.02) })
+                          retrigger: retrigger.map { max($0, 0.02) }, checkAdapter: checkAdapter)
     }
 
-    private init(name: String, beacon: IBeacon, address: BluetoothAddress, controller: Controller, retrigger: Double?) {
+    private init(name: String, beacon: IBeacon, address: BluetoothAddress, controller: Controller, retrigger: Double?,
+                 checkAdapter: (@Sendable (HCILink) throws(HCIError) -> Void)?) {
         self.name = name
         self.beacon = beacon
         self.address = address
@@ -65,7 +71,8 @@ public final class Advertiser: Sendable {
         stopFlag = stop
         loop = Task {
             try await BlockingThread.run(name: "hci-advertiser") {
-                try Self.keepAdvertising(controller.with(isCancelled: { stop.isSet }), retrigger: retrigger, stop: stop)
+                try Self.keepAdvertising(controller.with(isCancelled: { stop.isSet }), retrigger: retrigger,
+                                         checkAdapter: checkAdapter, stop: stop)
             }
         }
     }
@@ -84,13 +91,21 @@ public final class Advertiser: Sendable {
         try await loop.value
     }
 
-    /// Drains the controller's events and retriggers until `stop` is set.
-    private static func keepAdvertising(_ controller: Controller, retrigger: Double?, stop: AtomicFlag) throws {
+    /// Drains the controller's events and retriggers until `stop` is set; throws when
+    /// the link fails or the adapter went down (`checkAdapter`, once a second).
+    private static func keepAdvertising(_ controller: Controller, retrigger: Double?,
+                                        checkAdapter: (@Sendable (HCILink) throws(HCIError) -> Void)?,
+                                        stop: AtomicFlag) throws {
         defer { controller.link.close() }
         var due = retrigger.map { WallClock.monotonic() + $0 }
+        var nextCheck = WallClock.monotonic() + 1
         do {
             while !stop.isSet {
                 let now = WallClock.monotonic()
+                if let checkAdapter, now >= nextCheck {
+                    try checkAdapter(controller.link)
+                    nextCheck = now + 1
+                }
                 if let period = retrigger, let next = due, now >= next {
                     try controller.run(.leSetAdvertiseEnable(false))
                     try controller.run(.leSetAdvertiseEnable(true))

@@ -58,4 +58,15 @@ public protocol AdvertisingSource: Sendable {
     func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws
     /// Pauses or resumes scanning (the `{"scan":"pause"}` command). Replays ignore it.
     func setScanning(_ enabled: Bool) async
+    /// Starts, replaces (a config) or stops (`nil`) advertising an iBeacon from the
+    /// source's own controller while it scans (the `{"advertise":…}` command). Throws
+    /// `HCIError.unsupported` where there is no controller (replays), `HCIError.command`
+    /// when the controller refused.
+    func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange
+}
+
+extension AdvertisingSource {
+    public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
+        throw HCIError.unsupported(source: name, reason: "there is no controller to advertise from")
+    }
 }

@@ -15,6 +15,8 @@ struct Controller: Sendable {
     /// "Command disallowed": what a controller answers when asked to stop scanning or
     /// advertising that is already off.
     static let commandDisallowed: UInt8 = 0x0C
+    /// "Unknown HCI command": a controller without the command at all.
+    static let unknownCommand: UInt8 = 0x01
 
     /// The same controller with another notion of "give up".
     func with(isCancelled: @escaping @Sendable () -> Bool) -> Controller {
@@ -49,12 +51,27 @@ struct Controller: Sendable {
     }
 
     /// Scanning off first (a scanner killed mid-scan leaves it on, and a controller
-    /// refuses new parameters while scanning), then the scan parameters.
-    func prepareScan(_ scan: ScanConfig) throws {
-        try run(.leSetScanEnable(false), allowing: [Self.commandDisallowed])
+    /// refuses new parameters while scanning), then the scan parameters, with the legacy
+    /// commands when the controller takes them and the extended ones when it does not.
+    ///
+    /// A controller that has seen an extended advertising or scanning command since its
+    /// last reset must refuse legacy ones with Command Disallowed (Core spec Vol 4 Part E
+    /// 3.1.1); a kernel that drives an adapter with extended commands leaves it that way,
+    /// and a Reset is not ours to send on a shared adapter. So Command Disallowed on the
+    /// legacy parameters means: use LE Set Extended Scan Parameters/Enable instead.
+    func prepareScan(_ scan: ScanConfig) throws -> ScanMode {
         let interval = min(max(scan.intervalUnits, 0x0004), 0x4000)
         let window = min(max(scan.windowUnits, 0x0004), interval)
-        try run(.leSetScanParameters(active: scan.active, interval: interval, window: window))
+        try run(ScanMode.legacy.enable(false), allowing: [Self.commandDisallowed])
+        let legacy = try run(.leSetScanParameters(active: scan.active, interval: interval, window: window),
+                             allowing: [Self.commandDisallowed, Self.unknownCommand])
+        guard legacy.status != 0 else { return .legacy }
+        logger.notice("the controller refuses legacy scanning; using LE extended scanning", metadata: [
+            "source": "\(link.name)", "status": "\(HCIStatus.describe(legacy.status))",
+        ])
+        try run(ScanMode.extended.enable(false), allowing: [Self.commandDisallowed])
+        try run(.leSetExtendedScanParameters(active: scan.active, interval: interval, window: window))
+        return .extended
     }
 
     /// Non-connectable iBeacon advertising: advertising off first (parameters cannot
@@ -68,8 +85,8 @@ struct Controller: Sendable {
     }
 
     /// Best effort on the way out: the link may already be gone.
-    func stopScanning() {
-        _ = try? link.execute(.leSetScanEnable(false), timeout: 1, deliver: deliver)
+    func stopScanning(_ mode: ScanMode) {
+        _ = try? link.execute(mode.enable(false), timeout: 1, deliver: deliver)
     }
 
     func stopAdvertising() {
@@ -79,5 +96,19 @@ struct Controller: Sendable {
     /// Milliseconds in the controller's 0.625 ms units.
     static func advertisingUnits(_ milliseconds: Int) -> UInt16 {
         UInt16(clamping: Int((Double(milliseconds) / 0.625).rounded()))
+    }
+}
+
+/// Which command set a controller scans with (see `Controller.prepareScan`).
+enum ScanMode: String, Sendable {
+    case legacy
+    case extended
+
+    /// Scan enable (or disable) with the controller's duplicate filter off.
+    func enable(_ on: Bool) -> HCICommand {
+        switch self {
+        case .legacy: .leSetScanEnable(on)
+        case .extended: .leSetExtendedScanEnable(on)
+        }
     }
 }

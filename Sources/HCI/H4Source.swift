@@ -39,6 +39,9 @@ public final class H4Source: AdvertisingSource {
     /// What the byte stream held besides events, over all connections so far.
     public var statistics: StreamStatistics { engine.statistics }
 
+    /// Scan restarts by the stall watchdog so far.
+    public var scanRestarts: Int { engine.scanRestarts }
+
     public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
         try await engine.run(output)
     }
@@ -47,5 +50,9 @@ public final class H4Source: AdvertisingSource {
     /// kept across reconnections.
     public func setScanning(_ enabled: Bool) async {
         engine.setScanning(enabled)
+    }
+
+    public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
+        try await engine.setAdvertising(advertise)
     }
 }

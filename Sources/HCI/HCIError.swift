@@ -25,6 +25,8 @@ public enum HCIError: Error, Sendable, Equatable, CustomStringConvertible {
     case adapterUnavailable(adapter: Int, reason: String)
     /// The URI names no live controller (a capture, say).
     case notLive(SourceURI, reason: String)
+    /// The source cannot do what was asked (advertise from a replay, say).
+    case unsupported(source: String, reason: String)
 
     public var description: String {
         switch self {
@@ -43,26 +45,42 @@ public enum HCIError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "EAFNOSUPPORT); load the bluetooth module (modprobe bluetooth) or use a kernel built with "
                 + "CONFIG_BT, or reach the controller as an H4 stream (h4:tty:/dev/ttyAMA0@115200, h4:unix:PATH)"
         case .permissionDenied(let adapter, let error):
-            return "hci:\(adapter): \(error); raw HCI access needs CAP_NET_RAW and CAP_NET_ADMIN: "
-                + "run `sudo setcap cap_net_raw,cap_net_admin+eip \(Self.executablePath)` or, under systemd, "
+            return "hci:\(adapter): \(error); raw HCI access needs CAP_NET_RAW and CAP_NET_ADMIN"
+                + (Self.missingCapabilities.map { " and this process lacks \($0)" } ?? "")
+                + ": run `sudo setcap cap_net_raw,cap_net_admin+eip \(Self.executablePath)` or, under systemd, "
                 + "set AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN in the unit"
         case .adapterUnavailable(let adapter, let reason):
             return "hci:\(adapter): \(reason)"
         case .notLive(let uri, let reason):
             return "\(uri): \(reason)"
+        case .unsupported(let source, let reason):
+            return "\(source): \(reason)"
         }
     }
 
     /// True for errors that no retry can fix: the caller should stop and say so.
     public var isPermanent: Bool {
         switch self {
-        case .noBluetoothSockets, .permissionDenied, .notLive: true
+        case .noBluetoothSockets, .permissionDenied, .notLive, .unsupported: true
         case .command, .timeout, .closed, .system, .adapterUnavailable: false
         }
     }
 
     static func format(_ seconds: Double) -> String {
         seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
+
+    /// The capabilities raw HCI access needs that this process does not have in its
+    /// effective set (from `CapEff` in /proc/self/status), e.g. "CAP_NET_RAW and
+    /// CAP_NET_ADMIN"; `nil` when it has both or the set cannot be read.
+    static var missingCapabilities: String? {
+        guard let status = try? FileSystem.readText("/proc/self/status"),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let mask = UInt64(line.dropFirst("CapEff:".count).filter { !$0.isWhitespace }, radix: 16)
+        else { return nil }
+        // capability.h: CAP_NET_ADMIN 12, CAP_NET_RAW 13.
+        let missing = [(13, "CAP_NET_RAW"), (12, "CAP_NET_ADMIN")].filter { mask & (1 << UInt64($0.0)) == 0 }.map(\.1)
+        return missing.isEmpty ? nil : missing.joined(separator: " and ")
     }
 
     /// This executable, for the setcap hint.

@@ -17,6 +17,10 @@ public struct StreamStatistics: Sendable, Equatable {
     public var discardedBytes = 0
     /// Packets that were not events (ACL, SCO, ISO, or a command echoed back): ignored.
     public var otherPackets = 0
+    /// Packets from a kernel socket shorter than their header announced (their bytes
+    /// count in `discardedBytes`): each read of such a socket is one whole packet, so a
+    /// short one is thrown away at once rather than glued to the next.
+    public var truncatedPackets = 0
 
     public init() {}
 
@@ -26,6 +30,7 @@ public struct StreamStatistics: Sendable, Equatable {
         sum.skippedBytes += rhs.skippedBytes
         sum.discardedBytes += rhs.discardedBytes
         sum.otherPackets += rhs.otherPackets
+        sum.truncatedPackets += rhs.truncatedPackets
         return sum
     }
 }
@@ -40,6 +45,8 @@ final class HCILink: @unchecked Sendable {
     let name: String
     let fd: FileDescriptor
     private let isSocket: Bool
+    /// Every read returns exactly one packet (a kernel HCI socket), never part of one.
+    private let packetPerRead: Bool
     private let mapError: @Sendable (SystemError) -> HCIError
     private let onClose: @Sendable (FileDescriptor) -> Void
 
@@ -61,12 +68,13 @@ final class HCILink: @unchecked Sendable {
     /// a 64 KiB ACL packet would swallow every event after it.
     static let stallTimeout = 1.0
 
-    init(name: String, fd: FileDescriptor, isSocket: Bool,
+    init(name: String, fd: FileDescriptor, isSocket: Bool, packetPerRead: Bool = false,
          mapError: @escaping @Sendable (SystemError) -> HCIError,
          onClose: @escaping @Sendable (FileDescriptor) -> Void = { $0.close() }) {
         self.name = name
         self.fd = fd
         self.isSocket = isSocket
+        self.packetPerRead = packetPerRead
         self.mapError = mapError
         self.onClose = onClose
     }
@@ -189,6 +197,12 @@ final class HCILink: @unchecked Sendable {
         }
         if !hadPending || framer.packets != packetsBefore { pendingSince = WallClock.monotonic() }
         statistics.skippedBytes = skippedBefore + framer.skippedBytes
+        if packetPerRead, framer.pendingBytes > 0 {
+            statistics.truncatedPackets += 1
+            statistics.discardedBytes += framer.pendingBytes
+            skippedBefore += framer.skippedBytes
+            framer = H4Framer()
+        }
     }
 
     private func dropStalledPacket(now: Double) {

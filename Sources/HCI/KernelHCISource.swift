@@ -16,11 +16,16 @@ import SystemCalls
 /// Command Complete and Command Status events; brings a down adapter up (HCIDEVUP);
 /// turns scanning off first (a scanner killed mid-scan leaves it on and the next enable
 /// fails); sets passive (by default) scan parameters and enables scanning with the
-/// duplicate filter off. On exit it turns scanning off and restores the filter.
+/// duplicate filter off — with the legacy commands, or the LE extended ones when the
+/// controller refuses the legacy ones (Command Disallowed: the kernel drove it with
+/// extended commands). On exit it turns scanning off and restores the filter.
 ///
 /// Missing privileges and a kernel without Bluetooth sockets are errors `run` throws
-/// (no retry fixes them); an adapter that is missing, down or goes away is reported as
-/// `.retrying` and retried with back-off.
+/// (no retry fixes them). An adapter that is missing, down or goes away is reported as
+/// `.retrying` and retried with back-off: a socket bound to an adapter that goes down
+/// hears nothing about it, so the source asks the kernel once a second whether the
+/// adapter is still up; and when no advertising report came for `scan.stallTimeout`
+/// seconds although it is, the scan is restarted.
 public final class KernelHCISource: AdvertisingSource {
     public let adapter: Int
     public let clock: any SourceClock = LiveSourceClock()
@@ -30,12 +35,21 @@ public final class KernelHCISource: AdvertisingSource {
                 logger: Logger = Logger(label: "beaconbridge.hci")) {
         self.adapter = adapter
         engine = LiveScanner(name: "hci:\(adapter)", ownsController: false, scan: scan, advertise: advertise,
-                             logger: logger) { () throws(HCIError) in try HCILink.openKernel(adapter: adapter) }
+                             logger: logger,
+                             checkAdapter: { link throws(HCIError) in try HCILink.checkUp(adapter: adapter, link: link) },
+                             open: { () throws(HCIError) in try HCILink.openKernel(adapter: adapter) })
     }
 
     public var name: String { "hci:\(adapter)" }
 
     public var statistics: StreamStatistics { engine.statistics }
+
+    /// Scan restarts by the stall watchdog so far.
+    public var scanRestarts: Int { engine.scanRestarts }
+
+    public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
+        try await engine.setAdvertising(advertise)
+    }
 
     public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
         try await engine.run(output)
@@ -73,7 +87,7 @@ extension HCILink {
                 setsockopt(dd, Int32(SOL_HCI), Int32(HCI_FILTER), &filter, length)
             }
             let original = saved
-            return HCILink(name: name, fd: FileDescriptor(rawValue: dd), isSocket: true,
+            return HCILink(name: name, fd: FileDescriptor(rawValue: dd), isSocket: true, packetPerRead: true,
                            mapError: { kernelError(adapter, $0) },
                            onClose: { fd in
                                var restored = original
@@ -83,6 +97,21 @@ extension HCILink {
         } catch {
             _ = Glibc.close(dd)
             throw error as? HCIError ?? kernelError(adapter, error as? SystemError ?? SystemError(call: "open", errno: EIO))
+        }
+    }
+
+    /// Throws `adapterUnavailable` when the adapter behind `link` is down or gone. A raw
+    /// socket bound to an adapter hears nothing when it goes down (the kernel tells only
+    /// unbound sockets), and reads simply stop; hence this question, once a second.
+    static func checkUp(adapter: Int, link: HCILink) throws(HCIError) {
+        var info = hci_dev_info()
+        info.dev_id = UInt16(adapter)
+        let result = withUnsafeMutablePointer(to: &info) { ioctl(link.fd.rawValue, bb_HCIGETDEVINFO(), $0) }
+        guard result == 0 else {
+            throw kernelError(adapter, SystemError(call: "ioctl(HCIGETDEVINFO)", errno: errno, subject: "hci\(adapter)"))
+        }
+        guard bb_hci_devinfo_is_up(&info) != 0 else {
+            throw HCIError.adapterUnavailable(adapter: adapter, reason: "the adapter went down")
         }
     }
 

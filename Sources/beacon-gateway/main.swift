@@ -18,7 +18,10 @@ struct BeaconGateway: AsyncParsableCommand {
           beacons/<major>/<minor>/presence/<gateway>    retained while the beacon is in range, deleted on exit
           gateways/<gateway>/status                     retained online/offline (offline is the last will)
           gateways/<gateway>/health                     every healthInterval seconds
-        and obeys gateways/<gateway>/cmd ({"scan":"pause"|"resume"}, {"reload":true}) and a retained fleet/config.
+        and obeys gateways/<gateway>/cmd ({"scan":"pause"|"resume"}, {"reload":true},
+        {"advertise":{"uuid":…,"major":…,"minor":…,"power":-59,"intervalMs":100}} to advertise as an iBeacon
+        from its own controller, {"advertise":true} for the config's beacon, {"advertise":false} to stop)
+        and a retained fleet/config. A gateway whose config has "advertise" is a beacon while it scans.
 
         Sources: hci:0 (kernel adapter), h4:unix:/path, h4:tcp:host:port, h4:tty:/dev/ttyAMA0@115200,
         btsnoop:/path/capture.log (replay; --speed, --loop).
@@ -88,7 +91,7 @@ struct BeaconGateway: AsyncParsableCommand {
             ownTime = true
         default:
             do {
-                advertisingSource = try makeLiveSource(uri, scan: gateway.scan)
+                advertisingSource = try makeLiveSource(uri, scan: gateway.scan, advertise: gateway.advertise)
             } catch {
                 throw CommandFailure("source \(uri): \(error)")
             }

@@ -10,7 +10,10 @@ import Testing
 /// records point into the input (no over-read), and counters add up. Run once under
 /// `swift test -Xswiftc -sanitize=address --filter Fuzz` to catch reads past a buffer that
 /// these checks cannot see.
-@Suite("Fuzz")
+// Serialized: the fuzz tests are CPU-bound and synchronous; run side by side they take
+// every thread of the cooperative pool (two on a two-core machine) for seconds, and the
+// timers of the end-to-end tests running meanwhile stop firing.
+@Suite("Fuzz", .serialized)
 struct FuzzTests {
     /// Valid events to mutate: real ones from ble_monitor and the captures, and built ones.
     static var seeds: [[UInt8]] {

@@ -6,7 +6,7 @@ import SystemCalls
 
 /// Plays a controller on a Unix socket, for what the emulator cannot do (send line noise,
 /// refuse a command): answers every command with a Command Complete, success or the
-/// status given in `failing`; once scanning is enabled runs `whileScanning` on a thread of
+/// status given in `failing`; once scanning is enabled (legacy or extended) runs `whileScanning` on a thread of
 /// its own with the connection and the stop flag. Serves one connection after another.
 final class FakeController: Sendable {
     let listener: UnixListener
@@ -61,7 +61,9 @@ final class FakeController: Sendable {
                 let extra = opcode == HCIOpcode.readBDAddr.rawValue && status == 0 ? address.littleEndianBytes : []
                 let answer = HCIEventBuilder.commandComplete(opcode, status: status, returning: extra)
                 do { try sendAll(client, [H4PacketType.event.rawValue] + answer) } catch { break }
-                if opcode == HCIOpcode.leSetScanEnable.rawValue, parameters.first == 1, status == 0, !scanningStarted {
+                let enablesScan = opcode == HCIOpcode.leSetScanEnable.rawValue
+                    || opcode == HCIOpcode.leSetExtendedScanEnable.rawValue
+                if enablesScan, parameters.first == 1, status == 0, !scanningStarted {
                     scanningStarted = true
                     let script = whileScanning
                     let stop = sessionStop

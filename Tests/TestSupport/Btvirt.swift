@@ -37,49 +37,110 @@ public final class BtvirtServer: @unchecked Sendable {
         for kind in ["bredrle", "bredr", "le", "amp", "mon"] {
             try? FileManager.default.removeItem(atPath: directory.file("bt-server-" + kind))
         }
-        let environment = ["BTVIRT_SOCKET_DIR": directory.path, "LD_PRELOAD": try compileShim(into: directory)]
+        let environment = ["BTVIRT_SOCKET_DIR": directory.path, "LD_PRELOAD": try await compileShim(into: directory)]
         let process = try ChildProcess(btvirt, ["-s"], environment: environment, in: directory, name: "btvirt")
         let server = BtvirtServer(directory: directory, process: process)
         let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: server.lePath) {
+        // The socket file appears at bind(), a moment before listen(): wait for the listener.
+        while !Self.isListening(server.lePath) {
             guard process.isRunning else {
                 throw StartError(description: "btvirt exited before serving \(server.lePath)\n\(process.diagnostics)")
             }
             guard Date() < deadline else {
                 await process.stop()
-                throw StartError(description: "btvirt did not create \(server.lePath) within 10 s\n\(process.diagnostics)")
+                throw StartError(description: "btvirt did not listen on \(server.lePath) within 10 s\n\(process.diagnostics)")
             }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         return server
     }
 
-    /// Compiles `tools/btvirt-shim/btvirt_shim.c` into `directory`; the library's path.
-    public static func compileShim(into directory: TemporaryDirectory) throws -> String {
-        let output = directory.file("btvirt_shim.so")
-        if FileManager.default.fileExists(atPath: output) { return output }
-        guard let compiler = ["cc", "gcc", "clang"].lazy.compactMap(Programs.system).first else {
-            throw StartError(description: "no C compiler (cc, gcc or clang) to build the btvirt shim: install gcc")
+    /// Whether a Unix stream socket listens at `path`, from /proc/net/unix (flag
+    /// __SO_ACCEPTCON); asked without connecting, since every connection to btvirt is a
+    /// new emulated controller.
+    static func isListening(_ path: String) -> Bool {
+        guard let table = readWhole("/proc/net/unix") else { return FileManager.default.fileExists(atPath: path) }
+        return table.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 8, fields[7] == path, let flags = UInt32(fields[3], radix: 16) else { return false }
+            return flags & 0x0001_0000 != 0
         }
-        let source = Programs.repositoryRoot + "/tools/btvirt-shim/btvirt_shim.c"
-        let build = Process()
-        build.executableURL = URL(fileURLWithPath: compiler)
-        build.arguments = ["-shared", "-fPIC", "-O2", "-o", output, source, "-ldl"]
-        let errors = Pipe()
-        build.standardError = errors
-        build.standardOutput = FileHandle.nullDevice
-        try build.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        build.waitUntilExit()
-        guard build.terminationStatus == 0 else {
-            throw StartError(description: "\(compiler) could not build \(source):\n"
-                + String(decoding: message, as: UTF8.self))
+    }
+
+    /// A /proc file read to its end (Foundation stops after the first page of one).
+    static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[0..<count]
         }
-        return output
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The compiled `tools/btvirt-shim/btvirt_shim.c` (`directory` is unused: the library
+    /// is built once per machine and source text, see `ShimBuilder`); the library's path.
+    public static func compileShim(into directory: TemporaryDirectory) async throws -> String {
+        try await ShimBuilder.shared.library()
     }
 
     /// Stops this btvirt (SIGTERM, then SIGKILL), by its PID only.
     public func stop() async {
         await process.stop(grace: 3)
+    }
+}
+
+/// Builds the btvirt shim once: tests that start btvirt in parallel share one library,
+/// named after a hash of its source so an edited shim is rebuilt. The compiler runs as a
+/// child process that is polled with `Task.sleep`, never waited for on a thread of the
+/// test's cooperative pool (a machine with two cores has two such threads, and a test
+/// suite that blocks them stalls every other test's timers).
+actor ShimBuilder {
+    static let shared = ShimBuilder()
+    private var build: Task<String, any Error>?
+
+    func library() async throws -> String {
+        if let build { return try await build.value }
+        let task = Task { try await Self.compile() }
+        build = task
+        return try await task.value
+    }
+
+    private static func compile() async throws -> String {
+        let source = Programs.repositoryRoot + "/tools/btvirt-shim/btvirt_shim.c"
+        let text = try Data(contentsOf: URL(fileURLWithPath: source))
+        // FNV-1a of the source: a new shim gets a new file.
+        var hash: UInt64 = 0xcbf29ce484222325
+        for byte in text { hash = (hash ^ UInt64(byte)) &* 0x100000001b3 }
+        let output = NSTemporaryDirectory() + "/beaconbridge-btvirt-shim-\(getuid())-\(String(hash, radix: 16)).so"
+        if FileManager.default.fileExists(atPath: output) { return output }
+        guard let compiler = ["cc", "gcc", "clang"].lazy.compactMap(Programs.system).first else {
+            throw BtvirtServer.StartError(description: "no C compiler (cc, gcc or clang) to build the btvirt shim: install gcc")
+        }
+        let partial = output + ".\(getpid()).tmp"
+        let errors = NSTemporaryDirectory() + "/beaconbridge-btvirt-shim-\(getpid()).err"
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: errors) }
+        let build = Process()
+        build.executableURL = URL(fileURLWithPath: compiler)
+        build.arguments = ["-shared", "-fPIC", "-O2", "-o", partial, source, "-ldl"]
+        build.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        build.standardOutput = FileHandle.nullDevice
+        try build.run()
+        while build.isRunning { try await Task.sleep(nanoseconds: 20_000_000) }
+        guard build.terminationStatus == 0 else {
+            let message = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+            throw BtvirtServer.StartError(description: "\(compiler) could not build \(source):\n\(message)")
+        }
+        // Atomic: a parallel test process sees the whole library or none.
+        guard rename(partial, output) == 0 else {
+            throw BtvirtServer.StartError(description: "cannot move \(partial) to \(output): errno \(errno)")
+        }
+        return output
     }
 }
