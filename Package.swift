@@ -63,6 +63,8 @@ let package = Package(
         .target(
             name: "CommandLineSupport",
             dependencies: ["BeaconKit", "SystemCalls",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
@@ -70,16 +72,12 @@ let package = Package(
         .executableTarget(
             name: "beacon-gateway",
             dependencies: ["Gateway", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
             dependencies: ["Brain", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",

@@ -95,6 +95,12 @@ public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// A capture replayed on its own time rather than a controller heard live.
+    public var isReplay: Bool {
+        if case .btsnoop = self { return true }
+        return false
+    }
+
     /// Whether the gateway owns the controller (resets and restores it).
     public var ownsController: Bool {
         switch self {

@@ -1,6 +1,8 @@
 public import ArgumentParser
 public import BeaconKit
 public import Logging
+public import ServiceLifecycle
+import UnixSignals
 import SystemCalls
 
 #if canImport(Glibc)
@@ -37,14 +39,7 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
     do {
         command = try type.parseAsRoot(arguments)
     } catch {
-        let code = type.exitCode(for: error)
-        let message = type.fullMessage(for: error)
-        if code == .success {
-            printLine(message)
-            exit(0)
-        }
-        writeStandardError(message + "\n")
-        exit(ExitStatus.usage.rawValue)
+        exitForArgumentError(type, error, status: .usage)
     }
     do {
         if var asyncCommand = command as? any AsyncParsableCommand {
@@ -63,16 +58,20 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
     } catch let exitCode as ExitCode {
         exit(exitCode.rawValue)
     } catch {
-        let code = type.exitCode(for: error)
-        let message = type.fullMessage(for: error)
-        if code == .success {
-            // `--help` parses to a help command whose run() throws the help text.
-            printLine(message)
-            exit(0)
-        }
-        writeStandardError("\(programName): \(message.isEmpty ? "\(error)" : message)\n")
-        exit(code == .validationFailure ? ExitStatus.usage.rawValue : ExitStatus.failure.rawValue)
+        // `--help` parses to a help command whose run() throws the help text.
+        exitForArgumentError(type, error, status: type.exitCode(for: error) == .validationFailure ? .usage : .failure)
     }
+}
+
+/// Prints help (exit 0) or an error from ArgumentParser (exit `status`).
+func exitForArgumentError<Command: ParsableCommand>(_ type: Command.Type, _ error: any Error, status: ExitStatus) -> Never {
+    let message = type.fullMessage(for: error)
+    if type.exitCode(for: error) == .success {
+        printLine(message)
+        exit(0)
+    }
+    writeStandardError("\(programName): \(message.isEmpty ? "\(error)" : message)\n")
+    exit(status.rawValue)
 }
 
 var programName: String {
@@ -163,5 +162,19 @@ extension StringProtocol {
             return self[endIndex...]
         }
         return self[first...last]
+    }
+}
+
+/// Runs a daemon's service until SIGTERM or SIGINT shuts it down gracefully; a service
+/// that fails makes the program exit with status 1.
+public func runService(_ service: some Service, logger: Logger) async throws {
+    let group = ServiceGroup(configuration: .init(
+        services: [.init(service: service)],
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: logger))
+    do {
+        try await group.run()
+    } catch {
+        throw CommandFailure("\(error)", status: .failure)
     }
 }

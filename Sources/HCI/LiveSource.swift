@@ -23,3 +23,13 @@ public func makeLiveSource(_ uri: SourceURI, scan: ScanConfig, advertise: Advert
         throw HCIError.notLive(uri, reason: "a capture is no live controller; replay it with BtsnoopSource")
     }
 }
+
+/// The source for any URI: a live one (`makeLiveSource`) or a replay (`BtsnoopSource`),
+/// with errors that say which URI failed and why.
+public func makeSource(_ uri: SourceURI, scan: ScanConfig = ScanConfig(), advertise: AdvertiseConfig? = nil,
+                       logger: Logger = Logger(label: "beaconbridge.hci")) throws -> any AdvertisingSource {
+    if case .btsnoop(let path, let speed, let loop) = uri {
+        return try BtsnoopSource(path: path, speed: speed, loop: loop)
+    }
+    return try makeLiveSource(uri, scan: scan, advertise: advertise, logger: logger)
+}

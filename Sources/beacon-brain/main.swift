@@ -3,8 +3,6 @@ import BeaconKit
 import Brain
 import CommandLineSupport
 import Logging
-import ServiceLifecycle
-import UnixSignals
 
 struct BeaconBrain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -106,15 +104,7 @@ struct BeaconBrain: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: service)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            throw CommandFailure("\(error)", status: .failure)
-        }
+        try await runService(service, logger: logger)
     }
 }
 

@@ -4,8 +4,6 @@ import CommandLineSupport
 import Gateway
 import HCI
 import Logging
-import ServiceLifecycle
-import UnixSignals
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -80,39 +78,20 @@ struct BeaconGateway: AsyncParsableCommand {
         let logger = Logger(label: "beacon-gateway.\(id)")
 
         let advertisingSource: any AdvertisingSource
-        var ownTime = false
-        switch uri {
-        case .btsnoop(let path, let speed, let loop):
-            do {
-                advertisingSource = try BtsnoopSource(path: path, speed: speed, loop: loop)
-            } catch {
-                throw CommandFailure("source \(uri): \(error)")
-            }
-            ownTime = true
-        default:
-            do {
-                advertisingSource = try makeLiveSource(uri, scan: gateway.scan, advertise: gateway.advertise)
-            } catch {
-                throw CommandFailure("source \(uri): \(error)")
-            }
+        do {
+            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise)
+        } catch {
+            throw CommandFailure("source \(uri): \(error)")
         }
         let service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
-                                         sourceHasOwnTime: ownTime, password: password, configPath: config,
+                                         sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
                                          logger: logger)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: service)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            throw CommandFailure("\(error)", status: .failure)
-        }
+        try await runService(service, logger: logger)
     }
 }
 

@@ -71,21 +71,18 @@ struct RangeCommand: AsyncParsableCommand {
         if let speed, !(speed >= 0) { throw CommandFailure("--speed: must not be negative") }
         let logger = Logger(label: "beaconctl.range")
 
-        let advertisingSource: any AdvertisingSource
-        switch uri {
-        case .btsnoop(let path, let configuredSpeed, let loop):
+        if case .btsnoop(let path, let configuredSpeed, let loop) = uri {
             uri = .btsnoop(path: path, speed: speed ?? configuredSpeed, loop: loop)
-            do {
-                advertisingSource = try BtsnoopSource(path: path, speed: speed ?? configuredSpeed, loop: loop)
-            } catch {
-                throw CommandFailure("--source: \(error)", status: .failure)
-            }
-        default:
-            if speed != nil { throw CommandFailure("--speed applies to btsnoop: sources only") }
-            advertisingSource = try makeLiveSource(uri, scan: ScanConfig(), logger: logger)
+        } else if speed != nil {
+            throw CommandFailure("--speed applies to btsnoop: sources only")
         }
-        let replay: Bool
-        if case .btsnoop = uri { replay = true } else { replay = false }
+        let advertisingSource: any AdvertisingSource
+        do {
+            advertisingSource = try makeSource(uri, logger: logger)
+        } catch let error as BtsnoopError {
+            throw CommandFailure("--source: \(error)", status: .failure)
+        }
+        let replay = uri.isReplay
 
         let signals = await trapStopSignals()
         let settings = TrackerSettings(exitTimeout: exitTimeout, pathLossExponent: pathLoss)
