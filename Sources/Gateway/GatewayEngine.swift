@@ -86,6 +86,9 @@ public final class GatewayEngine: Sendable {
 
     public var isConnected: Bool { state.withLock { $0.connected } }
 
+    /// The fleet config in force (the start-up one, or the last applied).
+    public var config: FleetConfig { state.withLock { $0.config } }
+
     /// The tracks in range now, sorted by beacon.
     public var tracks: [Track] {
         state.withLock { $0.tracker.tracks.values.sorted { $0.id < $1.id } }
@@ -156,11 +159,11 @@ public final class GatewayEngine: Sendable {
     }
 
     /// Deletes presence left by an earlier run for beacons not seen again within one
-    /// exit timeout. Returns whether the read-back phase is over.
+    /// exit timeout. Returns true once: when the read-back phase has just ended.
     @discardableResult
     public func settleInheritedPresence(at now: Instant) -> Bool {
         state.withLock { s in
-            if s.inheritanceSettled { return true }
+            if s.inheritanceSettled { return false }
             guard let deadline = s.inheritedDeadline, now >= deadline else { return false }
             s.inheritanceSettled = true
             let current = Set(s.tracker.tracks.values.map { s.topics.presence(of: $0.id, seenBy: gatewayID) })

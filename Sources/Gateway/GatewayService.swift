@@ -116,6 +116,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                             self.engine.advance(to: self.source.clock.now())
                         }
                         if self.engine.settleInheritedPresence(at: WallClock.now()) {
+                            // Our own presence needs no echo once the old one is settled.
                             try? self.client.unsubscribe(readBack)
                         }
                         let now = WallClock.monotonic()
@@ -150,7 +151,9 @@ public struct GatewayService: Service, CustomStringConvertible {
             } else if message.topic == topics.fleetConfig {
                 guard !message.payload.isEmpty else { return }
                 switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
-                case .success(let new): apply(new, origin: "fleet/config")
+                case .success(let new):
+                    // The retained config comes again on every reconnect: only a change is news.
+                    if new != engine.config { apply(new, origin: "fleet/config") }
                 case .failure(let errors): report(config: .rejected(errors.errors.map(\.description)), origin: "fleet/config")
                 }
             } else if message.retain, !message.payload.isEmpty,
