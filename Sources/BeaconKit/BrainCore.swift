@@ -510,7 +510,8 @@ public struct BrainCore: Sendable {
             }
             do {
                 let new = try FleetConfig.parse(document)
-                applyConfig(new, origin: "fleet/config", at: now)
+                // The retained config comes again on every reconnect: only a change is news.
+                if new != config { applyConfig(new, origin: "fleet/config", at: now) }
             } catch {
                 rejectConfig(error.errors.map(\.description), at: now)
             }
