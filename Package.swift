@@ -92,7 +92,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["BeaconKit"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls"], path: "Tests/TestSupport"),
         .testTarget(name: "BeaconKitTests", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "BrainTests", dependencies: ["Brain", "BeaconKit", "MQTT", "TestSupport"], swiftSettings: swiftSettings),

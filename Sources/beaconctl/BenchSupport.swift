@@ -141,7 +141,7 @@ final class BenchBroker: Sendable {
         }
         var lastError = ""
         for _ in 0..<3 {
-            let port = try freePort()
+            let port = try Loopback.freePort()
             var lines = ["listener \(port) 127.0.0.1", "allow_anonymous true", "persistence false",
                          "max_queued_messages 0", "set_tcp_nodelay true",
                          "log_dest stderr", "log_type error", "log_type warning"]
@@ -151,7 +151,7 @@ final class BenchBroker: Sendable {
             let process = try BenchProcess(program, ["-c", config], name: "mosquitto-\(port)", in: directory)
             let deadline = WallClock.monotonic() + 10
             while WallClock.monotonic() < deadline, process.poll() == nil {
-                if acceptsConnections(port: port) { return BenchBroker(port: port, process: process) }
+                if Loopback.acceptsConnections(port: port) { return BenchBroker(port: port, process: process) }
                 try await Task.sleep(nanoseconds: 20_000_000)
             }
             lastError = process.errors
@@ -168,39 +168,6 @@ final class BenchBroker: Sendable {
     var url: String { "mqtt://127.0.0.1:\(port)" }
 
     func stop() async { await process.stop() }
-
-    static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CommandFailure("socket: \(String(cString: strerror(errno)))", status: .failure) }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw CommandFailure("no free loopback port: \(String(cString: strerror(errno)))", status: .failure) }
-        return UInt16(bigEndian: address.sin_port)
-    }
-
-    static func acceptsConnections(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
 }
 
 /// Where the programs `bench` runs are.

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// A process a test started, stopped again by its PID and nothing else.
 ///
@@ -167,23 +168,7 @@ public enum Programs {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 public enum FreePort {
-    public static func allocate() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                bind(fd, sa, length) == 0 && getsockname(fd, sa, &length) == 0
-            }
-        }
-        guard bound else { throw POSIXError(.EADDRINUSE) }
-        return UInt16(bigEndian: address.sin_port)
-    }
+    public static func allocate() throws -> UInt16 { try Loopback.freePort() }
 }
 
 /// Polls `condition` until true or `timeout` seconds pass.

@@ -1,5 +1,6 @@
 import BeaconKit
 import Foundation
+import SystemCalls
 
 /// A Mosquitto broker of a test's own, on a free port of 127.0.0.1, stopped by its PID.
 ///
@@ -111,26 +112,10 @@ public final class MosquittoBroker: @unchecked Sendable {
         lock.withLock { current = process }
         let port = port
         let up = await eventually(timeout: 10, interval: 0.02) {
-            !process.isRunning || Self.acceptsConnections(port: port)
+            !process.isRunning || Loopback.acceptsConnections(port: port)
         }
         guard up, process.isRunning else {
             throw StartError(description: "mosquitto did not come up on 127.0.0.1:\(port)\n\(diagnostics)")
-        }
-    }
-
-    /// Whether something accepts TCP connections on 127.0.0.1:`port`.
-    public static func acceptsConnections(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
         }
     }
 
