@@ -105,12 +105,7 @@ public final class BrainService: Service, Sendable {
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)
-        var mqtt = MQTTClientOptions(broker: config.broker.url, clientID: options.clientID)
-        mqtt.username = config.broker.username
-        mqtt.password = password
-        mqtt.tls = config.broker.tls
-        mqtt.keepalive = config.broker.keepalive
-        mqtt.version = config.broker.mqttVersion
+        var mqtt = MQTTClientOptions(config.broker, clientID: options.clientID, password: password)
         mqtt.reconnectDelay = options.reconnectDelay
         let offline = core.offlineMessage
         mqtt.will = MQTTMessage(topic: offline.topic, text: offline.payload, qos: offline.qos, retain: offline.retain)

@@ -34,13 +34,8 @@ public struct GatewayService: Service, CustomStringConvertible {
         self.configPath = configPath
         self.logger = logger
         let topics = config.topics
-        var options = MQTTClientOptions(broker: config.broker.url,
-                                        clientID: config.broker.clientId ?? "beacon-gateway-\(gateway.id)")
-        options.username = config.broker.username
-        options.password = password
-        options.tls = config.broker.tls
-        options.keepalive = config.broker.keepalive
-        options.version = config.broker.mqttVersion
+        var options = MQTTClientOptions(config.broker, clientID: config.broker.clientId ?? "beacon-gateway-\(gateway.id)",
+                                        password: password)
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
         engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)

@@ -27,4 +27,15 @@ public struct MQTTClientOptions: Sendable {
         self.broker = broker
         self.clientID = clientID
     }
+
+    /// The options a fleet config's `broker` section gives: URL, user name, TLS, keepalive
+    /// and MQTT version; the password comes from the caller (file or environment).
+    public init(_ broker: BrokerConfig, clientID: String, password: String?) {
+        self.init(broker: broker.url, clientID: clientID)
+        username = broker.username
+        self.password = password
+        tls = broker.tls
+        keepalive = broker.keepalive
+        version = broker.mqttVersion
+    }
 }

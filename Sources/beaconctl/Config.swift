@@ -59,11 +59,8 @@ extension Config {
             let text: String
             do { text = try FileSystem.readText(path) } catch { throw CommandFailure("cannot read \(path): \(error)") }
             try ConfigLoading.override(&config, broker: broker)
-            var options = MQTTClientOptions(broker: config.broker.url, clientID: "beaconctl-push-\(ProcessInfo.id)")
-            options.username = config.broker.username
-            options.password = try ConfigLoading.password(for: config.broker)
-            options.tls = config.broker.tls
-            options.version = config.broker.mqttVersion
+            let options = MQTTClientOptions(config.broker, clientID: "beaconctl-push-\(ProcessInfo.id)",
+                                            password: try ConfigLoading.password(for: config.broker))
             let client: MQTTClient
             do {
                 client = try MQTTClient(options)

@@ -106,12 +106,8 @@ struct Observe: AsyncParsableCommand {
         let statusTopic = topics.status(ofObserver: client)
         let inboxTopic = topics.inbox(of: client)
 
-        var options = MQTTClientOptions(broker: fleet.broker.url, clientID: client)
-        options.username = fleet.broker.username
-        options.password = try ConfigLoading.password(for: fleet.broker)
-        options.tls = fleet.broker.tls
-        options.keepalive = fleet.broker.keepalive
-        options.version = fleet.broker.mqttVersion
+        var options = MQTTClientOptions(fleet.broker, clientID: client,
+                                        password: try ConfigLoading.password(for: fleet.broker))
         options.will = MQTTMessage(topic: statusTopic, text: "offline", qos: 1, retain: true)
         let mqtt: MQTTClient
         do { mqtt = try MQTTClient(options) } catch { throw CommandFailure("\(error)", status: .failure) }
