@@ -113,6 +113,12 @@ public struct BrainCore: Sendable {
     public private(set) var rules: RuleEngine
     public var counters = BrainCounters()
     public private(set) var isSettled = false
+    /// What must be seen again after a reconnect, and wills held back (see `ConnectionRecovery`).
+    public var recovery = ConnectionRecovery()
+    /// Reading the retained state back after a reconnect (`reconnect`), until `settle`.
+    public var isReadingBack: Bool { recovery.isReadingBack }
+    /// Retained messages of the brain's own topics only tell what the broker holds.
+    private var readingBack: Bool { !isSettled || recovery.isReadingBack }
 
     private var registry: [BeaconRef: [BeaconEntry]] = [:]
     private var storeEntries: [UInt16: StoreEntry] = [:]
@@ -289,7 +295,10 @@ public struct BrainCore: Sendable {
     /// The retained messages are in: reconcile them and start answering (see the type's
     /// documentation). Calling it again does nothing.
     public mutating func settle(at now: Instant) -> BrainOutput {
-        guard !isSettled else { return finish(at: now) }
+        guard !isSettled else {
+            if recovery.isReadingBack { readBackComplete(at: now) }
+            return finish(at: now)
+        }
         isSettled = true
 
         // Visits the records show as answered carry on silently.
@@ -368,20 +377,7 @@ public struct BrainCore: Sendable {
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
         }
-        // Whatever of ours the broker holds gets checked, so leftovers are deleted.
-        for topic in known.keys {
-            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
-            case (.roster(let store)?, _): dirtyStores.insert(store)
-            case (nil, nil):
-                if let (store, client) = topics.parseCustomer(topic) {
-                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
-                }
-            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
-            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
-            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
-            default: break
-            }
-        }
+        markLeftovers()
         visitRecords = [:]
         answeredRecords = [:]
         retainedPresence = [:]
@@ -395,12 +391,81 @@ public struct BrainCore: Sendable {
         return finish(at: now)
     }
 
+    /// The broker connection is back after being lost. A brain that had settled keeps its
+    /// state: it is the authority on what it answered, and the broker may have lost its
+    /// records (a broker without persistence) or hold stale ones. It reads the retained
+    /// state again while handling what comes live, and `settle` ends the read-back: then it
+    /// republishes whatever of its retained topics the broker lacks, and visits and joins
+    /// not seen again end once their gateways and observers are back (`ConnectionRecovery`).
+    /// A brain that had not settled yet starts its collection again.
+    public mutating func reconnect(at now: Instant) -> BrainOutput {
+        guard isSettled else {
+            var fresh = BrainCore(config: config, stores: stores, limits: limits)
+            fresh.counters = counters
+            fresh.recovery = ConnectionRecovery(settings: recovery.settings)
+            self = fresh
+            return BrainOutput()
+        }
+        recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
+                             joins: Array(observers.joins.keys))
+        known = [:]
+        note(.info, "reconnected; reading the retained state back",
+             ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
+        return finish(at: now)
+    }
+
+    /// The end of a read-back after a reconnect: every retained topic of ours is checked
+    /// against what the broker holds (`known`).
+    private mutating func readBackComplete(at now: Instant) {
+        recovery.readBackComplete(at: now)
+        for ref in presence.beacons.keys {
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
+        }
+        for scope in lingering {
+            if let client = scope.client {
+                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
+            } else {
+                dirtyVisits.insert(scope.beacon)
+            }
+        }
+        for key in observers.joins.keys {
+            dirtyJoins.insert(key)
+            touchRoster(key)
+        }
+        for (store, _) in rosterBook.stores { dirtyStores.insert(store) }
+        markLeftovers()
+        rosterDue = [:]
+        syncAds()
+        let pending = recovery.pending
+        note(.info, "read the retained state back", ["unconfirmedViews": "\(pending.views)", "unconfirmedJoins": "\(pending.joins)"])
+    }
+
+    /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
+    private mutating func markLeftovers() {
+        for topic in known.keys {
+            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
+            case (.roster(let store)?, _): dirtyStores.insert(store)
+            case (nil, nil):
+                if let (store, client) = topics.parseCustomer(topic) {
+                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                }
+            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
+            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
+            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
+            default: break
+            }
+        }
+    }
+
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
     public mutating func advance(to now: Instant) -> BrainOutput {
         for text in rejections.roll(at: now) { event(text) }
         joinLimiter.prune(at: now)
         guard isSettled else { return finish(at: now) }
         handle(presence.advance(to: now), at: now)
+        let due = recovery.due(at: now)
+        if !due.isEmpty { apply(due, at: now) }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
             if let client = scope.client {
@@ -474,7 +539,9 @@ public struct BrainCore: Sendable {
             do {
                 let report = try SightingReport(parsing: json, topic: ref)
                 let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
+                recovery.gatewayIsLive(report.gateway, at: now)
                 handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                recovery.confirmView(ref, gateway: report.gateway, live: true)
                 // Any gateway's proximity is in the fleet presence; its signature decides.
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
@@ -484,14 +551,19 @@ public struct BrainCore: Sendable {
         case .gatewayPresence(let major, let minor, let gateway):
             let ref = BeaconRef(major: major, minor: minor)
             guard owned(ref) else { return }
+            if !retained { recovery.gatewayIsLive(gateway, at: now) }
             if payload.isEmpty {
                 handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+                recovery.viewEnded(ref, gateway: gateway)
                 return
             }
+            // Left behind by a gateway found offline after a reconnect: only it can say.
+            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
             guard let json = json(payload, .gatewayPresence, topic) else { return }
             do {
                 let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
                 malformed(.gatewayPresence, topic, error.reason)
@@ -499,10 +571,18 @@ public struct BrainCore: Sendable {
 
         case .gatewayStatus(let gateway):
             switch String(decoding: payload, as: UTF8.self) {
-            case "online": handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "online":
+                if !retained { recovery.gatewayIsLive(gateway, at: now) }
+                handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "offline" where isSettled && retained:
+                // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
+                // Its views wait for the gateway to come back (or the reconnect grace).
+                recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
+            case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+                note(.info, "gateway offline: dropping its views unless it is back within the grace",
+                     ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
             case "offline":
-                note(.info, "gateway offline: dropping its views", ["gateway": gateway])
-                handle(presence.gatewayStatus(gateway, online: false), at: now)
+                dropGateway(gateway, at: now)
             case "": break
             default: malformed(.gatewayStatus, topic, "expected online or offline")
             }
@@ -510,10 +590,14 @@ public struct BrainCore: Sendable {
         case .observer(let major, let minor, let client):
             let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
             guard owned(key.beacon) else { return }
-            if !retained { offlineObservers.remove(client) }
+            if !retained {
+                offlineObservers.remove(client)
+                recovery.observerIsLive(client, at: now)
+            }
             if payload.isEmpty {
                 if isSettled {
                     leave(key, deleteTopic: false, at: now)
+                    recovery.joinEnded(key)
                 } else {
                     pendingJoins[key] = nil
                     pendingErrors[key] = nil
@@ -538,15 +622,17 @@ public struct BrainCore: Sendable {
 
         case .observerStatus(let client):
             switch String(decoding: payload, as: UTF8.self) {
-            case "online": offlineObservers.remove(client)
+            case "online":
+                offlineObservers.remove(client)
+                if !retained { recovery.observerIsLive(client, at: now) }
+            case "offline" where isSettled && retained:
+                recovery.retainedOffline(observer: client, joins: observers.joins(ofClient: client).map(\.key))
+            case "offline" where isSettled && recovery.hold(offlineObserver: client, at: now):
+                break
+            case "offline" where isSettled:
+                endJoins(of: client, at: now)
             case "offline":
-                if isSettled {
-                    let joins = observers.joins(ofClient: client)
-                    if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
-                    for join in joins { leave(join.key, deleteTopic: true, at: now) }
-                } else {
-                    offlineObservers.insert(client)
-                }
+                offlineObservers.insert(client)
             case "": break
             default: malformed(.observerStatus, topic, "expected online or offline")
             }
@@ -569,11 +655,11 @@ public struct BrainCore: Sendable {
 
         case .fleetPresence(let major, let minor):
             let ref = BeaconRef(major: major, minor: minor)
-            guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             guard let json = json(payload, .fleetPresence, topic) else { return }
             do {
                 let report = try FleetPresenceReport(parsing: json, topic: ref)
-                retainedPresence[ref] = report
+                if !isSettled { retainedPresence[ref] = report }
                 known[topic] = report.signature
             } catch {
                 known[topic] = ""
@@ -582,11 +668,11 @@ public struct BrainCore: Sendable {
 
         case .ad(let major, let minor):
             let ref = BeaconRef(major: major, minor: minor)
-            guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             known[topic] = String(decoding: payload, as: UTF8.self)
 
         case .roster(let store):
-            guard !isSettled, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+            guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
             guard let json = json(payload, .roster, topic) else {
                 known[topic] = ""
                 return
@@ -607,8 +693,9 @@ public struct BrainCore: Sendable {
         let ref: BeaconRef = switch record {
         case .visit(let ref), .answered(let ref, _): ref
         }
-        // After settling the brain is the authority on its records; what comes back is its own echo.
-        guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+        // After settling the brain is the authority on its records; what comes back is its own
+        // echo, or (read back after a reconnect) only tells what the broker holds.
+        guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
         guard let json = json(payload, .record, topic) else {
             known[topic] = ""
             return
@@ -617,11 +704,11 @@ public struct BrainCore: Sendable {
             switch record {
             case .visit(let ref):
                 let value = try VisitRecord(parsing: json)
-                visitRecords[ref] = value
+                if !isSettled { visitRecords[ref] = value }
                 known[topic] = value.json
             case .answered(let ref, let client):
                 let value = try AnsweredRecord(parsing: json)
-                answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value
+                if !isSettled { answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value }
                 known[topic] = value.json
             }
         } catch {
@@ -632,7 +719,7 @@ public struct BrainCore: Sendable {
 
     /// A customer topic of ours on the broker (read back while settling).
     private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
-        guard !isSettled, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
         guard let json = json(payload, .roster, topic) else {
             known[topic] = ""
             return
@@ -660,6 +747,7 @@ public struct BrainCore: Sendable {
                     runRules(.enter, beacon: ref, fleet: presence[ref], since: presence[ref]?.since ?? now, at: now)
                 }
             case .exit(let last):
+                recovery.beaconLeft(ref)
                 dirtyVisits.insert(ref)
                 dirtyPresence.insert(ref)
                 if isSettled {
@@ -680,10 +768,39 @@ public struct BrainCore: Sendable {
         }
     }
 
+    // MARK: - Outages and last wills
+
+    private mutating func dropGateway(_ gateway: String, at now: Instant) {
+        note(.info, "gateway offline: dropping its views", ["gateway": gateway])
+        handle(presence.gatewayStatus(gateway, online: false), at: now)
+    }
+
+    /// The observer's last will: every join ends and its retained joins are deleted, so the
+    /// profiles leave the broker.
+    private mutating func endJoins(of client: String, at now: Instant) {
+        let joins = observers.joins(ofClient: client)
+        if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
+        for join in joins { leave(join.key, deleteTopic: true, at: now) }
+    }
+
+    private mutating func apply(_ due: ConnectionRecovery.Due, at now: Instant) {
+        for gateway in due.offlineGateways { dropGateway(gateway, at: now) }
+        for client in due.offlineObservers { endJoins(of: client, at: now) }
+        for (ref, gateway) in due.views {
+            note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
+            handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+        }
+        for key in due.joins {
+            note(.info, "a join not seen again after the reconnect ends", ["beacon": "\(key.beacon)", "client": key.client])
+            leave(key, deleteTopic: false, at: now)
+        }
+    }
+
     // MARK: - Observers
 
     private mutating func join(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
         if var existing = observers[key] {
+            recovery.confirmJoin(key, live: true)
             guard existing.fingerprint != fingerprint else { return }
             // The same observer re-published its join (a new profile): no new ad.
             let since = existing.since
