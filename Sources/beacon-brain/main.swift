@@ -13,7 +13,9 @@ struct BeaconBrain: AsyncParsableCommand {
           beacons/<major>/<minor>                  sightings, from every gateway
           beacons/<major>/<minor>/presence/<gw>    each gateway's retained view
           gateways/<gw>/status                     "offline" (last will): drop
-                                                   that gateway's views at once
+                                                   that gateway's views 3 s later
+                                                   unless it is back (a broker
+                                                   that stops sends every will)
           beacons/<major>/<minor>/observers/<id>   retained joins:
               {"state":"joined","profile":{"name","favorite","photo"}}
               (profile optional; photo a base64 JPEG of at most 20 KiB);
