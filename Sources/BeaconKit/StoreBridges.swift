@@ -27,6 +27,8 @@ public struct StoreBridges: Sendable {
         case lost(UInt16)
         /// The store's bridge (re)connected: its replay is coming.
         case healing(UInt16)
+        /// Read back after the brain's reconnect: the bridge came back meanwhile.
+        case found(UInt16)
         /// The replay is in: drop what it did not confirm since `since`.
         case reconciled(UInt16, since: Instant)
     }
@@ -79,14 +81,20 @@ public struct StoreBridges: Sendable {
         seen = [:]
     }
 
-    /// A live status. `1` starts a reconciliation (also when the store was thought up: a
-    /// bridge that reconnects replays, and the `0` may have been missed).
-    public mutating func status(_ major: UInt16, connected: Bool, at now: Instant) -> Change {
-        guard states[major] != nil else { return .none }
+    /// A status after settling. A live `1` starts a reconciliation (also when the store was
+    /// thought up: a bridge that reconnects replays, and the `0` may have been missed). A
+    /// retained one, read back after the brain's own reconnect, says the bridge came back
+    /// while the brain was away: the broker's retained state, read back with it, is the
+    /// store's.
+    public mutating func status(_ major: UInt16, connected: Bool, live: Bool = true, at now: Instant) -> Change {
+        guard let was = states[major] else { return .none }
         guard connected else {
-            let was = states[major]
             states[major] = .unknown
             return was == .unknown ? .none : .lost(major)
+        }
+        guard live else {
+            states[major] = .up
+            return was == .up ? .none : .found(major)
         }
         states[major] = .reconciling(since: now, awaiting: gateways[major] ?? [])
         return .healing(major)
