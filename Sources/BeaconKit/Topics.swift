@@ -54,12 +54,17 @@ public struct Topics: Sendable, Equatable {
 
     public func ad(of id: BeaconID) -> String { beacon(id) + "/ad" }
 
+    /// The brain's zone decisions about a beacon (enter, zone, exit), with capture times.
+    public func zoneEvents(of id: BeaconID) -> String { beacon(id) + "/events" }
+
     public func observer(_ client: String, of id: BeaconID) -> String { beacon(id) + "/observers/" + client }
 
     public func status(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/status") }
     public func health(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/health") }
     public func commands(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/cmd") }
     public func events(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/events") }
+    /// A gateway's RSSI reports for the brain's zone fusion.
+    public func rssiReports(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/rssi") }
     public var fleetConfig: String { topic("fleet/config") }
     public func status(ofObserver client: String) -> String { topic("observers/\(client)/status") }
     public func inbox(of client: String) -> String { topic("observers/\(client)/inbox") }
@@ -92,10 +97,12 @@ public struct Topics: Sendable, Equatable {
         case fleetPresence(major: UInt16, minor: UInt16)
         case observer(major: UInt16, minor: UInt16, client: String)
         case ad(major: UInt16, minor: UInt16)
+        case zoneEvents(major: UInt16, minor: UInt16)
         case gatewayStatus(String)
         case gatewayHealth(String)
         case gatewayCommand(String)
         case gatewayEvents(String)
+        case gatewayRSSI(String)
         case observerStatus(String)
         case inbox(String)
         case roster(UInt16)
@@ -130,6 +137,7 @@ public struct Topics: Sendable, Equatable {
             switch s[3] {
             case "presence": return .fleetPresence(major: major, minor: minor)
             case "ad": return .ad(major: major, minor: minor)
+            case "events": return .zoneEvents(major: major, minor: minor)
             default: return nil
             }
         case (5, "beacons"):
@@ -146,6 +154,7 @@ public struct Topics: Sendable, Equatable {
             case "health": return .gatewayHealth(gateway)
             case "cmd": return .gatewayCommand(gateway)
             case "events": return .gatewayEvents(gateway)
+            case "rssi": return .gatewayRSSI(gateway)
             default: return nil
             }
         case (3, "observers"):

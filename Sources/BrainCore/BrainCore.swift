@@ -31,7 +31,7 @@ public struct BrainOutput: Sendable, Equatable {
 public struct BrainCounters: Sendable, Equatable {
     /// The kind of input, by topic.
     public enum Input: String, Sendable, CaseIterable, Comparable {
-        case sighting, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
+        case rssiReport, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
         case fleetPresence, ad, roster, record, bridgeStatus
 
         public static func < (lhs: Input, rhs: Input) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -167,7 +167,8 @@ public struct BrainCore: Sendable {
         self.stores = stores
         self.limits = limits
         topics = config.topics
-        presence = FleetPresence(settings: Self.presenceSettings(config))
+        presence = FleetPresence(settings: FleetPresence.Settings(config))
+        presence.zoneNames = Self.zoneNames(config)
         rules = RuleEngine(rules: config.rules)
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
@@ -207,10 +208,13 @@ public struct BrainCore: Sendable {
 
     /// The topic filters to subscribe to.
     public var subscriptions: [String] {
-        var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("observers/+/status")]
+        // Gateways' RSSI reports name the gateway in the topic (an ACL can pin it) and carry
+        // every major: a brain of some stores takes its own beacons from them.
+        var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("gateways/+/rssi"),
+                       topics.topic("observers/+/status")]
         let majors = self.majors.map { $0.map(String.init) } ?? ["+"]
         for major in majors {
-            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence", "beacons/\(major)/+/presence/+",
+            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/presence/+",
                         "beacons/\(major)/+/ad", "beacons/\(major)/+/observers/+",
                         "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
         }
@@ -516,7 +520,8 @@ public struct BrainCore: Sendable {
         let subscriptionsBefore = subscriptions
         config = new
         index(new)
-        presence.settings = Self.presenceSettings(new)
+        presence.settings = FleetPresence.Settings(new)
+        presence.zoneNames.merge(Self.zoneNames(new)) { _, configured in configured }
         rules.rules = new.rules
         bridges.configure(bridgedStores(new))
         counters.configsApplied += 1
@@ -555,20 +560,22 @@ public struct BrainCore: Sendable {
 
     private mutating func route(_ parsed: Topics.Parsed, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
         switch parsed {
-        case .sighting(let major, let minor):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard owned(ref) else { return }
-            guard let json = json(payload, .sighting, topic) else { return }
+        case .gatewayRSSI(let gateway):
+            guard let json = json(payload, .rssiReport, topic) else { return }
             do {
-                let report = try SightingReport(parsing: json, topic: ref)
-                let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
-                recovery.gatewayIsLive(report.gateway, at: now)
-                handle(presence.sighting(report, zoneName: zone, at: now), at: now)
-                recovery.confirmView(ref, gateway: report.gateway, live: true)
-                // Any gateway's proximity is in the fleet presence; its signature decides.
-                if presence[ref] != nil { dirtyPresence.insert(ref) }
+                let report = try RSSIReport(parsing: json, topic: gateway)
+                recovery.gatewayIsLive(gateway, at: now)
+                let stores = self.stores, registry = self.registry
+                let owns: (BeaconRef) -> Bool = { ref in
+                    stores.isEmpty || stores.contains(registry[ref]?.first?.store ?? ref.major)
+                }
+                handle(presence.report(report, receivedAt: now, accepts: owns, holding: holdsView), at: now)
+                for entry in report.entries {
+                    let ref = BeaconRef(major: entry.major, minor: entry.minor)
+                    if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: true) }
+                }
             } catch {
-                malformed(.sighting, topic, error.reason)
+                malformed(.rssiReport, topic, error.reason)
             }
 
         case .gatewayPresence(let major, let minor, let gateway):
@@ -726,7 +733,7 @@ public struct BrainCore: Sendable {
                 malformed(.roster, topic, error.reason)
             }
 
-        case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
+        case .sighting, .zoneEvents, .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
             unknownTopic(topic)
         }
     }
@@ -814,6 +821,12 @@ public struct BrainCore: Sendable {
                 if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
             }
         }
+        // The zone decisions with their capture times (dropped while collecting: the brain
+        // says nothing before it has settled).
+        for decision in presence.takeDecisions() where isSettled {
+            out.messages.append(OutgoingMessage(topic: topics.zoneEvents(of: decision.beacon), payload: decision.json,
+                                                qos: 1, retain: false))
+        }
     }
 
     // MARK: - Outages and last wills
@@ -838,7 +851,7 @@ public struct BrainCore: Sendable {
         for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
             // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
             note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
-            handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+            handle(presence.endView(ref, gateway: gateway), at: now)
         }
         for key in due.joins {
             note(.info, "a join not seen again after the reconnect ends", ["beacon": "\(key.beacon)", "client": key.client])
@@ -1140,6 +1153,14 @@ public struct BrainCore: Sendable {
         return bridged
     }
 
+    /// Whether a beacon's view from a gateway is held (its store's bridge is down): its
+    /// silence says nothing, so it neither ends nor lets the beacon exit.
+    private var holdsView: (BeaconRef, String) -> Bool {
+        guard !bridges.unknownStores.isEmpty else { return { _, _ in false } }
+        let (bridges, storeOf) = (self.bridges, viewStore)
+        return { ref, gateway in bridges.isUnknown(storeOf(ref, gateway)) }
+    }
+
     /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
     /// for closures that run while `presence` changes.
     private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
@@ -1268,9 +1289,9 @@ public struct BrainCore: Sendable {
         for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
     }
 
-    static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {
-        let longestExit = config.gateways.map(\.tracker.exitTimeout).max() ?? 10
-        return FleetPresence.Settings(config.brain, sightingTimeout: max(30, 3 * longestExit))
+    /// The configured zone name of every gateway.
+    static func zoneNames(_ config: FleetConfig) -> [String: String] {
+        Dictionary(config.gateways.map { ($0.id, $0.zone ?? $0.id) }, uniquingKeysWith: { first, _ in first })
     }
 }
 

@@ -822,6 +822,8 @@ extension Topics {
     public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
     public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
     public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
+    /// The brain's zone decisions about a beacon, with capture times (`ZoneDecision`).
+    public func zoneEvents(of ref: BeaconRef) -> String { beacon(ref) + "/events" }
     public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
 
     /// The brain's record of a visit (see `VisitRecord`).

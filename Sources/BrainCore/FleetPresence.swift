@@ -12,11 +12,13 @@ public struct GatewayView: Sendable, Equatable {
     public var rssiSmoothed: Double?
     /// Estimated distance, metres.
     public var distance: Double?
-    /// The gateway holds a retained presence for the beacon. A view known from sightings
-    /// only is dropped when its sightings stop (`FleetPresence.Settings.sightingTimeout`);
-    /// an announced one lasts until the gateway deletes its presence or goes offline.
+    /// Known from the gateway's retained presence only, not (yet) from its reports: it
+    /// lasts until the gateway deletes its presence or goes offline. A view the gateway's
+    /// reports keep (`announced == false`) ends when the reports stop hearing the beacon
+    /// for the gateway's `exitTimeout` (capture time).
     public var announced: Bool
-    /// The brain's time of the last presence or sighting from this gateway.
+    /// When the gateway last said something about the beacon: capture time of its report,
+    /// or the brain's time of its presence message.
     public var lastUpdate: Instant
 
     public init(gateway: String, zoneName: String, proximity: Proximity, rssiSmoothed: Double?, distance: Double?,
@@ -52,11 +54,9 @@ public struct FleetBeacon: Sendable, Equatable {
     public internal(set) var zone: String
     /// The fleet proximity: the zone gateway's.
     public internal(set) var proximity: Proximity
-    /// When the brain saw this visit begin (the brain's clock).
+    /// When this visit began: capture time of the first advertisement (the brain's clock
+    /// for a visit known from retained presence only).
     public internal(set) var since: Instant
-    /// The gateway currently beating the zone by the margin, and on how many updates in a row.
-    var challenger: String?
-    var wins = 0
 
     public var zoneView: GatewayView? { views[zone] }
 
@@ -83,8 +83,8 @@ public enum FleetEvent: Sendable, Equatable {
     case viewsChanged(BeaconRef)
     /// The fleet proximity changed (on enter: from `unknown`).
     case proximity(BeaconRef, from: Proximity, to: Proximity)
-    /// A sighting from the zone gateway: one "update" for cooldowns such as "after 3
-    /// updates at near", reported whether or not anything changed.
+    /// A report window in which the zone gateway heard the beacon: one "update" for
+    /// cooldowns such as "after 3 updates at near", reported whether or not anything changed.
     case update(BeaconRef, Proximity)
 
     public var beacon: BeaconRef {
@@ -96,103 +96,211 @@ public enum FleetEvent: Sendable, Equatable {
     }
 }
 
-/// Fleet-wide presence: fuses every gateway's view of every beacon into one zone per
-/// beacon, with hysteresis so that a customer standing between two gateways does not
-/// flap between them.
+/// Fleet-wide presence: fuses every gateway's reports of every beacon into one zone per
+/// beacon, decided in capture time (docs/presence.md has the model and its parameters).
 ///
-/// The zone is the first gateway to see a beacon. Another gateway takes it over only
-/// after beating the zone's smoothed RSSI by `zoneMargin` dB on `zoneUpdates` consecutive
-/// sightings of its own; a sighting from any gateway that leaves it short of the margin
-/// resets the count. Without RSSI on either side, a strictly closer proximity class wins
-/// instead.
-/// When the zone gateway stops seeing the beacon, the strongest remaining view takes the
-/// zone at once. A value owned by one task; time is passed in.
+/// - Evidence accumulates per beacon and gateway in a Kalman filter on RSSI
+///   (`LinkEstimate`). The zone moves to another gateway when the brain is at least
+///   `zoneConfidence` sure that it hears the beacon louder than the zone's gateway (the
+///   difference of their levels against the uncertainty of both), `zoneUpdates` report
+///   windows in a row. A gateway silent for `zoneStaleAfter` cannot take the zone, and a
+///   zone gateway silent that long loses it to any that still hears the beacon.
+/// - A new beacon enters after `entryWindow` seconds of evidence, in the zone of the
+///   loudest gateway then, not of whichever report came first.
+/// - It leaves when no gateway has heard it for as long as it takes to miss `exitSamples`
+///   advertisements in a row at the rate they were arriving (at least `exitMinimum`, at
+///   most the gateways' `exitTimeout`), at that deadline, in the zone it had: silence moves
+///   nobody.
+/// - Decisions wait until every gateway has reported the moment (`ReportClock`).
+///
+/// A gateway known only from its retained presence (before its reports arrive, or one
+/// without reports) holds a view that lasts until the gateway deletes it or goes
+/// offline. A value owned by one task; time is passed in.
 public struct FleetPresence: Sendable {
     public struct Settings: Sendable, Equatable {
-        /// dB by which a challenger must beat the zone's smoothed RSSI.
-        public var zoneMargin: Double
-        /// Consecutive sightings of its own a challenger must win by the margin before the
-        /// zone moves.
-        public var zoneUpdates: Int
-        /// Seconds without a sighting after which a view known only from sightings is
-        /// dropped (a gateway whose presence message was lost, or sightings that arrived
-        /// after its presence was deleted).
-        public var sightingTimeout: Double
+        public var brain: BrainConfig
+        /// Per gateway: how long its view lasts after its reports stop hearing a beacon (its
+        /// `exitTimeout`); `defaultViewTimeout` for gateways not in the config.
+        public var viewTimeouts: [String: Double]
+        public var defaultViewTimeout: Double
+        /// Seconds between decisions: the shortest report interval of the fleet.
+        public var step: Double
 
-        public init(zoneMargin: Double = 4, zoneUpdates: Int = 3, sightingTimeout: Double = 30) {
-            self.zoneMargin = zoneMargin
-            self.zoneUpdates = max(1, zoneUpdates)
-            self.sightingTimeout = sightingTimeout
+        public init(_ brain: BrainConfig = BrainConfig(), viewTimeouts: [String: Double] = [:],
+                    defaultViewTimeout: Double = 10, step: Double = 0.5) {
+            self.brain = brain
+            self.viewTimeouts = viewTimeouts
+            self.defaultViewTimeout = defaultViewTimeout
+            self.step = max(0.05, step)
         }
 
-        public init(_ brain: BrainConfig, sightingTimeout: Double = 30) {
-            self.init(zoneMargin: brain.zoneMargin, zoneUpdates: brain.zoneUpdates, sightingTimeout: sightingTimeout)
+        public init(_ config: FleetConfig) {
+            let timeouts = Dictionary(config.gateways.map { ($0.id, $0.tracker.exitTimeout) }, uniquingKeysWith: { a, _ in a })
+            let intervals = config.gateways.map(\.reportInterval).filter { $0 > 0 }
+            self.init(config.brain, viewTimeouts: timeouts,
+                      defaultViewTimeout: config.gateways.map(\.tracker.exitTimeout).max() ?? 10,
+                      step: intervals.min() ?? 0.5)
         }
+
+        func viewTimeout(_ gateway: String) -> Double { viewTimeouts[gateway] ?? defaultViewTimeout }
+        var zScore: Double { normalQuantile(brain.zoneConfidence) }
     }
 
-    public var settings: Settings
+    public var settings: Settings {
+        didSet { zScore = settings.zScore }
+    }
     public private(set) var beacons: [BeaconRef: FleetBeacon] = [:]
     /// Gateways whose status is `offline`: their retained presence is stale.
     public private(set) var offlineGateways: Set<String> = []
+    /// Gateway names for reports: the config's zone names.
+    public var zoneNames: [String: String] = [:]
 
-    public init(settings: Settings = .init()) { self.settings = settings }
+    private var zScore: Double
+    private var evidence: [BeaconRef: Evidence] = [:]
+    private var clock = ReportClock()
+    private var pending: [PendingSample] = []
+    private var sequence = 0
+    /// The last decision step processed.
+    private var processed: Instant?
+    private var decisions: [ZoneDecision] = []
+
+    public init(settings: Settings = .init()) {
+        self.settings = settings
+        zScore = settings.zScore
+    }
 
     public subscript(ref: BeaconRef) -> FleetBeacon? { beacons[ref] }
 
-    /// A gateway's retained presence. A retained one from a gateway known to be offline is
-    /// what it left behind when it died and is ignored; a live one proves it is back.
+    /// Capture time up to which the brain has decided.
+    public var decidedUntil: Instant? { processed }
+
+    /// The gateways the brain's decisions wait for, and those it has stopped waiting for
+    /// because their reports were late.
+    public var reportingGateways: (waited: [String], late: [String]) { (clock.waitedFor, clock.excluded.sorted()) }
+
+    /// The decisions made since the last call, in order.
+    public mutating func takeDecisions() -> [ZoneDecision] {
+        defer { decisions = [] }
+        return decisions
+    }
+
+    // MARK: - Reports
+
+    /// A gateway's report (`gateways/<id>/rssi`). Its entries wait until every gateway
+    /// has reported their moment; the decisions that become possible are made now.
+    /// `accepts` filters the beacons this brain handles; `held` says which views must not
+    /// end by silence (their store is cut off).
+    public mutating func report(_ report: RSSIReport, receivedAt wall: Instant, accepts: (BeaconRef) -> Bool = { _ in true },
+                                holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
+        offlineGateways.remove(report.gateway)
+        clock.online.insert(report.gateway)
+        for entry in report.entries {
+            let ref = BeaconRef(major: entry.major, minor: entry.minor)
+            guard accepts(ref) else { continue }
+            sequence += 1
+            pending.append(PendingSample(time: report.from + max(0, entry.at), gateway: report.gateway, ref: ref,
+                                         entry: entry, sequence: sequence))
+        }
+        clock.reported(report.gateway, upTo: report.to)
+        var events: [FleetEvent] = []
+        decide(&events, holding: held)
+        return events
+    }
+
+    /// A gateway's retained presence. It makes a beacon present only when nothing else can:
+    /// from a gateway that sends no reports, or read back from the broker; otherwise it
+    /// names the view. A retained one from a gateway known to be offline is what it left
+    /// behind when it died and is ignored; a live one proves it is back.
     public mutating func gatewayPresence(_ report: GatewayPresenceReport, retained: Bool, at now: Instant) -> [FleetEvent] {
         if offlineGateways.contains(report.gateway) {
             guard !retained else { return [] }
             offlineGateways.remove(report.gateway)
         }
-        let view = GatewayView(gateway: report.gateway, zoneName: report.zone, proximity: report.proximity,
-                               rssiSmoothed: report.rssiSmoothed, distance: report.distance, announced: true,
-                               lastUpdate: now)
-        return upsert(report.beacon, uuid: report.uuid, view: view, sighting: false, at: now)
+        var events: [FleetEvent] = []
+        let ref = report.beacon
+        zoneNames[report.gateway] = report.zone
+        if var beacon = beacons[ref] {
+            if let uuid = report.uuid { beacon.uuid = uuid }
+            if var view = beacon.views[report.gateway] {
+                view.zoneName = report.zone
+                if view.announced {
+                    view.proximity = report.proximity
+                    view.rssiSmoothed = report.rssiSmoothed
+                    view.distance = report.distance
+                    view.lastUpdate = now
+                }
+                beacon.views[report.gateway] = view
+            } else if evidence[ref]?.links[report.gateway] == nil {
+                beacon.views[report.gateway] = announcedView(report, at: now)
+                events.append(.viewsChanged(ref))
+            }
+            if evidence[ref] == nil { refreshZone(&beacon, &events) }
+            refreshProximity(&beacon, &events)
+            beacons[ref] = beacon
+            return events
+        }
+        // A gateway that reports decides with its reports; its presence alone starts nothing
+        // (it may be the late echo of a visit the reports already ended).
+        guard retained || clock.watermarks[report.gateway] == nil, evidence[ref] == nil else { return [] }
+        let view = announcedView(report, at: now)
+        beacons[ref] = FleetBeacon(ref: ref, uuid: report.uuid, views: [view.gateway: view], zone: view.gateway,
+                                   proximity: view.proximity, since: now)
+        events.append(.enter(ref))
+        if view.proximity != .unknown { events.append(.proximity(ref, from: .unknown, to: view.proximity)) }
+        record(.enter, beacons[ref]!, from: nil, at: now)
+        return events
     }
 
-    /// The gateway deleted its presence: the beacon left its range.
+    /// The gateway deleted its presence: the beacon left its range. A view its reports keep
+    /// ends with the reports instead (the deletion may arrive before the brain has decided
+    /// up to that moment).
     public mutating func gatewayPresenceDeleted(_ ref: BeaconRef, gateway: String) -> [FleetEvent] {
+        guard beacons[ref]?.views[gateway]?.announced == true else { return [] }
         var events: [FleetEvent] = []
         remove(gateway, from: ref, &events)
         return events
     }
 
-    /// A sighting: refreshes (or creates) the gateway's view and runs the zone contest.
-    /// `zoneName` names the gateway's place for a view the gateway never announced.
-    public mutating func sighting(_ report: SightingReport, zoneName: String, at now: Instant) -> [FleetEvent] {
-        offlineGateways.remove(report.gateway)
-        let existing = beacons[report.beacon]?.views[report.gateway]
-        let view = GatewayView(gateway: report.gateway, zoneName: existing?.zoneName ?? zoneName,
-                               proximity: report.proximity, rssiSmoothed: report.rssiSmoothed,
-                               distance: report.distance, announced: existing?.announced ?? false, lastUpdate: now)
-        return upsert(report.beacon, uuid: report.uuid, view: view, sighting: true, at: now)
-    }
-
-    /// `gateways/<id>/status`: `offline` (its last will, or a clean stop) drops every view
-    /// of that gateway at once; beacons only it saw exit.
-    public mutating func gatewayStatus(_ gateway: String, online: Bool) -> [FleetEvent] {
-        guard !online else {
-            offlineGateways.remove(gateway)
-            return []
-        }
-        offlineGateways.insert(gateway)
+    /// A view ends whatever kept it (a reconnect that did not confirm it).
+    public mutating func endView(_ ref: BeaconRef, gateway: String) -> [FleetEvent] {
         var events: [FleetEvent] = []
-        for ref in beacons.keys.sorted() where beacons[ref]?.views[gateway] != nil {
-            remove(gateway, from: ref, &events)
-        }
+        remove(gateway, from: ref, &events)
         return events
     }
 
-    /// Drops views known from sightings only whose sightings stopped, except those `held`
-    /// (a store whose bridge is down: its silence says nothing).
+    /// `gateways/<id>/status`: `online` makes the brain wait for its reports; `offline`
+    /// (its last will, or a clean stop) drops every view of that gateway at once; beacons
+    /// only it saw exit.
+    public mutating func gatewayStatus(_ gateway: String, online: Bool) -> [FleetEvent] {
+        guard !online else {
+            offlineGateways.remove(gateway)
+            clock.online.insert(gateway)
+            return []
+        }
+        offlineGateways.insert(gateway)
+        clock.remove(gateway)
+        pending.removeAll { $0.gateway == gateway }
+        var events: [FleetEvent] = []
+        for ref in evidence.keys.sorted() where evidence[ref]?.links[gateway] != nil {
+            evidence[ref]?.links[gateway] = nil
+            if evidence[ref]?.links.isEmpty == true, beacons[ref] == nil { evidence[ref] = nil }
+        }
+        for ref in beacons.keys.sorted() where beacons[ref]?.views[gateway] != nil {
+            remove(gateway, from: ref, &events)
+        }
+        decide(&events, holding: { _, _ in false })
+        return events
+    }
+
+    /// Wall-clock time passes: a gateway whose reports are late stops holding decisions
+    /// back after `clockHold` seconds. `held` as for `report`.
     public mutating func advance(to now: Instant,
                                  holding held: (BeaconRef, GatewayView) -> Bool = { _, _ in false }) -> [FleetEvent] {
-        let timeout = settings.sightingTimeout
-        return dropViews { ref, view in
-            !view.announced && now.seconds(since: view.lastUpdate) > timeout && !held(ref, view)
-        }
+        clock.check(wall: now, hold: settings.brain.clockHold)
+        var events: [FleetEvent] = []
+        let beacons = self.beacons
+        decide(&events, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
+        return events
     }
 
     /// Drops every view `condition` picks, with the events that follow.
@@ -213,64 +321,239 @@ public struct FleetPresence: Sendable {
         guard var beacon = beacons[ref] else { return }
         if let since { beacon.since = since }
         if let zone, beacon.views[zone] != nil { beacon.zone = zone }
-        beacon.challenger = nil
-        beacon.wins = 0
         beacon.proximity = beacon.zoneView?.proximity ?? .unknown
+        evidence[ref]?.challenger = nil
+        evidence[ref]?.passes = 0
         beacons[ref] = beacon
     }
 
     /// Forgets a beacon without events (it is no longer this brain's to handle).
-    public mutating func forget(_ ref: BeaconRef) { beacons[ref] = nil }
-
-    // MARK: -
-
-    private mutating func upsert(_ ref: BeaconRef, uuid: BeaconUUID?, view: GatewayView, sighting: Bool,
-                                 at now: Instant) -> [FleetEvent] {
-        var events: [FleetEvent] = []
-        guard var beacon = beacons[ref] else {
-            beacons[ref] = FleetBeacon(ref: ref, uuid: uuid, views: [view.gateway: view], zone: view.gateway,
-                                       proximity: view.proximity, since: now)
-            events.append(.enter(ref))
-            if view.proximity != .unknown { events.append(.proximity(ref, from: .unknown, to: view.proximity)) }
-            if sighting { events.append(.update(ref, view.proximity)) }
-            return events
-        }
-        if let uuid { beacon.uuid = uuid }
-        let isNew = beacon.views[view.gateway] == nil
-        beacon.views[view.gateway] = view
-        if isNew { events.append(.viewsChanged(ref)) }
-        if sighting { contest(&beacon, from: view.gateway, &events) }
-        refreshProximity(&beacon, &events)
-        if sighting && view.gateway == beacon.zone { events.append(.update(ref, beacon.proximity)) }
-        beacons[ref] = beacon
-        return events
+    public mutating func forget(_ ref: BeaconRef) {
+        beacons[ref] = nil
+        evidence[ref] = nil
+        pending.removeAll { $0.ref == ref }
     }
 
-    private func contest(_ beacon: inout FleetBeacon, from gateway: String, _ events: inout [FleetEvent]) {
-        guard let current = beacon.zoneView else { return }
-        let best = beacon.views.values.filter { $0.gateway != beacon.zone }.max { $1.isStronger(than: $0) }
-        guard let best, beats(best, current) else {
-            beacon.challenger = nil
-            beacon.wins = 0
+    // MARK: - Deciding
+
+    /// Processes every decision step the clock allows.
+    private mutating func decide(_ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
+        guard let time = clock.time else { return }
+        let step = settings.step
+        while true {
+            var next: Instant
+            if let processed {
+                next = processed + step
+                if evidence.isEmpty, let first = pending.map(\.time).min(), first > next {
+                    // Nothing to watch: skip to the step before the next advertisement.
+                    next = Self.boundary(first, step)
+                }
+            } else {
+                guard let first = pending.map(\.time).min() else { return }
+                next = Self.boundary(first, step)
+            }
+            guard next <= time else { return }
+            process(upTo: next, &events, holding: held)
+            processed = next
+        }
+    }
+
+    /// The first step boundary after `time`.
+    static func boundary(_ time: Instant, _ step: Double) -> Instant {
+        let n = Int64((step * 1e9).rounded())
+        let t = time.nanoseconds
+        return Instant(nanoseconds: ((t >= 0 ? t / n : (t - n + 1) / n) + 1) * n)
+    }
+
+    /// One decision step: the advertisements before `end`, then entries, exits and zones.
+    private mutating func process(upTo end: Instant, _ events: inout [FleetEvent],
+                                  holding held: (BeaconRef, String) -> Bool) {
+        let brain = settings.brain
+        var due: [PendingSample] = []
+        pending.removeAll { sample in
+            guard sample.time < end else { return false }
+            due.append(sample)
+            return true
+        }
+        due.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
+        var touched: Set<BeaconRef> = []
+        for sample in due {
+            let ref = sample.ref
+            var e = evidence[ref] ?? Evidence(at: sample.time)
+            var link = e.links[sample.gateway] ?? LinkEstimate(at: sample.time)
+            if let rssi = sample.entry.rssi {
+                link.update(mean: rssi, count: sample.entry.count, at: sample.time,
+                            processNoise: brain.rssiProcessNoise, measurementNoise: brain.rssiMeasurementNoise)
+            }
+            link.lastHeard = max(link.lastHeard, sample.time)
+            link.rssiSmoothed = sample.entry.rssiSmoothed
+            link.distance = sample.entry.distance
+            link.proximity = sample.entry.proximity
+            e.links[sample.gateway] = link
+            e.lastHeard = max(e.lastHeard, sample.time)
+            e.stepCount += sample.entry.count
+            evidence[ref] = e
+            touched.insert(ref)
+            if var beacon = beacons[ref] {
+                let isNew = beacon.views[sample.gateway] == nil
+                beacon.views[sample.gateway] = reportView(sample.gateway, link)
+                if isNew { events.append(.viewsChanged(ref)) }
+                beacons[ref] = beacon
+            }
+        }
+        for ref in evidence.keys.sorted() {
+            guard var e = evidence[ref] else { continue }
+            // The rate of advertisements, an average over about 10 s.
+            let sampleRate = Double(e.stepCount) / settings.step
+            let weight = min(1, settings.step / 10)
+            e.rate = e.rate.map { $0 + weight * (sampleRate - $0) } ?? sampleRate
+            if e.stepCount > 0 { e.rateWhenLastHeard = e.rate }
+            e.stepCount = 0
+            evidence[ref] = e
+            if var beacon = beacons[ref] {
+                if touched.contains(ref) { events.append(.viewsChanged(ref)) }
+                if exitDue(e, beacon, at: end, &events, holding: held) { continue }
+                expireViews(&beacon, e, at: end, &events, holding: held)
+                contest(&beacon, &e, at: end, &events)
+                refreshProximity(&beacon, &events)
+                if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step {
+                    events.append(.update(ref, beacon.proximity))
+                }
+                beacons[ref] = beacon
+                evidence[ref] = e
+            } else if end.seconds(since: e.firstHeard) >= brain.entryWindow {
+                enter(ref, e, at: end, &events)
+            } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
+                evidence[ref] = nil
+            }
+        }
+    }
+
+    /// Ends the visit when the beacon has been silent long enough; true when it did.
+    private mutating func exitDue(_ e: Evidence, _ beacon: FleetBeacon, at end: Instant, _ events: inout [FleetEvent],
+                                  holding held: (BeaconRef, String) -> Bool) -> Bool {
+        let quiet = silence(e, beacon)
+        let deadline = e.lastHeard + quiet
+        guard deadline <= end else { return false }
+        if beacon.views.keys.contains(where: { held(beacon.ref, $0) }) { return false }
+        beacons[beacon.ref] = nil
+        evidence[beacon.ref] = nil
+        events.append(.exit(beacon))
+        record(.exit, beacon, from: nil, at: deadline)
+        return true
+    }
+
+    /// How long a beacon must be silent to have left.
+    private func silence(_ e: Evidence, _ beacon: FleetBeacon) -> Double {
+        let brain = settings.brain
+        let longest = beacon.views.keys.map(settings.viewTimeout).max() ?? settings.defaultViewTimeout
+        guard let rate = e.rateWhenLastHeard, rate > 0 else { return longest }
+        return min(longest, max(brain.exitMinimum, brain.exitSamples / rate))
+    }
+
+    /// Views kept by reports end when their gateway has not heard the beacon for its
+    /// `exitTimeout`.
+    private mutating func expireViews(_ beacon: inout FleetBeacon, _ e: Evidence, at end: Instant,
+                                      _ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
+        for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where !view.announced {
+            guard let link = e.links[gateway], end.seconds(since: link.lastHeard) >= settings.viewTimeout(gateway),
+                  !held(beacon.ref, gateway), beacon.views.count > 1 else { continue }
+            beacon.views[gateway] = nil
+            events.append(.viewsChanged(beacon.ref))
+        }
+        if beacon.views[beacon.zone] == nil { refreshZone(&beacon, &events, at: end) }
+    }
+
+    /// The zone test: another gateway takes the zone when the brain is `zoneConfidence`
+    /// sure it hears the beacon louder, `zoneUpdates` steps in a row.
+    private mutating func contest(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: Instant,
+                                  _ events: inout [FleetEvent]) {
+        let brain = settings.brain
+        let fresh = e.links.filter { $0.value.level != nil && end.seconds(since: $0.value.lastHeard) <= brain.zoneStaleAfter }
+        let best = fresh.filter { $0.key != beacon.zone }.max { a, b in
+            a.value.level! != b.value.level! ? a.value.level! < b.value.level! : a.key > b.key
+        }
+        guard let (candidate, challenger) = best else {
+            e.challenger = nil
+            e.passes = 0
             return
         }
-        if beacon.challenger == best.gateway {
-            if gateway == best.gateway { beacon.wins += 1 }
-        } else {
-            beacon.challenger = best.gateway
-            beacon.wins = 1
+        var wins = true
+        if let zone = fresh[beacon.zone] {
+            let difference = challenger.level! - zone.level! - brain.zoneMargin
+            let spread = (challenger.variance(at: end, processNoise: brain.rssiProcessNoise)
+                + zone.variance(at: end, processNoise: brain.rssiProcessNoise)).squareRoot()
+            wins = difference > zScore * spread
         }
-        if beacon.wins >= settings.zoneUpdates {
-            events.append(.zoneChanged(beacon.ref, from: beacon.zone, to: best.gateway))
-            beacon.zone = best.gateway
-            beacon.challenger = nil
-            beacon.wins = 0
+        guard wins else {
+            e.challenger = nil
+            e.passes = 0
+            return
         }
+        if e.challenger == candidate { e.passes += 1 } else {
+            e.challenger = candidate
+            e.passes = 1
+        }
+        guard e.passes >= brain.zoneUpdates else { return }
+        move(&beacon, to: candidate, at: end, &events)
+        e.challenger = nil
+        e.passes = 0
     }
 
-    private func beats(_ challenger: GatewayView, _ zone: GatewayView) -> Bool {
-        if let a = challenger.rssiSmoothed, let b = zone.rssiSmoothed { return a > b + settings.zoneMargin }
-        return challenger.proximity < zone.proximity
+    private mutating func move(_ beacon: inout FleetBeacon, to gateway: String, at time: Instant, _ events: inout [FleetEvent]) {
+        guard gateway != beacon.zone else { return }
+        let from = beacon.zone
+        if beacon.views[gateway] == nil, let link = evidence[beacon.ref]?.links[gateway] {
+            beacon.views[gateway] = reportView(gateway, link)
+        }
+        beacon.zone = gateway
+        events.append(.zoneChanged(beacon.ref, from: from, to: gateway))
+        record(.zone, beacon, from: from, at: time)
+    }
+
+    /// A beacon heard for `entryWindow`: it enters in the zone of the loudest gateway.
+    private mutating func enter(_ ref: BeaconRef, _ e: Evidence, at end: Instant, _ events: inout [FleetEvent]) {
+        var views: [String: GatewayView] = [:]
+        for (gateway, link) in e.links { views[gateway] = reportView(gateway, link) }
+        guard let zone = strongestLink(e.links) ?? views.keys.min() else { return }
+        let beacon = FleetBeacon(ref: ref, uuid: nil, views: views, zone: zone, proximity: views[zone]?.proximity ?? .unknown,
+                                 since: e.firstHeard)
+        beacons[ref] = beacon
+        events.append(.enter(ref))
+        if beacon.proximity != .unknown { events.append(.proximity(ref, from: .unknown, to: beacon.proximity)) }
+        events.append(.update(ref, beacon.proximity))
+        record(.enter, beacon, from: nil, at: end)
+    }
+
+    /// The gateway with the loudest level (RSSI), else the closest proximity class.
+    private func strongestLink(_ links: [String: LinkEstimate]) -> String? {
+        let withLevel = links.filter { $0.value.level != nil }
+        if let best = withLevel.max(by: { a, b in
+            a.value.level! != b.value.level! ? a.value.level! < b.value.level! : a.key > b.key
+        }) { return best.key }
+        return links.min { a, b in
+            a.value.proximity != b.value.proximity ? a.value.proximity < b.value.proximity : a.key < b.key
+        }?.key
+    }
+
+    /// After the zone's view ended: the loudest remaining gateway, by its reports if any,
+    /// else the strongest view.
+    private mutating func refreshZone(_ beacon: inout FleetBeacon, _ events: inout [FleetEvent], at time: Instant? = nil) {
+        guard beacon.views[beacon.zone] == nil else { return }
+        let links = evidence[beacon.ref]?.links.filter { beacon.views[$0.key] != nil } ?? [:]
+        let next = strongestLink(links) ?? beacon.views.values.max { $1.isStronger(than: $0) }?.gateway
+        guard let next else { return }
+        move(&beacon, to: next, at: time ?? processed ?? beacon.since, &events)
+    }
+
+    private func reportView(_ gateway: String, _ link: LinkEstimate) -> GatewayView {
+        GatewayView(gateway: gateway, zoneName: zoneNames[gateway] ?? gateway, proximity: link.proximity,
+                    rssiSmoothed: link.rssiSmoothed, distance: link.distance, announced: false, lastUpdate: link.lastHeard)
+    }
+
+    private func announcedView(_ report: GatewayPresenceReport, at now: Instant) -> GatewayView {
+        GatewayView(gateway: report.gateway, zoneName: report.zone, proximity: report.proximity,
+                    rssiSmoothed: report.rssiSmoothed, distance: report.distance, announced: true, lastUpdate: now)
     }
 
     private func refreshProximity(_ beacon: inout FleetBeacon, _ events: inout [FleetEvent]) {
@@ -281,26 +564,32 @@ public struct FleetPresence: Sendable {
         }
     }
 
+    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at time: Instant) {
+        decisions.append(ZoneDecision(kind: kind, beacon: beacon.ref, zone: beacon.zone,
+                                      zoneName: beacon.zoneView?.zoneName ?? zoneNames[beacon.zone] ?? beacon.zone,
+                                      from: from, since: beacon.since, at: time))
+    }
+
     private mutating func remove(_ gateway: String, from ref: BeaconRef, _ events: inout [FleetEvent]) {
         guard var beacon = beacons[ref], beacon.views[gateway] != nil else { return }
         let before = beacon
         beacon.views[gateway] = nil
-        guard let strongest = beacon.views.values.max(by: { $1.isStronger(than: $0) }) else {
+        evidence[ref]?.links[gateway] = nil
+        if evidence[ref]?.challenger == gateway {
+            evidence[ref]?.challenger = nil
+            evidence[ref]?.passes = 0
+        }
+        guard !beacon.views.isEmpty else {
             beacons[ref] = nil
+            evidence[ref] = nil
             events.append(.exit(before))
+            record(.exit, before, from: nil, at: processed ?? before.since)
             return
         }
         events.append(.viewsChanged(ref))
-        if beacon.zone == gateway {
-            events.append(.zoneChanged(ref, from: gateway, to: strongest.gateway))
-            beacon.zone = strongest.gateway
-            beacon.challenger = nil
-            beacon.wins = 0
-        } else if beacon.challenger == gateway {
-            beacon.challenger = nil
-            beacon.wins = 0
-        }
+        refreshZone(&beacon, &events)
         refreshProximity(&beacon, &events)
         beacons[ref] = beacon
     }
 }
+

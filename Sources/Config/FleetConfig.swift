@@ -139,6 +139,11 @@ public struct GatewayConfig: Sendable, Equatable {
     public var tracker: TrackerSettings
     public var scan: ScanConfig
     public var advertise: AdvertiseConfig?
+    /// Where the gateway hangs, metres on the store's floor plan (any corner as origin):
+    /// what calibration measures the distances between gateways with.
+    public var position: FloorPosition?
+    /// Seconds per report window on `gateways/<id>/rssi` (the brain's zone fusion); 0: none.
+    public var reportInterval: Double
     /// Seconds between health messages.
     public var healthInterval: Double
     /// Sightings held while the broker is down; the oldest are dropped first.
@@ -148,16 +153,33 @@ public struct GatewayConfig: Sendable, Equatable {
     public var store: UInt16?
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
-                scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, healthInterval: Double = 30,
-                queueLimit: Int = 10_000) {
+                scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, position: FloorPosition? = nil,
+                reportInterval: Double = 0.5, healthInterval: Double = 30, queueLimit: Int = 10_000) {
         self.id = id
         self.source = source
         self.zone = zone
         self.tracker = tracker
         self.scan = scan
         self.advertise = advertise
+        self.position = position
+        self.reportInterval = reportInterval
         self.healthInterval = healthInterval
         self.queueLimit = queueLimit
+    }
+}
+
+/// A point on a store's floor plan, metres.
+public struct FloorPosition: Sendable, Equatable {
+    public var x: Double
+    public var y: Double
+
+    public init(x: Double, y: Double) {
+        self.x = x
+        self.y = y
+    }
+
+    public func distance(to other: FloorPosition) -> Double {
+        ((x - other.x) * (x - other.x) + (y - other.y) * (y - other.y)).squareRoot()
     }
 }
 
@@ -228,16 +250,46 @@ public struct StoreEntry: Sendable, Equatable {
     }
 }
 
-/// The brain's own tuning.
+/// The brain's own tuning: how it fuses every gateway's reports into one zone per beacon
+/// and decides entry and exit (docs/presence.md has the model and why the defaults).
 public struct BrainConfig: Sendable, Equatable {
-    /// dB by which another gateway must beat the current zone's smoothed RSSI to take over.
+    /// How sure (a probability) the brain must be that another gateway hears a beacon louder
+    /// than the zone's gateway before the zone moves.
+    public var zoneConfidence: Double
+    /// dB the other gateway must be louder by, on top of the confidence test.
     public var zoneMargin: Double
-    /// Consecutive updates another gateway must win by the margin before the zone moves.
+    /// Report windows in a row the test must pass before the zone moves.
     public var zoneUpdates: Int
+    /// Seconds without an advertisement after which a gateway can no longer take the zone.
+    public var zoneStaleAfter: Double
+    /// The brain's RSSI filter per beacon and gateway: how fast the true level may wander
+    /// (dB²/s) and how noisy one advertisement is (dB²).
+    public var rssiProcessNoise: Double
+    public var rssiMeasurementNoise: Double
+    /// Seconds of evidence gathered before a new beacon's zone is chosen and it enters.
+    public var entryWindow: Double
+    /// A beacon leaves when it has been silent for as long as it takes to miss this many of
+    /// its advertisements in a row (at the rate the gateways were hearing it), and at least
+    /// `exitMinimum` seconds; never longer than the gateways' `exitTimeout`.
+    public var exitSamples: Double
+    public var exitMinimum: Double
+    /// Wall-clock seconds a gateway whose reports are late may hold back the brain's
+    /// decisions (which wait for every gateway's report of the same moment).
+    public var clockHold: Double
 
-    public init(zoneMargin: Double = 4, zoneUpdates: Int = 3) {
+    public init(zoneConfidence: Double = 0.93, zoneMargin: Double = 0, zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
+                rssiProcessNoise: Double = 20, rssiMeasurementNoise: Double = 9, entryWindow: Double = 0.5,
+                exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2) {
+        self.zoneConfidence = zoneConfidence
         self.zoneMargin = zoneMargin
         self.zoneUpdates = zoneUpdates
+        self.zoneStaleAfter = zoneStaleAfter
+        self.rssiProcessNoise = rssiProcessNoise
+        self.rssiMeasurementNoise = rssiMeasurementNoise
+        self.entryWindow = entryWindow
+        self.exitSamples = exitSamples
+        self.exitMinimum = exitMinimum
+        self.clockHold = clockHold
     }
 }
 

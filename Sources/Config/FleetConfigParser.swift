@@ -7,8 +7,11 @@ extension FleetConfig {
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
-                             "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
-    static let gatewayKeys = ["id", "source", "zone", "store", "advertise"] + tuningKeys
+                             "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
+                             "reportInterval"]
+    static let gatewayKeys = ["id", "source", "zone", "store", "advertise", "position"] + tuningKeys
+    static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
+                            "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold"]
     static let storeKeys = ["major", "name", "ad", "broker", "bridge"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
@@ -69,6 +72,15 @@ extension FleetConfig {
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
             }
+            if let position = r.object(object["position"], at: path + ".position", keys: ["x", "y"]) {
+                let x = r.required(position, "x", at: path + ".position").flatMap {
+                    r.number($0, at: path + ".position.x", in: -10_000...10_000, unit: " m")
+                }
+                let y = r.required(position, "y", at: path + ".position").flatMap {
+                    r.number($0, at: path + ".position.y", in: -10_000...10_000, unit: " m")
+                }
+                if let x, let y { gateway.position = FloorPosition(x: x, y: y) }
+            }
             applyTuning(object, at: path, to: &gateway, staleAfter: &stale, &r)
             gateways.append(gateway)
         }
@@ -106,9 +118,19 @@ extension FleetConfig {
         }
 
         var brain = BrainConfig()
-        if let object = r.object(top["brain"], at: "brain", keys: ["zoneMargin", "zoneUpdates"]) {
-            if let v = r.number(object["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
-            if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
+        if let o = r.object(top["brain"], at: "brain", keys: brainKeys) {
+            if let v = r.number(o["zoneConfidence"], at: "brain.zoneConfidence", in: 0.5...0.9999) { brain.zoneConfidence = v }
+            if let v = r.number(o["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
+            if let v = r.integer(o["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
+            if let v = r.number(o["zoneStaleAfter"], at: "brain.zoneStaleAfter", in: 0.5...60, unit: " s") { brain.zoneStaleAfter = v }
+            if let v = r.number(o["rssiProcessNoise"], at: "brain.rssiProcessNoise", in: 0.01...1000) { brain.rssiProcessNoise = v }
+            if let v = r.number(o["rssiMeasurementNoise"], at: "brain.rssiMeasurementNoise", in: 0.01...1000) {
+                brain.rssiMeasurementNoise = v
+            }
+            if let v = r.number(o["entryWindow"], at: "brain.entryWindow", in: 0...10, unit: " s") { brain.entryWindow = v }
+            if let v = r.number(o["exitSamples"], at: "brain.exitSamples", in: 1...1000) { brain.exitSamples = v }
+            if let v = r.number(o["exitMinimum"], at: "brain.exitMinimum", in: 0...3600, unit: " s") { brain.exitMinimum = v }
+            if let v = r.number(o["clockHold"], at: "brain.clockHold", in: 0.1...60, unit: " s") { brain.clockHold = v }
         }
 
         let bridge = parseBridge(top["bridge"], &r)
@@ -170,6 +192,9 @@ extension FleetConfig {
         if let v = r.bool(o["raw"], at: p("raw")) { g.tracker.raw = v }
         if let v = r.number(o["healthInterval"], at: p("healthInterval"), in: 1...3600, unit: " s") { g.healthInterval = v }
         if let v = r.integer(o["queueLimit"], at: p("queueLimit"), in: 10...1_000_000) { g.queueLimit = v }
+        if let v = r.number(o["reportInterval"], at: p("reportInterval"), in: 0...60, unit: " s") {
+            if v > 0, v < 0.1 { r.fail(p("reportInterval"), "must be 0 (no reports) or at least 0.1 s") } else { g.reportInterval = v }
+        }
         if let t = r.object(o["thresholds"], at: p("thresholds"), keys: ["immediate", "near", "hysteresis"]) {
             let tp = p("thresholds")
             if let v = r.number(t["immediate"], at: tp + ".immediate", in: 0.01...100, unit: " m") { g.tracker.thresholds.immediate = v }

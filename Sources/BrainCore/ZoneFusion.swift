@@ -1,0 +1,281 @@
+public import BeaconKit
+public import Tracking
+
+/// The brain's estimate of how loud one gateway hears one beacon: a one-dimensional Kalman
+/// filter on the advertisements' RSSI, in capture time. The level may wander by
+/// `processNoise` dB² per second; one advertisement is off by `measurementNoise` dB² (a
+/// report window's mean of `n` counts as one measurement of variance `measurementNoise / n`).
+struct LinkEstimate: Sendable, Equatable {
+    /// dBm; `nil` until an advertisement with RSSI arrives.
+    var level: Double?
+    /// dB² at `updated`.
+    var variance: Double
+    var updated: Instant
+    /// Capture time of the latest advertisement heard (with RSSI or not).
+    var lastHeard: Instant
+    /// The gateway's own view at its latest report: what the fleet presence lists.
+    var rssiSmoothed: Double?
+    var distance: Double?
+    var proximity: Proximity
+
+    init(at time: Instant) {
+        level = nil
+        variance = 0
+        updated = time
+        lastHeard = time
+        proximity = .unknown
+    }
+
+    /// The variance of the level predicted forward to `time`.
+    func variance(at time: Instant, processNoise: Double) -> Double {
+        variance + processNoise * max(0, time.seconds(since: updated))
+    }
+
+    mutating func update(mean: Double, count: Int, at time: Instant, processNoise: Double, measurementNoise: Double) {
+        let noise = measurementNoise / Double(max(1, count))
+        guard let level else {
+            self.level = mean
+            variance = noise
+            updated = max(updated, time)
+            return
+        }
+        let prior = variance(at: time, processNoise: processNoise)
+        let gain = prior / (prior + noise)
+        self.level = level + gain * (mean - level)
+        variance = (1 - gain) * prior
+        updated = max(updated, time)
+    }
+}
+
+/// Everything the brain has heard of one beacon lately, from every gateway's reports.
+struct Evidence: Sendable, Equatable {
+    var links: [String: LinkEstimate] = [:]
+    /// Capture time of the first advertisement of this visit, and of the latest.
+    var firstHeard: Instant
+    var lastHeard: Instant
+    /// Advertisements per second, all gateways together (an average over about 10 s), and
+    /// its value when the beacon was last heard: what the exit's silence is measured against.
+    var rate: Double?
+    var rateWhenLastHeard: Double?
+    /// Advertisements counted in the step being processed.
+    var stepCount = 0
+    /// The gateway passing the zone test, and for how many steps in a row.
+    var challenger: String?
+    var passes = 0
+
+    init(at time: Instant) {
+        firstHeard = time
+        lastHeard = time
+    }
+}
+
+/// One entry of a gateway's report, waiting for every gateway's report of its moment.
+struct PendingSample: Sendable, Equatable {
+    var time: Instant
+    var gateway: String
+    var ref: BeaconRef
+    var entry: RSSIReport.Entry
+    /// Arrival order, to keep equal times in a fixed order.
+    var sequence: Int
+}
+
+/// The brain's clock for zone decisions: capture time, as far as every gateway has
+/// reported it. Each gateway's reports say up to when they are complete (`to`); the brain
+/// decides about a moment only when every gateway it waits for has reported past it, so
+/// its decisions do not depend on when messages arrive (a replay at full speed decides as
+/// one in real time). A gateway whose reports stop arriving, or lag behind the others',
+/// holds decisions back for at most `hold` wall-clock seconds; then the brain goes on
+/// without it until it catches up.
+struct ReportClock: Sendable, Equatable {
+    /// Per gateway: reported complete up to this capture time.
+    var watermarks: [String: Instant] = [:]
+    /// Gateways that said `online` (they will report) and have not said `offline`.
+    var online: Set<String> = []
+    /// Gateways the brain stopped waiting for (late or silent), until they catch up.
+    var excluded: Set<String> = []
+    /// Wall-clock time since which the clock has been held back by a late gateway.
+    var heldSince: Instant?
+    var lastTime: Instant?
+
+    /// The gateways waited for.
+    var waitedFor: [String] {
+        Set(watermarks.keys).union(online).subtracting(excluded).sorted()
+    }
+
+    /// Capture time up to which every gateway waited for has reported; `nil` before any report.
+    var time: Instant? {
+        let waited = waitedFor
+        if !waited.isEmpty {
+            var least: Instant?
+            for gateway in waited {
+                guard let mark = watermarks[gateway] else { return lastTime }
+                least = least.map { min($0, mark) } ?? mark
+            }
+            return least
+        }
+        return watermarks.values.max()
+    }
+
+    /// A report up to `to` from `gateway`.
+    mutating func reported(_ gateway: String, upTo to: Instant) {
+        watermarks[gateway] = max(watermarks[gateway] ?? to, to)
+        if excluded.contains(gateway), let time, to >= time { excluded.remove(gateway) }
+    }
+
+    /// Wall-clock time passes: a gateway holding the clock back for `hold` seconds while
+    /// others have reported further is no longer waited for.
+    mutating func check(wall: Instant, hold: Double) {
+        let now = time
+        defer { lastTime = now }
+        guard let now, let furthest = watermarks.values.max(), furthest > now else {
+            heldSince = nil
+            return
+        }
+        if let last = lastTime, now > last { heldSince = nil }
+        guard let since = heldSince else {
+            heldSince = wall
+            return
+        }
+        guard wall.seconds(since: since) >= hold else { return }
+        for gateway in waitedFor where (watermarks[gateway] ?? .epoch) <= now { excluded.insert(gateway) }
+        heldSince = nil
+    }
+
+    mutating func remove(_ gateway: String) {
+        watermarks[gateway] = nil
+        online.remove(gateway)
+        excluded.remove(gateway)
+    }
+}
+
+/// A decision about a beacon's zone, at the capture time it was made: what
+/// `beacons/<major>/<minor>/events` carries.
+public struct ZoneDecision: Sendable, Equatable {
+    public enum Kind: String, Sendable { case enter, zone, exit }
+    public var kind: Kind
+    public var beacon: BeaconRef
+    /// The zone gateway after the decision (the last one, for an exit).
+    public var zone: String
+    public var zoneName: String
+    /// The zone before (a zone change).
+    public var from: String?
+    /// When the visit began.
+    public var since: Instant
+    /// Capture time of the decision.
+    public var at: Instant
+
+    /// `{"event","major","minor","zone","zoneName","from"?,"since","ts"}`.
+    public var json: String {
+        var writer = JSONWriter(capacity: 192)
+        writer.object { o in
+            o("event", kind.rawValue)
+            o("major", Int(beacon.major))
+            o("minor", Int(beacon.minor))
+            o("zone", zone)
+            o("zoneName", zoneName)
+            if let from { o("from", from) }
+            o("since", since)
+            o("ts", at)
+        }
+        return writer.text
+    }
+
+    public init(kind: Kind, beacon: BeaconRef, zone: String, zoneName: String, from: String? = nil, since: Instant,
+                at: Instant) {
+        self.kind = kind
+        self.beacon = beacon
+        self.zone = zone
+        self.zoneName = zoneName
+        self.from = from
+        self.since = since
+        self.at = at
+    }
+
+    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        guard let kind = Kind(rawValue: try r.string(o["event"], "event")) else {
+            throw PayloadError("event must be enter, zone or exit")
+        }
+        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
+        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        self.kind = kind
+        self.beacon = ref
+        zone = try r.segment(o["zone"], "zone")
+        zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
+        from = try o["from"].map { value throws(PayloadError) in try r.segment(value, "from") }
+        since = try r.instant(o["since"], "since")
+        at = try r.instant(o["ts"], "ts")
+    }
+}
+
+/// The standard normal quantile (Acklam's rational approximation, relative error below
+/// 1.2e-9): the z-score a confidence asks for.
+func normalQuantile(_ p: Double) -> Double {
+    let q = min(max(p, 1e-12), 1 - 1e-12)
+    let a = [-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+             -3.066479806614716e+01, 2.506628277459239e+00]
+    let b = [-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+             -1.328068155288572e+01]
+    let c = [-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+             4.374664141464968e+00, 2.938163982698783e+00]
+    let d = [7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00]
+    func tail(_ x: Double) -> Double {
+        let r = (-2 * log(x)).squareRoot()
+        return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5])
+            / ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1)
+    }
+    if q < 0.02425 { return tail(q) }
+    if q > 1 - 0.02425 { return -tail(1 - q) }
+    let x = q - 0.5, r = x * x
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * x
+        / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+}
+
+/// The natural logarithm, without Foundation: ln(x) = 2·atanh((x − 1)/(x + 1)) after
+/// scaling x into [0.5, 1) by powers of two.
+private func log(_ x: Double) -> Double {
+    guard x > 0 else { return -.infinity }
+    let e = x.exponent + 1
+    let m = x.significand / 2
+    let y = (m - 1) / (m + 1), y2 = y * y
+    var term = y, sum = 0.0
+    for k in stride(from: 1, through: 61, by: 2) {
+        sum += term / Double(k)
+        term *= y2
+    }
+    return 2 * sum + Double(e) * 0.693_147_180_559_945_3
+}
+
+extension RSSIReport {
+    /// Parses the payload of `gateways/<gateway>/rssi`; the payload's gateway must be the
+    /// topic's (an ACL pins the topic to the gateway's user, not the payload).
+    public init(parsing value: JSONValue, topic gateway: String) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        let named = try r.segment(o["gateway"], "gateway")
+        guard named == gateway else { throw PayloadError("gateway \"\(named)\" does not match the topic's") }
+        let from = try r.instant(o["from"], "from")
+        let to = try r.instant(o["to"], "to")
+        guard to >= from else { throw PayloadError("to is before from") }
+        guard case .array(let list)? = o["beacons"], list.count <= RSSIReport.entriesPerMessage else {
+            throw PayloadError("beacons must be an array of at most \(RSSIReport.entriesPerMessage) entries")
+        }
+        var entries: [Entry] = []
+        entries.reserveCapacity(list.count)
+        for (i, item) in list.enumerated() {
+            let er = PayloadReader(path: "beacons[\(i)]")
+            let e = try er.object(item)
+            let count = try er.number(e["n"], "n")
+            guard count >= 1, count <= 100_000, count == count.rounded() else { throw PayloadError("beacons[\(i)].n must be a count ≥ 1") }
+            let at = try er.number(e["at"], "at")
+            guard at >= 0, at <= 3600 else { throw PayloadError("beacons[\(i)].at must be 0…3600 s") }
+            entries.append(Entry(major: try er.u16(e["major"], "major"), minor: try er.u16(e["minor"], "minor"),
+                                 count: Int(count), rssi: try er.optionalNumber(e["rssi"], "rssi"), at: at,
+                                 rssiSmoothed: try er.optionalNumber(e["rssiSmoothed"], "rssiSmoothed"),
+                                 distance: try er.optionalNumber(e["distance"], "distance"),
+                                 proximity: try er.proximity(e["proximity"], "proximity")))
+        }
+        self.init(gateway: named, from: from, to: to, entries: entries)
+    }
+}

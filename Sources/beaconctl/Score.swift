@@ -1,0 +1,221 @@
+import ArgumentParser
+import BeaconKit
+import BrainCore
+import CommandLineSupport
+import Config
+import Logging
+import Simulation
+import SystemCalls
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Score: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replay simulated stores through the real gateways and brain and score the brain's zones against the truth.",
+        discussion: """
+        For each seed: simulates a store (the same options as `beaconctl simulate`), starts a
+        Mosquitto of its own on a free 127.0.0.1 port, one `beacon-gateway` per gateway replaying its
+        capture (all sharing one time origin) and `beacon-brain`, waits until the brain has decided
+        everything, and stops exactly the processes it started. The brain's decisions (with their
+        capture times, from beacons/+/+/events) are scored against the ground truth; two baselines
+        are computed from the gateways' sightings of the same run: "strongest" (the gateway with the
+        strongest smoothed RSSI, each second) and "previous" (BeaconBridge's rule before issue 8:
+        the first gateway holds the zone, another takes it after beating it by 4 dB on 3 sightings).
+
+        Figures (per run, then min / p10 / median / max over the seeds):
+          zone right      % of in-store time the zone is the true one (absent counts as wrong)
+          walk / dwell    % of walking and of standing time that is wrong
+          flaps/visit     zone changes no true change explains (the true one 15 s before to 3 s after)
+          changes/visit   zone changes decided (and true ones, in the header)
+          entry, exit     median delay, s (exit: end of the presence covering the true exit)
+          false presence  s per visit present while the customer was not in the store
+          ghosts/visit    zone changes after the customer left
+
+        --in-process runs the gateways' trackers and the brain's fusion in this process, without
+        processes or a broker (the same per-frame logic): for trying settings on many seeds quickly.
+
+        Examples:
+          beaconctl score --seeds 1-20                       # the benchmark in docs/PERFORMANCE.md
+          beaconctl score --seeds 1-20 --shadowing 6 --loss 0.4
+          beaconctl score --seeds 1-20 --offsets door:+6,window:-6,shelves:+6,counter:-6 --calibrate
+          beaconctl score --seeds 1,2 --customers 8 --duration 300 --json
+        """)
+
+    @OptionGroup var store: StoreOptions
+
+    @Option(name: .long, help: ArgumentHelp("Seeds: 1-20, or 3,5,8.", valueName: "LIST"))
+    var seeds = "1"
+
+    @Option(name: .customLong("replay-speed"),
+            help: "Replay speed (0: as fast as possible; the brain decides in capture time either way).")
+    var replaySpeed = 0.0
+
+    @Option(name: .long, help: ArgumentHelp("Brain settings to try, as the fleet config's brain object.", valueName: "JSON"))
+    var brain: String?
+
+    @Flag(name: .long, help: "Run the gateways' trackers and the brain's fusion in this process (no broker, no processes).")
+    var inProcess = false
+
+    @Flag(name: .long, help: "Print one JSON object instead of the table.")
+    var json = false
+
+    @Option(name: .long, help: ArgumentHelp("Keep each run's files (captures, config, truth, logs) under DIR.", valueName: "DIR"))
+    var keep: String?
+
+    func validate() throws {
+        _ = try seedList()
+        _ = try store.simulation()
+        guard replaySpeed >= 0, replaySpeed <= 1000 else { throw ValidationError("--replay-speed must be 0…1000") }
+        if let brain { _ = try brainObject(brain) }
+    }
+
+    func seedList() throws -> [UInt64] {
+        var out: [UInt64] = []
+        for part in seeds.split(separator: ",") {
+            let bounds = part.split(separator: "-")
+            guard (1...2).contains(bounds.count), let a = UInt64(bounds[0]), let b = UInt64(bounds[bounds.count - 1]), a <= b,
+                  b - a < 10_000 else { throw ValidationError("--seeds: \"\(part)\" is not a seed or a range like 1-20") }
+            out += Array(a...b)
+        }
+        guard !out.isEmpty else { throw ValidationError("--seeds: none given") }
+        return out
+    }
+
+    func brainObject(_ text: String) throws -> JSONValue {
+        guard let value = try? JSONParser().parse(text), case .object = value else {
+            throw ValidationError("--brain: expected a JSON object like {\"zoneConfidence\":0.95}")
+        }
+        var probe: JSONValue = .object(["brain": value])
+        if case .object(var o) = probe { o["broker"] = .object(["url": .string("mqtt://127.0.0.1")]); probe = .object(o) }
+        do { _ = try FleetConfig.parse(probe) } catch { throw ValidationError("--brain: \(error)") }
+        return value
+    }
+
+    /// The fleet config of a simulated store, with `--brain` merged in.
+    func config(for simulation: StoreSimulation, directory: String, broker: String) throws -> (text: String, config: FleetConfig) {
+        var text = fleetConfig(simulation, directory: directory, broker: broker, loop: false, speed: replaySpeed)
+        if let brain {
+            guard case .object(var o)? = try? JSONParser().parse(text) else { throw CommandFailure("internal: fleet config") }
+            o["brain"] = try brainObject(brain)
+            text = JSONValue.object(o).jsonText + "\n"
+        }
+        return (text, try FleetConfig.parse(text))
+    }
+
+    func run() async throws {
+        let seeds = try seedList()
+        var results: [SeedResult] = []
+        for (index, seed) in seeds.enumerated() {
+            let simulation = try store.simulation(seed: seed)
+            if !json { progress("seed \(seed) (\(index + 1) of \(seeds.count)): simulating") }
+            let run: StoreRun
+            if inProcess {
+                run = try InProcessStore.run(simulation, config: try config(for: simulation, directory: "/dev/null",
+                                                                              broker: "mqtt://127.0.0.1").config)
+            } else {
+                throw CommandFailure("only --in-process for now", status: .usage)
+            }
+            let truth = simulation.truth
+            let result = SeedResult(
+                seed: seed,
+                fused: PresenceScore(truth: truth, timelines: run.timelines(start: simulation.start)),
+                strongest: PresenceScore(truth: truth, timelines: ZoneBaseline.strongestEachSecond(run.sightings)),
+                previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)))
+            results.append(result)
+            if !json { progress("seed \(seed): zone right \(decimal(result.fused.zoneRight, places: 1)) % (strongest "
+                                + "\(decimal(result.strongest.zoneRight, places: 1)) %)") }
+        }
+        if !json { progress(nil) }
+        if json {
+            printLine(ScoreReport(results).json.jsonText)
+        } else {
+            printLine(ScoreReport(results).table)
+        }
+    }
+
+    private func progress(_ text: String?) {
+        guard isatty(2) == 1 else {
+            if let text { writeStandardError(text + "\n") }
+            return
+        }
+        writeStandardError("\r\u{1B}[K" + (text ?? ""))
+    }
+}
+
+struct SeedResult {
+    var seed: UInt64
+    var fused: PresenceScore
+    var strongest: PresenceScore
+    var previous: PresenceScore
+}
+
+/// The figures of a set of runs: per seed, and their distribution.
+struct ScoreReport {
+    var results: [SeedResult]
+
+    init(_ results: [SeedResult]) { self.results = results }
+
+    static let metrics: [(name: String, key: String, value: @Sendable (PresenceScore) -> Double, places: Int)] = [
+        ("zone right %", "zoneRight", { $0.zoneRight }, 1),
+        ("walking wrong %", "walkingWrong", { $0.walkingWrong }, 1),
+        ("dwelling wrong %", "dwellingWrong", { $0.dwellingWrong }, 1),
+        ("flaps/visit", "flapsPerVisit", { $0.flapsPerVisit }, 2),
+        ("changes/visit", "changesPerVisit", { $0.changesPerVisit }, 2),
+        ("entry delay s", "entryDelay", { $0.entryDelay }, 2),
+        ("exit delay s", "exitDelay", { $0.exitDelay }, 2),
+        ("false presence s/visit", "falsePresence", { $0.falsePresence }, 2),
+        ("ghost moves/visit", "ghostMovesPerVisit", { $0.ghostMovesPerVisit }, 2),
+        ("missed visits", "missed", { Double($0.missed) }, 0),
+    ]
+
+    static let deciders: [(name: String, pick: @Sendable (SeedResult) -> PresenceScore)] = [
+        ("brain", { $0.fused }), ("strongest", { $0.strongest }), ("previous", { $0.previous }),
+    ]
+
+    var table: String {
+        var lines: [String] = []
+        let visits = results.map(\.fused.visits).reduce(0, +)
+        let trueChanges = results.map { $0.fused.trueChangesPerVisit * Double($0.fused.visits) }.reduce(0, +)
+        lines.append("\(results.count) seed\(results.count == 1 ? "" : "s"), \(visits) visits, "
+                     + "\(decimal(trueChanges / Double(max(visits, 1)), places: 2)) true zone changes per visit")
+        lines.append("")
+        func pad(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(0, width - text.count)) }
+        func left(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
+        let header = pad("", 24) + Self.deciders.map { left($0.name + " median", 18) + left("min", 8) + left("p10", 8) + left("max", 8) }
+            .joined(separator: "  ")
+        lines.append(header)
+        for metric in Self.metrics {
+            var line = pad(metric.name, 24)
+            for decider in Self.deciders {
+                let s = Summary(results.map { metric.value(decider.pick($0)) })
+                line += left(decimal(s.median, places: metric.places), 18) + left(decimal(s.min, places: metric.places), 8)
+                    + left(decimal(s.p10, places: metric.places), 8) + left(decimal(s.max, places: metric.places), 8) + "  "
+            }
+            lines.append(line)
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    var json: JSONValue {
+        func figures(_ score: PresenceScore) -> JSONValue {
+            .object(JSONObject(Self.metrics.map { (key: $0.key, value: .number(rounded($0.value(score), 4))) }))
+        }
+        func distribution(_ pick: (SeedResult) -> PresenceScore) -> JSONValue {
+            .object(JSONObject(Self.metrics.map { metric in
+                let s = Summary(results.map { metric.value(pick($0)) })
+                return (key: metric.key, value: .object(["min": .number(rounded(s.min, 4)), "p10": .number(rounded(s.p10, 4)),
+                                                         "median": .number(rounded(s.median, 4)), "max": .number(rounded(s.max, 4))]))
+            }))
+        }
+        return .object([
+            "seeds": .array(results.map { result in
+                .object(["seed": .number(Double(result.seed)), "visits": .number(Double(result.fused.visits)),
+                         "brain": figures(result.fused), "strongest": figures(result.strongest),
+                         "previous": figures(result.previous)])
+            }),
+            "summary": .object(JSONObject(Self.deciders.map { (key: $0.name, value: distribution($0.pick)) })),
+        ])
+    }
+}
