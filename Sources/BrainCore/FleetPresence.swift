@@ -125,6 +125,9 @@ public struct FleetPresence: Sendable {
         public var defaultViewTimeout: Double
         /// Seconds between decisions: the shortest report interval of the fleet.
         public var step: Double
+        /// Gateways by the door (`entrance`): new beacons enter in their zone unless another
+        /// gateway is clearly louder.
+        public var entrances: Set<String> = []
 
         public init(_ brain: BrainConfig = BrainConfig(), viewTimeouts: [String: Double] = [:],
                     defaultViewTimeout: Double = 10, step: Double = 0.5) {
@@ -140,6 +143,7 @@ public struct FleetPresence: Sendable {
             self.init(config.brain, viewTimeouts: timeouts,
                       defaultViewTimeout: config.gateways.map(\.tracker.exitTimeout).max() ?? 10,
                       step: intervals.min() ?? 0.5)
+            entrances = Set(config.gateways.filter(\.entrance).map(\.id))
         }
 
         func viewTimeout(_ gateway: String) -> Double { viewTimeouts[gateway] ?? defaultViewTimeout }
@@ -383,9 +387,11 @@ public struct FleetPresence: Sendable {
             var link = e.links[sample.gateway] ?? LinkEstimate(at: sample.time)
             if let rssi = sample.entry.rssi {
                 link.update(mean: rssi, count: sample.entry.count, at: sample.time,
-                            processNoise: brain.rssiProcessNoise, measurementNoise: brain.rssiMeasurementNoise)
+                            processNoise: brain.rssiProcessNoise, measurementNoise: brain.rssiMeasurementNoise,
+                            trendNoise: brain.rssiTrendNoise)
             }
             link.lastHeard = max(link.lastHeard, sample.time)
+            link.stepCount += sample.entry.count
             link.rssiSmoothed = sample.entry.rssiSmoothed
             link.distance = sample.entry.distance
             link.proximity = sample.entry.proximity
@@ -409,6 +415,12 @@ public struct FleetPresence: Sendable {
             e.rate = e.rate.map { $0 + weight * (sampleRate - $0) } ?? sampleRate
             if e.stepCount > 0 { e.rateWhenLastHeard = e.rate }
             e.stepCount = 0
+            for (gateway, var link) in e.links {
+                let linkRate = Double(link.stepCount) / settings.step
+                link.rate = link.rate.map { $0 + weight * (linkRate - $0) } ?? linkRate
+                link.stepCount = 0
+                e.links[gateway] = link
+            }
             evidence[ref] = e
             if var beacon = beacons[ref] {
                 if touched.contains(ref) { events.append(.viewsChanged(ref)) }
@@ -478,12 +490,13 @@ public struct FleetPresence: Sendable {
             e.passes = 0
             return
         }
+        // The zone's gateway loses the zone to any that still hears the beacon once its own
+        // silence has become telling: as long as it takes to miss `exitSamples / 2`
+        // advertisements in a row at the rate it was hearing them (at least `zoneStaleAfter`).
         var wins = true
-        if let zone = fresh[beacon.zone] {
-            let difference = challenger.level! - zone.level! - brain.zoneMargin
-            let spread = (challenger.variance(at: end, processNoise: brain.rssiProcessNoise)
-                + zone.variance(at: end, processNoise: brain.rssiProcessNoise)).squareRoot()
-            wins = difference > zScore * spread
+        if let zone = e.links[beacon.zone], zone.level != nil {
+            let telling = max(brain.zoneStaleAfter, (brain.exitSamples / 2) / max(zone.rate ?? 0, 1e-3))
+            if end.seconds(since: zone.lastHeard) < telling { wins = louder(challenger, than: zone, at: end) }
         }
         guard wins else {
             e.challenger = nil
@@ -498,6 +511,16 @@ public struct FleetPresence: Sendable {
         move(&beacon, to: candidate, at: end, &events)
         e.challenger = nil
         e.passes = 0
+    }
+
+    /// Whether the brain is `zoneConfidence` sure that `a` hears the beacon louder than `b`
+    /// (by `zoneMargin`), given both estimates' uncertainty.
+    private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: Instant) -> Bool {
+        let brain = settings.brain
+        guard let c = a.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise),
+              let z = b.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise)
+        else { return a.level != nil }
+        return c.level - z.level - brain.zoneMargin > zScore * (c.variance + z.variance).squareRoot()
     }
 
     private mutating func move(_ beacon: inout FleetBeacon, to gateway: String, at time: Instant, _ events: inout [FleetEvent]) {
@@ -515,7 +538,13 @@ public struct FleetPresence: Sendable {
     private mutating func enter(_ ref: BeaconRef, _ e: Evidence, at end: Instant, _ events: inout [FleetEvent]) {
         var views: [String: GatewayView] = [:]
         for (gateway, link) in e.links { views[gateway] = reportView(gateway, link) }
-        guard let zone = strongestLink(e.links) ?? views.keys.min() else { return }
+        guard var zone = strongestLink(e.links) ?? views.keys.min() else { return }
+        // By the door: the entrance's zone, unless the loudest is clearly louder.
+        let doors = e.links.filter { settings.entrances.contains($0.key) && $0.value.level != nil }
+        if !settings.entrances.contains(zone), let door = strongestLink(doors), let loud = e.links[zone], let quiet = e.links[door],
+           !louder(loud, than: quiet, at: end) {
+            zone = door
+        }
         let beacon = FleetBeacon(ref: ref, uuid: nil, views: views, zone: zone, proximity: views[zone]?.proximity ?? .unknown,
                                  since: e.firstHeard)
         beacons[ref] = beacon

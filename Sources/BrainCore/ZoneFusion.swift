@@ -1,15 +1,22 @@
 public import BeaconKit
 public import Tracking
 
-/// The brain's estimate of how loud one gateway hears one beacon: a one-dimensional Kalman
-/// filter on the advertisements' RSSI, in capture time. The level may wander by
-/// `processNoise` dB² per second; one advertisement is off by `measurementNoise` dB² (a
-/// report window's mean of `n` counts as one measurement of variance `measurementNoise / n`).
+/// The brain's estimate of how loud one gateway hears one beacon: a Kalman filter on the
+/// advertisements' RSSI over a level and its trend (dB/s), in capture time. The level may
+/// wander by `processNoise` dB² per second and its trend by `trendNoise` dB²/s³ (a customer
+/// walking towards or away from the gateway); one advertisement is off by
+/// `measurementNoise` dB² (a report window's mean of `n` counts as one measurement of
+/// variance `measurementNoise / n`). A new link starts with no trend, uncertain by
+/// `initialSlopeDeviation` dB/s.
 struct LinkEstimate: Sendable, Equatable {
     /// dBm; `nil` until an advertisement with RSSI arrives.
     var level: Double?
-    /// dB² at `updated`.
+    /// dB/s.
+    var slope = 0.0
+    /// Covariance of (level, slope) at `updated`: dB², dB²/s, dB²/s².
     var variance: Double
+    var covariance = 0.0
+    var slopeVariance = 0.0
     var updated: Instant
     /// Capture time of the latest advertisement heard (with RSSI or not).
     var lastHeard: Instant
@@ -17,6 +24,13 @@ struct LinkEstimate: Sendable, Equatable {
     var rssiSmoothed: Double?
     var distance: Double?
     var proximity: Proximity
+    /// Advertisements per second this gateway hears of the beacon (an average over about
+    /// 10 s), and how many arrived in the step being processed.
+    var rate: Double?
+    var stepCount = 0
+
+    static let initialSlopeDeviation = 2.0
+
 
     init(at time: Instant) {
         level = nil
@@ -26,23 +40,45 @@ struct LinkEstimate: Sendable, Equatable {
         proximity = .unknown
     }
 
-    /// The variance of the level predicted forward to `time`.
-    func variance(at time: Instant, processNoise: Double) -> Double {
-        variance + processNoise * max(0, time.seconds(since: updated))
+    /// Level and its variance predicted forward to `time`.
+    func predicted(at time: Instant, processNoise: Double, trendNoise: Double) -> (level: Double, variance: Double)? {
+        guard let level else { return nil }
+        let dt = max(0, time.seconds(since: updated))
+        let v = variance + 2 * dt * covariance + dt * dt * slopeVariance + processNoise * dt + trendNoise * dt * dt * dt / 3
+        return (level + slope * dt, v)
     }
 
-    mutating func update(mean: Double, count: Int, at time: Instant, processNoise: Double, measurementNoise: Double) {
+    mutating func update(mean: Double, count: Int, at time: Instant, processNoise: Double, measurementNoise: Double,
+                         trendNoise: Double = 0) {
         let noise = measurementNoise / Double(max(1, count))
         guard let level else {
             self.level = mean
             variance = noise
+            slope = 0
+            covariance = 0
+            slopeVariance = trendNoise > 0 ? Self.initialSlopeDeviation * Self.initialSlopeDeviation : 0
             updated = max(updated, time)
             return
         }
-        let prior = variance(at: time, processNoise: processNoise)
-        let gain = prior / (prior + noise)
-        self.level = level + gain * (mean - level)
-        variance = (1 - gain) * prior
+        let dt = max(0, time.seconds(since: updated))
+        // Predict.
+        var p00 = variance + 2 * dt * covariance + dt * dt * slopeVariance + processNoise * dt + trendNoise * dt * dt * dt / 3
+        var p01 = covariance + dt * slopeVariance + trendNoise * dt * dt / 2
+        var p11 = slopeVariance + trendNoise * dt
+        let x0 = level + slope * dt
+        // Update with the measurement of the level.
+        let s = p00 + noise
+        let k0 = p00 / s, k1 = p01 / s
+        let innovation = mean - x0
+        self.level = x0 + k0 * innovation
+        slope += k1 * innovation
+        let n00 = (1 - k0) * p00, n01 = (1 - k0) * p01, n11 = p11 - k1 * p01
+        p00 = n00
+        p01 = n01
+        p11 = n11
+        variance = p00
+        covariance = p01
+        slopeVariance = p11
         updated = max(updated, time)
     }
 }

@@ -142,6 +142,9 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Where the gateway hangs, metres on the store's floor plan (any corner as origin):
     /// what calibration measures the distances between gateways with.
     public var position: FloorPosition?
+    /// Customers come in here (a gateway by the door): a new beacon enters in this zone
+    /// unless another gateway is clearly louder (`brain.zoneConfidence`).
+    public var entrance: Bool = false
     /// Seconds per report window on `gateways/<id>/rssi` (the brain's zone fusion); 0: none.
     public var reportInterval: Double
     /// Seconds between health messages.
@@ -154,7 +157,7 @@ public struct GatewayConfig: Sendable, Equatable {
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
                 scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, position: FloorPosition? = nil,
-                reportInterval: Double = 0.5, healthInterval: Double = 30, queueLimit: Int = 10_000) {
+                reportInterval: Double = 0.25, healthInterval: Double = 30, queueLimit: Int = 10_000) {
         self.id = id
         self.source = source
         self.zone = zone
@@ -262,9 +265,11 @@ public struct BrainConfig: Sendable, Equatable {
     public var zoneUpdates: Int
     /// Seconds without an advertisement after which a gateway can no longer take the zone.
     public var zoneStaleAfter: Double
-    /// The brain's RSSI filter per beacon and gateway: how fast the true level may wander
-    /// (dB²/s) and how noisy one advertisement is (dB²).
+    /// The brain's RSSI filter per beacon and gateway, a level and its trend: how fast the
+    /// level may wander (dB²/s), how fast its trend may change (dB²/s³: a customer walking
+    /// towards or away from the gateway) and how noisy one advertisement is (dB²).
     public var rssiProcessNoise: Double
+    public var rssiTrendNoise: Double
     public var rssiMeasurementNoise: Double
     /// Seconds of evidence gathered before a new beacon's zone is chosen and it enters.
     public var entryWindow: Double
@@ -278,13 +283,15 @@ public struct BrainConfig: Sendable, Equatable {
     public var clockHold: Double
 
     public init(zoneConfidence: Double = 0.93, zoneMargin: Double = 0, zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
-                rssiProcessNoise: Double = 20, rssiMeasurementNoise: Double = 9, entryWindow: Double = 0.5,
+                rssiProcessNoise: Double = 20, rssiTrendNoise: Double = 2, rssiMeasurementNoise: Double = 9,
+                entryWindow: Double = 0,
                 exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2) {
         self.zoneConfidence = zoneConfidence
         self.zoneMargin = zoneMargin
         self.zoneUpdates = zoneUpdates
         self.zoneStaleAfter = zoneStaleAfter
         self.rssiProcessNoise = rssiProcessNoise
+        self.rssiTrendNoise = rssiTrendNoise
         self.rssiMeasurementNoise = rssiMeasurementNoise
         self.entryWindow = entryWindow
         self.exitSamples = exitSamples

@@ -9,9 +9,9 @@ extension FleetConfig {
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
                              "reportInterval"]
-    static let gatewayKeys = ["id", "source", "zone", "store", "advertise", "position"] + tuningKeys
+    static let gatewayKeys = ["id", "source", "zone", "store", "advertise", "position", "entrance"] + tuningKeys
     static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
-                            "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold"]
+                            "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold"]
     static let storeKeys = ["major", "name", "ad", "broker", "bridge"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
@@ -81,6 +81,7 @@ extension FleetConfig {
                 }
                 if let x, let y { gateway.position = FloorPosition(x: x, y: y) }
             }
+            if let entrance = r.bool(object["entrance"], at: path + ".entrance") { gateway.entrance = entrance }
             applyTuning(object, at: path, to: &gateway, staleAfter: &stale, &r)
             gateways.append(gateway)
         }
@@ -124,6 +125,7 @@ extension FleetConfig {
             if let v = r.integer(o["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
             if let v = r.number(o["zoneStaleAfter"], at: "brain.zoneStaleAfter", in: 0.5...60, unit: " s") { brain.zoneStaleAfter = v }
             if let v = r.number(o["rssiProcessNoise"], at: "brain.rssiProcessNoise", in: 0.01...1000) { brain.rssiProcessNoise = v }
+            if let v = r.number(o["rssiTrendNoise"], at: "brain.rssiTrendNoise", in: 0...1000) { brain.rssiTrendNoise = v }
             if let v = r.number(o["rssiMeasurementNoise"], at: "brain.rssiMeasurementNoise", in: 0.01...1000) {
                 brain.rssiMeasurementNoise = v
             }

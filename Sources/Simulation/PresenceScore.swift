@@ -70,7 +70,9 @@ public struct ZoneTimeline: Sendable, Equatable {
 /// - `entryDelay`, `exitDelay`: medians, s; the exit is the end of the presence that
 ///   covers the true exit (negative: it ended early).
 /// - `falsePresence`: s per visit present while the customer was not in the store.
-/// - `ghostMovesPerVisit`: zone changes after the true exit.
+/// - `ghostMovesPerVisit`: zone changes decided more than `ghostGrace` (1 s) after the true
+///   exit: later than the last advertisements before it can explain (the brain decides a
+///   report window after the evidence).
 /// - `missed`: visits never detected.
 public struct PresenceScore: Sendable, Equatable {
     public var visits = 0
@@ -85,12 +87,17 @@ public struct PresenceScore: Sendable, Equatable {
     public var falsePresence = 0.0
     public var ghostMovesPerVisit = 0.0
     public var missed = 0
+    /// Flaps in the first 5 s of a visit, while walking, while standing (diagnostics).
+    public var flapsAtEntry = 0.0
+    public var flapsWalking = 0.0
+    public var flapsStanding = 0.0
 
     /// Seconds between samples of the zone comparison.
     static let step = 0.05
     /// The window within which a true change explains a decided one: [−15 s, +3 s].
     static let explainedBefore = 15.0
     static let explainedAfter = 3.0
+    static let ghostGrace = 1.0
 
     public init() {}
 
@@ -101,6 +108,7 @@ public struct PresenceScore: Sendable, Equatable {
         guard !visits.isEmpty else { return }
         var right = 0.0, total = 0.0, walkRight = 0.0, walkTotal = 0.0, dwellRight = 0.0, dwellTotal = 0.0
         var flaps = 0, changes = 0, trueChanges = 0, ghosts = 0
+        var entryFlaps = 0, walkFlaps = 0, standFlaps = 0
         var entries: [Double] = [], exits: [Double] = []
         var falsePresence = 0.0
         var visitsByBeacon: [UInt32: [GroundTruth.Visit]] = [:]
@@ -143,7 +151,7 @@ public struct PresenceScore: Sendable, Equatable {
                 defer { if change.zone != nil { previous = change.zone } }
                 guard let zone = change.zone, let before = previous, before != zone else { continue }
                 if change.time >= visit.exit {
-                    ghosts += 1
+                    if change.time > visit.exit + Self.ghostGrace { ghosts += 1 }
                     continue
                 }
                 changes += 1
@@ -151,7 +159,12 @@ public struct PresenceScore: Sendable, Equatable {
                     !used.contains(i) && trueList[i].1 == zone
                         && trueList[i].0 >= change.time - Self.explainedBefore && trueList[i].0 <= change.time + Self.explainedAfter
                 }
-                if let match { used.insert(match) } else { flaps += 1 }
+                if let match { used.insert(match) } else {
+                    flaps += 1
+                    if change.time < visit.enter + 5 { entryFlaps += 1 } else if visit.walking.contains(where: { $0.contains(change.time) }) {
+                        walkFlaps += 1
+                    } else { standFlaps += 1 }
+                }
             }
         }
         // Presence while nobody was in: per beacon, every present span minus its visits.
@@ -175,6 +188,9 @@ public struct PresenceScore: Sendable, Equatable {
         exitDelay = Summary(exits).median
         self.falsePresence = falsePresence / n
         ghostMovesPerVisit = Double(ghosts) / n
+        flapsAtEntry = Double(entryFlaps) / n
+        flapsWalking = Double(walkFlaps) / n
+        flapsStanding = Double(standFlaps) / n
     }
 
     public static func key(_ major: UInt16, _ minor: UInt16) -> UInt32 { UInt32(major) << 16 | UInt32(minor) }

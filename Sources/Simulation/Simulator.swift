@@ -85,10 +85,14 @@ public struct StoreSimulation: Sendable {
             var here = layout.door
             var zone = layout.zone(at: here)
             var t = arrival
-            for _ in 0..<max(1, stops) {
-                // Each stop is at another zone's point of interest: near its gateway.
+            for stop in 0..<max(1, stops) {
+                // Each stop is at a point of interest near a gateway: another zone's, except
+                // that three customers in ten stop first in the zone they came in by.
                 let others = layout.gateways.indices.filter { layout.gateways[$0].id != zone }
-                let index = others.isEmpty ? 0 : others[Int(random.uniform(0...Double(others.count) - 0.001))]
+                let stayFirst = stop == 0 && random.uniform(0...1) >= 0.7
+                let index = stayFirst || others.isEmpty
+                    ? layout.gateways.firstIndex { $0.id == zone } ?? 0
+                    : others[Int(random.uniform(0...Double(others.count) - 0.001))]
                 let spot = layout.spot(near: index, radius: c.spotRadius, using: &random)
                 zone = layout.gateways[index].id
                 let walk = here.distance(to: spot) / speed
@@ -404,9 +408,9 @@ public struct CrowdModel: Sendable, Equatable {
     /// Seconds spent at each.
     public var dwell: ClosedRange<Double> = 10...90
     /// Walking speed, m/s.
-    public var speed: ClosedRange<Double> = 0.6...1.2
+    public var speed: ClosedRange<Double> = 0.5...1.0
     /// How far from its gateway a point of interest may be, metres.
-    public var spotRadius: Double = 1.5
+    public var spotRadius: Double = 0.5
 
     public init(customers: Int = 20, duration: Double = 900) {
         self.customers = customers

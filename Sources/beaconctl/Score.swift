@@ -55,6 +55,9 @@ struct Score: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Brain settings to try, as the fleet config's brain object.", valueName: "JSON"))
     var brain: String?
 
+    @Option(name: .long, help: "Seconds per gateway report window (the gateways' reportInterval).")
+    var reportInterval = GatewayConfig(id: "").reportInterval
+
     @Flag(name: .long, help: "Run the gateways' trackers and the brain's fusion in this process (no broker, no processes).")
     var inProcess = false
 
@@ -95,7 +98,8 @@ struct Score: AsyncParsableCommand {
 
     /// The fleet config of a simulated store, with `--brain` merged in.
     func config(for simulation: StoreSimulation, directory: String, broker: String) throws -> (text: String, config: FleetConfig) {
-        var text = fleetConfig(simulation, directory: directory, broker: broker, loop: false, speed: replaySpeed)
+        var text = fleetConfig(simulation, directory: directory, broker: broker, loop: false, speed: replaySpeed,
+                               defaults: ["reportInterval": .number(reportInterval)])
         if let brain {
             guard case .object(var o)? = try? JSONParser().parse(text) else { throw CommandFailure("internal: fleet config") }
             o["brain"] = try brainObject(brain)
@@ -162,6 +166,9 @@ struct ScoreReport {
         ("walking wrong %", "walkingWrong", { $0.walkingWrong }, 1),
         ("dwelling wrong %", "dwellingWrong", { $0.dwellingWrong }, 1),
         ("flaps/visit", "flapsPerVisit", { $0.flapsPerVisit }, 2),
+        ("  at entry (first 5 s)", "flapsAtEntry", { $0.flapsAtEntry }, 2),
+        ("  walking", "flapsWalking", { $0.flapsWalking }, 2),
+        ("  standing", "flapsStanding", { $0.flapsStanding }, 2),
         ("changes/visit", "changesPerVisit", { $0.changesPerVisit }, 2),
         ("entry delay s", "entryDelay", { $0.entryDelay }, 2),
         ("exit delay s", "exitDelay", { $0.exitDelay }, 2),

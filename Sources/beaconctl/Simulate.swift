@@ -86,7 +86,8 @@ func write(_ simulation: StoreSimulation, into directory: String, broker: String
 
 /// A fleet config for a simulated store: its gateways replay the captures, with positions
 /// and (when they advertise) their reference beacons; the customers are in the registry.
-func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: String, loop: Bool, speed: Double? = nil) -> String {
+func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: String, loop: Bool, speed: Double? = nil,
+                 defaults: [String: JSONValue] = [:]) -> String {
     var query: [String] = []
     if let speed { query.append("speed=\(decimal(speed, places: 3))") }
     if loop { query.append("loop") }
@@ -97,6 +98,7 @@ func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: Strin
             "zone": .string(gateway.id.prefix(1).uppercased() + gateway.id.dropFirst()),
             "position": .object(["x": .number(gateway.position.x), "y": .number(gateway.position.y)]),
         ]
+        if gateway.id == simulation.layout.zone(at: simulation.layout.door) { object["entrance"] = .bool(true) }
         if simulation.gatewaysAdvertise {
             let beacon = simulation.referenceBeacon(of: index)
             object["advertise"] = .object(["uuid": .string(beacon.uuid.description), "major": .number(Double(beacon.major)),
@@ -112,7 +114,8 @@ func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: Strin
     let document: JSONValue = .object([
         "broker": .object(["url": .string(broker)]),
         "uuids": .array([.string(simulation.uuid.description)]),
-        "defaults": .object(["exitTimeout": .number(10), "publishInterval": .number(1)]),
+        "defaults": .object(JSONObject(["exitTimeout": JSONValue.number(10), "publishInterval": .number(1)]
+            .merging(defaults) { _, new in new }.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })),
         "gateways": .array(gatewayList),
         "beacons": .array(beacons),
         "stores": .array([.object(["major": .number(Double(simulation.store)), "name": .string("Simulated store"),
