@@ -11,6 +11,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var stores: [StoreEntry]
     public var rules: [Rule]
     public var brain: BrainConfig
+    /// Home Assistant MQTT discovery (off unless the config turns it on).
+    public var homeAssistant = HomeAssistantConfig()
 
     public var topics: Topics { Topics(prefix: topicPrefix) }
 
@@ -134,6 +136,10 @@ public struct GatewayConfig: Sendable, Equatable {
     public var healthInterval: Double
     /// Sightings held while the broker is down; the oldest are dropped first.
     public var queueLimit: Int
+    /// The store (major) whose floor the gateway stands on, for `beacon-web`.
+    public var store: UInt16?
+    /// Where it stands on that store's floor plan.
+    public var position: FloorPosition?
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
                 scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, healthInterval: Double = 30,
@@ -200,6 +206,8 @@ public struct StoreEntry: Sendable, Equatable {
     public var name: String?
     /// The store-wide deal of the day, for beacons without an ad of their own.
     public var ad: JSONValue?
+    /// The floor's size, for `beacon-web`'s floor page.
+    public var floorPlan: FloorPlan?
 
     public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil) {
         self.major = major

@@ -1,11 +1,11 @@
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain"]
+                          "stores", "rules", "brain", "homeAssistant"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
-    static let gatewayKeys = ["id", "source", "zone", "advertise"] + tuningKeys
+    static let gatewayKeys = ["id", "source", "zone", "advertise", "store", "position"] + tuningKeys
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown"]
@@ -59,6 +59,8 @@ extension FleetConfig {
                 do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
             }
             gateway.zone = r.string(object["zone"], at: path + ".zone")
+            gateway.store = r.u16(object["store"], at: path + ".store")
+            gateway.position = parsePosition(object["position"], at: path + ".position", &r)
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
             }
@@ -79,13 +81,15 @@ extension FleetConfig {
         var stores: [StoreEntry] = []
         for (i, value) in (r.array(top["stores"], at: "stores") ?? []).enumerated() {
             let path = "stores[\(i)]"
-            guard let object = r.object(value, at: path, keys: ["major", "name", "ad"]) else { continue }
+            guard let object = r.object(value, at: path, keys: ["major", "name", "ad", "floorPlan"]) else { continue }
             guard let major = r.required(object, "major", at: path).flatMap({ r.u16($0, at: path + ".major") }) else {
                 continue
             }
             if stores.contains(where: { $0.major == major }) { r.fail(path + ".major", "store \(major) is listed twice") }
-            stores.append(StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
-                                     ad: parseAd(object["ad"], at: path + ".ad", &r)))
+            var store = StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
+                                   ad: parseAd(object["ad"], at: path + ".ad", &r))
+            store.floorPlan = parseFloorPlan(object["floorPlan"], at: path + ".floorPlan", &r)
+            stores.append(store)
         }
 
         var rules: [Rule] = []
@@ -99,9 +103,12 @@ extension FleetConfig {
             if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
         }
 
+        checkPlacement(gateways, stores: stores, &r)
+        let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
+
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
         return FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
-                           beacons: beacons, stores: stores, rules: rules, brain: brain)
+                           beacons: beacons, stores: stores, rules: rules, brain: brain, homeAssistant: homeAssistant)
     }
 
     static func parseBroker(_ value: JSONValue?, _ r: inout ConfigReader) -> BrokerConfig? {
