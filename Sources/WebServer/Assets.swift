@@ -113,7 +113,8 @@ enum Assets {
     .customers { list-style:none; padding:0; margin:0; display:grid; gap:1rem;
                  grid-template-columns:repeat(auto-fill, minmax(20rem, 1fr)); }
     .customer { background:var(--card); border-radius:1rem; padding:1rem; display:flex; gap:1rem; align-items:center;
-                box-shadow:0 1px 3px #0002; animation: arrive .4s ease-out; }
+                box-shadow:0 1px 3px #0002; }
+    .customer.arriving { animation: arrive .6s ease-out; }
     @keyframes arrive { from { opacity:0; transform:translateY(-.5rem); } }
     .photo { width:5.5rem; height:5.5rem; border-radius:50%; object-fit:cover; flex:none; background:#dde6e5; }
     .initials { display:flex; align-items:center; justify-content:center; font-size:2rem; font-weight:700; color:var(--accent); }
@@ -141,6 +142,8 @@ enum Assets {
     th, td { padding:.45rem .6rem; text-align:left; border-bottom:1px solid #eee; white-space:nowrap; }
     th { background:#eef2f1; font-size:.85rem; color:var(--muted); font-weight:600; }
     td.num { text-align:right; }
+    td.source { max-width:18rem; overflow:hidden; text-overflow:ellipsis; }
+    .scroll { overflow-x:auto; }
     tr.attention { background:#fde8e8; } tr.attention td:first-child { border-left:.35rem solid var(--bad); }
     tr.quiet, tr.paused, tr.unknown { background:#fff6e5; }
     .badge { display:inline-block; padding:.1rem .5rem; border-radius:1rem; font-size:.8rem; font-weight:700; color:#fff; background:var(--accent); }
@@ -172,11 +175,13 @@ enum Assets {
       function el(tag, attrs) {
         var node = document.createElement(tag);
         for (var k in attrs || {}) if (attrs[k] !== null && attrs[k] !== undefined) node.setAttribute(k, attrs[k]);
-        for (var i = 2; i < arguments.length; i++) {
-          var c = arguments[i];
-          if (c === null || c === undefined) continue;
-          node.append(c instanceof Node ? c : String(c));
-        }
+        (function add(list) {
+          for (var i = 0; i < list.length; i++) {
+            var c = list[i];
+            if (c === null || c === undefined) continue;
+            if (Array.isArray(c)) add(c); else node.append(c instanceof Node ? c : String(c));
+          }
+        })(Array.prototype.slice.call(arguments, 2));
         return node;
       }
       function svg(tag, attrs) {
@@ -197,11 +202,13 @@ enum Assets {
       }
       function fixed(v, places) { return v === null || v === undefined ? '—' : Number(v).toFixed(places); }
 
+      var greeted = null;
       function greeter() {
-        var list = el('ul', { 'class': 'customers' });
+        var list = el('ul', { 'class': 'customers' }), first = greeted === null, now = {};
         data.customers.forEach(function (c) {
-          var who = c.name || c.client;
-          list.append(el('li', { 'class': 'customer', 'data-client': c.client, 'data-beacon': c.beacon },
+          var who = c.name || c.client, arriving = !first && !greeted[c.client];
+          now[c.client] = true;
+          list.append(el('li', { 'class': 'customer' + (arriving ? ' arriving' : ''), 'data-client': c.client, 'data-beacon': c.beacon },
             c.photo ? el('img', { 'class': 'photo', src: c.photo, alt: who })
                     : el('div', { 'class': 'photo initials', 'aria-hidden': 'true' }, initials(who)),
             el('div', { 'class': 'who' },
@@ -211,6 +218,7 @@ enum Assets {
                 el('span', { 'class': 'zone' }, c.zone || 'not in range'), ' · here ',
                 el('span', { 'class': 'since', 'data-since': c.since }, ago(c.since))))));
         });
+        greeted = now;
         var n = data.customers.length;
         app.replaceChildren(
           el('h1', {}, (data.name || 'Store ' + data.store) + ' — who is in',
@@ -278,7 +286,7 @@ enum Assets {
                             'data-condition': g.condition },
             el('td', {}, el('b', {}, g.id)), el('td', {}, g.zone || ''),
             el('td', {}, el('span', { 'class': 'badge ' + g.condition }, g.condition)),
-            el('td', {}, (g.sourceState || '—') + (g.source ? ' · ' + g.source : '')),
+            el('td', { 'class': 'source', title: g.source || '' }, (g.sourceState || '—') + (g.source ? ' · ' + g.source : '')),
             el('td', { 'class': 'num' }, fixed(g.advertsPerSecond, 1)),
             el('td', { 'class': 'num' }, fixed(g.decodedPerSecond, 1)),
             el('td', { 'class': 'num' }, fixed(g.malformed, 0)),
@@ -287,8 +295,7 @@ enum Assets {
             el('td', {}, g.lastHealth ? ago(g.lastHealth) + ' ago' : 'never'),
             el('td', {}, cal), el('td', {}, g.version || ''));
         });
-        var head = el('tr', {});
-        head.replaceChildren.apply(head, 'Gateway,Zone,Condition,Source,Adverts/s,Decoded/s,Malformed,Dropped,Tracked,Last health,Calibration,Version'
+        var head = el('tr', {}, 'Gateway,Zone,Condition,Source,Adverts/s,Decoded/s,Malformed,Dropped,Tracked,Last health,Calibration,Version'
           .split(',').map(function (h) { return el('th', {}, h); }));
         var stores = data.stores.map(function (s) {
           return el('tr', { 'class': 'store', 'data-store': s.store },
@@ -297,15 +304,14 @@ enum Assets {
             el('td', {}, el('a', { href: '/stores/' + s.store + '/greeter' }, 'greeter'), ' · ',
                          el('a', { href: '/stores/' + s.store + '/floor' }, 'floor')));
         });
-        var storeHead = el('tr', {});
-        storeHead.replaceChildren.apply(storeHead, 'Store,Major,Customers,Beacons,Pages'.split(',').map(function (h) { return el('th', {}, h); }));
+        var storeHead = el('tr', {}, 'Store,Major,Customers,Beacons,Pages'.split(',').map(function (h) { return el('th', {}, h); }));
         app.replaceChildren(
           el('h1', {}, 'Fleet'),
           el('div', { 'class': 'summary' },
             el('div', {}, el('b', { id: 'online' }, data.online + ' / ' + data.gateways.length), 'gateways up'),
             el('div', { 'class': data.attention ? 'bad' : '' }, el('b', { id: 'attention' }, data.attention), 'need attention'),
             el('div', { 'class': data.brain === 'online' ? '' : 'bad' }, el('b', { id: 'brain' }, data.brain), 'brain')),
-          el('table', { 'class': 'gateways' }, el('thead', {}, head), el('tbody', {}, rows)),
+          el('div', { 'class': 'scroll' }, el('table', { 'class': 'gateways' }, el('thead', {}, head), el('tbody', {}, rows))),
           el('h2', {}, 'Stores'),
           el('table', { 'class': 'stores' }, el('thead', {}, storeHead), el('tbody', {}, stores)));
       }
