@@ -1,4 +1,6 @@
 public import BeaconKit
+public import BrainCore
+public import Config
 
 /// The fleet as the broker's retained state tells it, kept by `beacon-web`: gateways
 /// (status and health), the brain's fleet presence (who is in which zone), the customers
@@ -224,5 +226,12 @@ public struct GatewayHealth: Sendable, Equatable {
         tracked = o["tracked"]?.numberValue
         published = o["published"]?.numberValue
         ts = o["ts"]?.stringValue.flatMap { Instant(iso8601: $0) }
+    }
+}
+
+extension FleetConfig {
+    /// The store a beacon belongs to: its registry `store`, else its major.
+    func store(of beacon: BeaconRef) -> UInt16 {
+        beacons.first { $0.id.major == beacon.major && $0.id.minor == beacon.minor }?.store ?? beacon.major
     }
 }

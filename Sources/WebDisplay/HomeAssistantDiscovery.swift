@@ -1,4 +1,6 @@
 public import BeaconKit
+public import BrainCore
+public import Config
 
 /// Home Assistant MQTT discovery for a fleet (single-component discovery,
 /// `<prefix>/<component>/beaconbridge/<object_id>/config`, retained): every gateway a

@@ -1,4 +1,6 @@
 public import BeaconKit
+public import BrainCore
+public import Config
 import RealModule
 
 /// The three pages' data, as the JSON their scripts render (the first paint embeds it, the

@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// What the fleet config says about how the fleet is shown: where gateways stand on a
 /// store's floor (for `beacon-web`'s floor page) and whether Home Assistant discovery is
 /// published. All optional; a config without them shows gateways in a row.
@@ -41,11 +43,6 @@ extension FleetConfig {
     /// The gateways placed in a store: those whose `store` is `major`.
     public func gateways(inStore major: UInt16) -> [GatewayConfig] {
         gateways.filter { $0.store == major }
-    }
-
-    /// The store a beacon belongs to: its registry `store`, else its major.
-    public func store(of beacon: BeaconRef) -> UInt16 {
-        beacons.first { $0.id.major == beacon.major && $0.id.minor == beacon.minor }?.store ?? beacon.major
     }
 
     public func storeEntry(_ major: UInt16) -> StoreEntry? { stores.first { $0.major == major } }

@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Config
+import Tracking
+
 /// Something the brain's core wants logged; the core itself never logs.
 public struct BrainLogEntry: Sendable, Equatable {
     public enum Level: String, Sendable { case debug, info, notice, warning, error }
@@ -28,7 +32,7 @@ public struct BrainCounters: Sendable, Equatable {
     /// The kind of input, by topic.
     public enum Input: String, Sendable, CaseIterable, Comparable {
         case sighting, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
-        case fleetPresence, ad, roster, record
+        case fleetPresence, ad, roster, record, bridgeStatus
 
         public static func < (lhs: Input, rhs: Input) -> Bool { lhs.rawValue < rhs.rawValue }
     }
@@ -44,8 +48,11 @@ public struct BrainCounters: Sendable, Equatable {
     /// Messages about beacons of stores this brain does not handle (`--stores`).
     public var foreign = 0
     public var joinsAccepted = 0
-    /// Joins answered with an error (oversized or malformed; also counted above).
+    /// Joins answered with an error (oversized, malformed or over the client's rate; the
+    /// first two also counted above).
     public var joinsRejected = 0
+    /// Joins refused because their client made too many (`BrainCore.Limits.joinBurst`).
+    public var joinsThrottled = 0
     public var leaves = 0
     public var rulesFired = 0
     /// Actions a rule could not carry out: no ad or location for the beacon, a rendered
@@ -80,6 +87,18 @@ public struct BrainCore: Sendable {
         public var maxConfigPayload: Int
         /// Deepest JSON nesting accepted (fleet config excepted).
         public var maxDepth: Int
+        /// Customers listed in a `stores/<store>/roster` summary (the latest arrivals).
+        public var rosterLimit = 50
+        /// Seconds between two summaries of one store's roster: the first change after a
+        /// quiet spell goes out at once, later ones are folded into one at the end.
+        public var rosterInterval = 1.0
+        /// Joins (new ones or changed profiles) one client may make at once…
+        public var joinBurst = 10
+        /// …and seconds after which it may make one more (0: no limit).
+        public var joinInterval = 6.0
+        /// Rejected inputs reported one by one on `brain/events` per second; the rest are
+        /// counted in a summary.
+        public var eventsPerSecond = 20
 
         public init(maxPayload: Int = 64 * 1024, maxConfigPayload: Int = 4 * 1024 * 1024, maxDepth: Int = 8) {
             self.maxPayload = maxPayload
@@ -98,9 +117,22 @@ public struct BrainCore: Sendable {
     public private(set) var rules: RuleEngine
     public var counters = BrainCounters()
     public private(set) var isSettled = false
+    /// The bridges of stores with a broker of their own: which stores' presence is on hold.
+    public private(set) var bridges = StoreBridges()
+    /// What must be seen again after a reconnect, and wills held back (see `ConnectionRecovery`).
+    public var recovery = ConnectionRecovery()
+    /// Reading the retained state back after a reconnect (`reconnect`), until `settle`.
+    public var isReadingBack: Bool { recovery.isReadingBack }
+    /// Retained messages of the brain's own topics only tell what the broker holds.
+    private var readingBack: Bool { !isSettled || recovery.isReadingBack }
 
     private var registry: [BeaconRef: [BeaconEntry]] = [:]
     private var storeEntries: [UInt16: StoreEntry] = [:]
+    /// `gateways[].store`, by gateway id.
+    private var gatewayStores: [String: UInt16] = [:]
+    /// Visits whose views were missing at settling while their store was unknown: decided
+    /// when the store is back (a view coming back continues the visit).
+    private var heldVisits: [BeaconRef: VisitRecord] = [:]
 
     // Collected while settling.
     private var visitRecords: [BeaconRef: VisitRecord] = [:]
@@ -119,6 +151,15 @@ public struct BrainCore: Sendable {
     private var dirtyVisits: Set<BeaconRef> = []
     private var dirtyJoins: Set<ObserverJoin.Key> = []
     private var dirtyStores: Set<UInt16> = []
+    /// Clients whose entry in a store's roster may have changed.
+    private var dirtyCustomers: Set<RosterBook.Key> = []
+    public private(set) var rosterBook = RosterBook()
+    /// When each store's next roster summary may go out.
+    private var rosterDue: [UInt16: Instant] = [:]
+    private var joinLimiter: JoinRateLimiter
+    private var rejections: RejectionReports
+    /// The size of the input being handled, for reports.
+    private var inputBytes = 0
     private var out = BrainOutput()
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], limits: Limits = .init()) {
@@ -128,7 +169,10 @@ public struct BrainCore: Sendable {
         topics = config.topics
         presence = FleetPresence(settings: Self.presenceSettings(config))
         rules = RuleEngine(rules: config.rules)
+        joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
+        rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         index(config)
+        bridges.configure(bridgedStores(config))
     }
 
     // MARK: - Queries
@@ -171,9 +215,13 @@ public struct BrainCore: Sendable {
                         "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
         }
         if stores.isEmpty {
-            filters.append(topics.topic("stores/+/roster"))
+            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
         } else {
-            filters += stores.sorted().map { topics.roster(ofStore: $0) }
+            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        }
+        if !config.bridgedStores.isEmpty {
+            filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
+                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatus(ofStore:))
         }
         return filters
     }
@@ -195,6 +243,7 @@ public struct BrainCore: Sendable {
             o("uptime", uptime, places: 1)
             o("stores", stores.isEmpty ? JSONValue.null : .array(stores.sorted().map { .number(Double($0)) }))
             o("settled", isSettled)
+            o("unknownStores", .array(bridges.unknownStores.map { .number(Double($0)) }))
             o("beacons", presence.beacons.count)
             o("joins", observers.count)
             o("received", c.received)
@@ -206,6 +255,7 @@ public struct BrainCore: Sendable {
             o("foreign", c.foreign)
             o("joinsAccepted", c.joinsAccepted)
             o("joinsRejected", c.joinsRejected)
+            o("joinsThrottled", c.joinsThrottled)
             o("leaves", c.leaves)
             o("rulesFired", c.rulesFired)
             o("actionsSkipped", c.actionsSkipped)
@@ -225,10 +275,20 @@ public struct BrainCore: Sendable {
     /// before this connection) rather than as it was published.
     public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
         counters.received += 1
+        lastTime = max(lastTime, now)
+        inputBytes = payload.count
         let isConfig = topic == topics.fleetConfig
-        if payload.count > (isConfig ? limits.maxConfigPayload : limits.maxPayload) {
+        let limit = isConfig ? limits.maxConfigPayload : limits.maxPayload
+        if payload.count > limit {
             counters.oversized += 1
             note(.debug, "dropped an oversized payload", ["topic": String(topic.prefix(200)), "bytes": "\(payload.count)"])
+            let reason = "payload of \(payload.count) bytes exceeds \(limit)"
+            reportRejected("oversized", topic: topic, reason: reason)
+            if isConfig {
+                counters.configsRejected += 1
+                report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
+                note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
+            }
             if case .observer(let major, let minor, let client)? = topics.parse(topic) {
                 let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
                 if owns(key.beacon) {
@@ -241,9 +301,10 @@ public struct BrainCore: Sendable {
             route(parsed, topic: topic, payload: payload, retained: retained, at: now)
         } else if let record = topics.parseBrainRecord(topic) {
             readRecord(record, topic: topic, payload: payload, retained: retained)
+        } else if let (store, client) = topics.parseCustomer(topic) {
+            readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
         } else {
-            counters.unknownTopics += 1
-            note(.debug, "ignored a topic outside the contract", ["topic": String(topic.prefix(200))])
+            unknownTopic(topic)
         }
         return finish(at: now)
     }
@@ -251,8 +312,12 @@ public struct BrainCore: Sendable {
     /// The retained messages are in: reconcile them and start answering (see the type's
     /// documentation). Calling it again does nothing.
     public mutating func settle(at now: Instant) -> BrainOutput {
-        guard !isSettled else { return finish(at: now) }
+        guard !isSettled else {
+            if recovery.isReadingBack { readBackComplete(at: now) }
+            return finish(at: now)
+        }
         isSettled = true
+        bridges.settle(at: now)
 
         // Visits the records show as answered carry on silently.
         var begun: [BeaconRef] = []
@@ -290,8 +355,8 @@ public struct BrainCore: Sendable {
                                         fingerprint: pending.fingerprint)
                 observers.insert(join)
                 dirtyJoins.insert(key)
-                dirtyStores.insert(store(of: key.beacon))
-            } else {
+                touchRoster(key)
+            } else if allowJoin(key, at: now) {
                 accept(key, pending.request, fingerprint: pending.fingerprint, at: now)
             }
         }
@@ -317,29 +382,18 @@ public struct BrainCore: Sendable {
             handle(events, at: now)
         }
         for (ref, record) in visitRecords.sorted(by: { $0.key < $1.key }) where presence[ref] == nil {
-            let scope = RuleEngine.Scope(beacon: ref)
-            rules.restore(record.rules, for: scope)
-            if let since = record.since {
-                runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+            if record.since != nil, bridges.isUnknown(store(of: ref)) {
+                // Its store's bridge is down: the visit may well go on.
+                heldVisits[ref] = record
+                continue
             }
-            if rules.retire(scope, at: now) { lingering.insert(scope) }
-            dirtyVisits.insert(ref)
-            dirtyPresence.insert(ref)
+            endVisit(ref, record, at: now)
         }
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
         }
-        // Whatever of ours the broker holds gets checked, so leftovers are deleted.
-        for topic in known.keys {
-            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
-            case (.roster(let store)?, _): dirtyStores.insert(store)
-            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
-            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
-            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
-            default: break
-            }
-        }
+        markLeftovers()
         visitRecords = [:]
         answeredRecords = [:]
         retainedPresence = [:]
@@ -353,10 +407,87 @@ public struct BrainCore: Sendable {
         return finish(at: now)
     }
 
+    /// The broker connection is back after being lost. A brain that had settled keeps its
+    /// state: it is the authority on what it answered, and the broker may have lost its
+    /// records (a broker without persistence) or hold stale ones. It reads the retained
+    /// state again while handling what comes live, and `settle` ends the read-back: then it
+    /// republishes whatever of its retained topics the broker lacks, and visits and joins
+    /// not seen again end once their gateways and observers are back (`ConnectionRecovery`).
+    /// A brain that had not settled yet starts its collection again.
+    public mutating func reconnect(at now: Instant) -> BrainOutput {
+        guard isSettled else {
+            var fresh = BrainCore(config: config, stores: stores, limits: limits)
+            fresh.counters = counters
+            fresh.recovery = ConnectionRecovery(settings: recovery.settings)
+            self = fresh
+            return BrainOutput()
+        }
+        recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
+                             joins: Array(observers.joins.keys))
+        known = [:]
+        note(.info, "reconnected; reading the retained state back",
+             ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
+        return finish(at: now)
+    }
+
+    /// The end of a read-back after a reconnect: every retained topic of ours is checked
+    /// against what the broker holds (`known`).
+    private mutating func readBackComplete(at now: Instant) {
+        recovery.readBackComplete(at: now)
+        for ref in presence.beacons.keys {
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
+        }
+        for scope in lingering {
+            if let client = scope.client {
+                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
+            } else {
+                dirtyVisits.insert(scope.beacon)
+            }
+        }
+        for key in observers.joins.keys {
+            dirtyJoins.insert(key)
+            touchRoster(key)
+        }
+        for (store, _) in rosterBook.stores { dirtyStores.insert(store) }
+        markLeftovers()
+        rosterDue = [:]
+        syncAds()
+        let pending = recovery.pending
+        note(.info, "read the retained state back", ["unconfirmedViews": "\(pending.views)", "unconfirmedJoins": "\(pending.joins)"])
+    }
+
+    /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
+    private mutating func markLeftovers() {
+        for topic in known.keys {
+            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
+            case (.roster(let store)?, _): dirtyStores.insert(store)
+            case (nil, nil):
+                if let (store, client) = topics.parseCustomer(topic) {
+                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                }
+            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
+            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
+            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
+            default: break
+            }
+        }
+    }
+
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
     public mutating func advance(to now: Instant) -> BrainOutput {
+        for text in rejections.roll(at: now) { event(text) }
+        joinLimiter.prune(at: now)
         guard isSettled else { return finish(at: now) }
-        handle(presence.advance(to: now), at: now)
+        for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
+        if bridges.unknownStores.isEmpty {
+            handle(presence.advance(to: now), at: now)
+        } else {
+            let (bridges, storeOf) = (self.bridges, viewStore)
+            handle(presence.advance(to: now) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
+        }
+        let due = recovery.due(at: now)
+        if !due.isEmpty { apply(due, at: now) }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
             if let client = scope.client {
@@ -387,6 +518,7 @@ public struct BrainCore: Sendable {
         index(new)
         presence.settings = Self.presenceSettings(new)
         rules.rules = new.rules
+        bridges.configure(bridgedStores(new))
         counters.configsApplied += 1
         for ref in presence.beacons.keys.sorted() where !owns(ref) {
             presence.forget(ref)
@@ -399,7 +531,15 @@ public struct BrainCore: Sendable {
         out.subscriptionsChanged = subscriptions != subscriptionsBefore
         if isSettled {
             syncAds()
-            for join in observers.joins.values { dirtyStores.insert(store(of: join.beacon)) }
+            // Beacons may have moved between stores: every roster entry is checked again.
+            rosterBook.removeAll()
+            for key in observers.joins.keys { touchRoster(key) }
+            for topic in known.keys {
+                guard let (store, client) = topics.parseCustomer(topic) else { continue }
+                dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                dirtyStores.insert(store)
+            }
+            for store in storeEntries.keys { dirtyStores.insert(store) }
         }
         report(status: "applied", origin: origin, details: needsRestart.isEmpty ? [:] : ["needsRestart": needsRestart],
                at: now)
@@ -422,7 +562,9 @@ public struct BrainCore: Sendable {
             do {
                 let report = try SightingReport(parsing: json, topic: ref)
                 let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
+                recovery.gatewayIsLive(report.gateway, at: now)
                 handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                recovery.confirmView(ref, gateway: report.gateway, live: true)
                 // Any gateway's proximity is in the fleet presence; its signature decides.
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
@@ -432,14 +574,19 @@ public struct BrainCore: Sendable {
         case .gatewayPresence(let major, let minor, let gateway):
             let ref = BeaconRef(major: major, minor: minor)
             guard owned(ref) else { return }
+            if !retained { recovery.gatewayIsLive(gateway, at: now) }
             if payload.isEmpty {
                 handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+                recovery.viewEnded(ref, gateway: gateway)
                 return
             }
+            // Left behind by a gateway found offline after a reconnect: only it can say.
+            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
             guard let json = json(payload, .gatewayPresence, topic) else { return }
             do {
                 let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
                 malformed(.gatewayPresence, topic, error.reason)
@@ -447,21 +594,52 @@ public struct BrainCore: Sendable {
 
         case .gatewayStatus(let gateway):
             switch String(decoding: payload, as: UTF8.self) {
-            case "online": handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "online":
+                if !retained { recovery.gatewayIsLive(gateway, at: now) }
+                handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "offline" where isSettled && retained:
+                // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
+                // Its views wait for the gateway to come back (or the reconnect grace).
+                recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
+            case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+                note(.info, "gateway offline: dropping its views unless it is back within the grace",
+                     ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
             case "offline":
-                note(.info, "gateway offline: dropping its views", ["gateway": gateway])
-                handle(presence.gatewayStatus(gateway, online: false), at: now)
+                dropGateway(gateway, at: now)
             case "": break
             default: malformed(.gatewayStatus, topic, "expected online or offline")
+            }
+            if isSettled, let major = gatewayStores[gateway] {
+                bridgeChanged(bridges.gatewayStatus(gateway, store: major), at: now)
+            }
+
+        case .bridgeStatus(let major):
+            guard stores.isEmpty || stores.contains(major) else {
+                counters.foreign += 1
+                return
+            }
+            let text = String(decoding: payload, as: UTF8.self)
+            guard text == "1" || text == "0" else {
+                if !payload.isEmpty { malformed(.bridgeStatus, topic, "expected 1 or 0 (Mosquitto's bridge notification)") }
+                return
+            }
+            if isSettled {
+                bridgeChanged(bridges.status(major, connected: text == "1", live: !retained, at: now), at: now)
+            } else {
+                bridges.remember(major, connected: text == "1", live: !retained)
             }
 
         case .observer(let major, let minor, let client):
             let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
             guard owned(key.beacon) else { return }
-            if !retained { offlineObservers.remove(client) }
+            if !retained {
+                offlineObservers.remove(client)
+                recovery.observerIsLive(client, at: now)
+            }
             if payload.isEmpty {
                 if isSettled {
                     leave(key, deleteTopic: false, at: now)
+                    recovery.joinEnded(key)
                 } else {
                     pendingJoins[key] = nil
                     pendingErrors[key] = nil
@@ -472,8 +650,7 @@ public struct BrainCore: Sendable {
             do {
                 request = try JoinRequest(parsing: payload)
             } catch {
-                counters.malformed[.join, default: 0] += 1
-                note(.debug, "rejected a join", ["topic": String(topic.prefix(200)), "reason": error.reason])
+                malformed(.join, topic, error.reason)
                 reject(key, reason: error.reason, at: now)
                 return
             }
@@ -487,15 +664,17 @@ public struct BrainCore: Sendable {
 
         case .observerStatus(let client):
             switch String(decoding: payload, as: UTF8.self) {
-            case "online": offlineObservers.remove(client)
+            case "online":
+                offlineObservers.remove(client)
+                if !retained { recovery.observerIsLive(client, at: now) }
+            case "offline" where isSettled && retained:
+                recovery.retainedOffline(observer: client, joins: observers.joins(ofClient: client).map(\.key))
+            case "offline" where isSettled && recovery.hold(offlineObserver: client, at: now):
+                break
+            case "offline" where isSettled:
+                endJoins(of: client, at: now)
             case "offline":
-                if isSettled {
-                    let joins = observers.joins(ofClient: client)
-                    if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
-                    for join in joins { leave(join.key, deleteTopic: true, at: now) }
-                } else {
-                    offlineObservers.insert(client)
-                }
+                offlineObservers.insert(client)
             case "": break
             default: malformed(.observerStatus, topic, "expected online or offline")
             }
@@ -518,11 +697,11 @@ public struct BrainCore: Sendable {
 
         case .fleetPresence(let major, let minor):
             let ref = BeaconRef(major: major, minor: minor)
-            guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             guard let json = json(payload, .fleetPresence, topic) else { return }
             do {
                 let report = try FleetPresenceReport(parsing: json, topic: ref)
-                retainedPresence[ref] = report
+                if !isSettled { retainedPresence[ref] = report }
                 known[topic] = report.signature
             } catch {
                 known[topic] = ""
@@ -531,11 +710,11 @@ public struct BrainCore: Sendable {
 
         case .ad(let major, let minor):
             let ref = BeaconRef(major: major, minor: minor)
-            guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             known[topic] = String(decoding: payload, as: UTF8.self)
 
         case .roster(let store):
-            guard !isSettled, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+            guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
             guard let json = json(payload, .roster, topic) else {
                 known[topic] = ""
                 return
@@ -548,7 +727,7 @@ public struct BrainCore: Sendable {
             }
 
         case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
-            counters.unknownTopics += 1
+            unknownTopic(topic)
         }
     }
 
@@ -556,8 +735,9 @@ public struct BrainCore: Sendable {
         let ref: BeaconRef = switch record {
         case .visit(let ref), .answered(let ref, _): ref
         }
-        // After settling the brain is the authority on its records; what comes back is its own echo.
-        guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+        // After settling the brain is the authority on its records; what comes back is its own
+        // echo, or (read back after a reconnect) only tells what the broker holds.
+        guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
         guard let json = json(payload, .record, topic) else {
             known[topic] = ""
             return
@@ -566,11 +746,11 @@ public struct BrainCore: Sendable {
             switch record {
             case .visit(let ref):
                 let value = try VisitRecord(parsing: json)
-                visitRecords[ref] = value
+                if !isSettled { visitRecords[ref] = value }
                 known[topic] = value.json
             case .answered(let ref, let client):
                 let value = try AnsweredRecord(parsing: json)
-                answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value
+                if !isSettled { answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value }
                 known[topic] = value.json
             }
         } catch {
@@ -579,21 +759,43 @@ public struct BrainCore: Sendable {
         }
     }
 
+    /// A customer topic of ours on the broker (read back while settling).
+    private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
+        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+        guard let json = json(payload, .roster, topic) else {
+            known[topic] = ""
+            return
+        }
+        do {
+            known[topic] = try Roster.Customer(parsing: json).json.jsonText
+        } catch {
+            known[topic] = ""
+            malformed(.roster, topic, error.reason)
+        }
+    }
+
     // MARK: - Presence events
 
     private mutating func handle(_ events: [FleetEvent], at now: Instant) {
+        var resumed: Set<BeaconRef> = []
         for event in events {
             let ref = event.beacon
             switch event {
             case .enter:
                 dirtyVisits.insert(ref)
                 dirtyPresence.insert(ref)
-                if isSettled {
+                if isSettled, let held = heldVisits.removeValue(forKey: ref) {
+                    // A visit held while its store was unknown goes on: no enter rules.
+                    rules.restore(held.rules, for: RuleEngine.Scope(beacon: ref))
+                    presence.restore(ref, since: held.since, zone: nil)
+                    resumed.insert(ref)
+                } else if isSettled {
                     let scope = RuleEngine.Scope(beacon: ref)
                     if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
                     runRules(.enter, beacon: ref, fleet: presence[ref], since: presence[ref]?.since ?? now, at: now)
                 }
             case .exit(let last):
+                recovery.beaconLeft(ref)
                 dirtyVisits.insert(ref)
                 dirtyPresence.insert(ref)
                 if isSettled {
@@ -605,7 +807,7 @@ public struct BrainCore: Sendable {
                 dirtyPresence.insert(ref)
             case .proximity(_, _, let to):
                 dirtyPresence.insert(ref)
-                if isSettled, to != .unknown, let fleet = presence[ref] {
+                if isSettled, to != .unknown, !resumed.contains(ref), let fleet = presence[ref] {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
@@ -614,19 +816,52 @@ public struct BrainCore: Sendable {
         }
     }
 
+    // MARK: - Outages and last wills
+
+    private mutating func dropGateway(_ gateway: String, at now: Instant) {
+        note(.info, "gateway offline: dropping its views", ["gateway": gateway])
+        handle(presence.gatewayStatus(gateway, online: false), at: now)
+    }
+
+    /// The observer's last will: every join ends and its retained joins are deleted, so the
+    /// profiles leave the broker.
+    private mutating func endJoins(of client: String, at now: Instant) {
+        let joins = observers.joins(ofClient: client)
+        if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
+        for join in joins { leave(join.key, deleteTopic: true, at: now) }
+    }
+
+    private mutating func apply(_ due: ConnectionRecovery.Due, at now: Instant) {
+        for gateway in due.offlineGateways { dropGateway(gateway, at: now) }
+        for client in due.offlineObservers { endJoins(of: client, at: now) }
+        let (bridges, storeOf) = (self.bridges, viewStore)
+        for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
+            // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
+            note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
+            handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+        }
+        for key in due.joins {
+            note(.info, "a join not seen again after the reconnect ends", ["beacon": "\(key.beacon)", "client": key.client])
+            leave(key, deleteTopic: false, at: now)
+        }
+    }
+
     // MARK: - Observers
 
     private mutating func join(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
         if var existing = observers[key] {
+            recovery.confirmJoin(key, live: true)
             guard existing.fingerprint != fingerprint else { return }
             // The same observer re-published its join (a new profile): no new ad.
             let since = existing.since
+            guard allowJoin(key, at: now) else { return }
             existing = ObserverJoin(key: key, profile: request.profile, since: since, fingerprint: fingerprint)
             observers.insert(existing)
             dirtyJoins.insert(key)
-            dirtyStores.insert(store(of: key.beacon))
+            touchRoster(key)
             return
         }
+        guard allowJoin(key, at: now) else { return }
         accept(key, request, fingerprint: fingerprint, at: now)
     }
 
@@ -639,7 +874,7 @@ public struct BrainCore: Sendable {
         inbox(key.client, .ad(beacon: key.beacon, ad: ad(of: key.beacon), rule: nil), at: now)
         runRules(.join, beacon: key.beacon, join: join, at: now)
         dirtyJoins.insert(key)
-        dirtyStores.insert(store(of: key.beacon))
+        touchRoster(key)
         note(.debug, "join answered", ["beacon": "\(key.beacon)", "client": key.client])
     }
 
@@ -651,12 +886,29 @@ public struct BrainCore: Sendable {
         if rules.retire(scope, at: now) { lingering.insert(scope) }
         if deleteTopic { deleteJoinTopic(key) }
         dirtyJoins.insert(key)
-        dirtyStores.insert(store(of: key.beacon))
+        touchRoster(key)
     }
 
     /// Deletes a join the observer can no longer delete itself, so its profile leaves the broker.
     private mutating func deleteJoinTopic(_ key: ObserverJoin.Key) {
         out.messages.append(OutgoingMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
+    }
+
+    /// The client may make this join (new, or a changed profile) within its rate; otherwise
+    /// it gets an error and nothing changes.
+    private mutating func allowJoin(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
+        guard !joinLimiter.allow(key.client, at: now) else { return true }
+        counters.joinsThrottled += 1
+        let reason = "too many joins from \(key.client): at most \(limits.joinBurst) at once, then one every "
+            + "\(fixed(limits.joinInterval, places: 1)) s; publish the join again later"
+        reportRejected("join", topic: topics.observer(key.client, of: key.beacon), reason: reason)
+        reject(key, reason: reason, at: now)
+        return false
+    }
+
+    /// A client's roster entry in the store of `key`'s beacon is to be checked.
+    private mutating func touchRoster(_ key: ObserverJoin.Key) {
+        dirtyCustomers.insert(RosterBook.Key(store: store(of: key.beacon), client: key.client))
     }
 
     /// An oversized or malformed join: an error to the observer, nothing else changes.
@@ -819,7 +1071,7 @@ public struct BrainCore: Sendable {
         if isSettled {
             // Records first: a presence on the broker then always has its record, so a brain
             // restarted in between never takes a visit it answered for a new one.
-            for ref in dirtyVisits.sorted() {
+            for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
                 let record: VisitRecord? = if let fleet = presence[ref] {
                     VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
@@ -829,7 +1081,7 @@ public struct BrainCore: Sendable {
                 let text = record?.json
                 setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
             }
-            for ref in dirtyPresence.sorted() {
+            for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
                 let report = presence[ref]?.report
                 setRetained(topics.presence(of: ref), signature: report?.signature) { report?.json ?? "" }
@@ -844,21 +1096,98 @@ public struct BrainCore: Sendable {
                 let text = record?.json
                 setRetained(topics.answeredRecord(of: key.beacon, client: key.client), signature: text) { text ?? "" }
             }
+            for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
+                let joins = observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store }
+                let text = rosterBook.update(client: key.client, store: key.store, joins: joins, topics: topics)?.json.jsonText
+                let before = known[topics.customer(key.client, ofStore: key.store)]
+                setRetained(topics.customer(key.client, ofStore: key.store), signature: text) { text ?? "" }
+                if before != text { dirtyStores.insert(key.store) }
+            }
+            dirtyCustomers = []
+            // Summaries at most once per `rosterInterval` per store; the rest wait for `advance`.
+            var waiting: Set<UInt16> = []
             for store in dirtyStores.sorted() where stores.isEmpty || stores.contains(store) {
+                if let due = rosterDue[store], lastTime < due {
+                    waiting.insert(store)
+                    continue
+                }
                 let topic = topics.roster(ofStore: store)
-                let roster = observers.roster(store: store, name: storeEntries[store]?.name, topics: topics,
-                                              storeOf: { self.store(of: $0) })
-                if roster.customers.isEmpty && known[topic] == nil { continue }
+                if rosterBook.count(of: store) == 0 && known[topic] == nil { continue }
+                let roster = rosterBook.summary(store: store, name: storeEntries[store]?.name, limit: limits.rosterLimit)
                 let time = lastTime
-                setRetained(topic, signature: roster.json(at: nil)) { roster.json(at: time) }
+                let signature = roster.json(at: nil)
+                guard known[topic] != signature else { continue }
+                setRetained(topic, signature: signature) { roster.json(at: time) }
+                rosterDue[store] = lastTime + limits.rosterInterval
             }
             dirtyVisits = []
             dirtyPresence = []
             dirtyJoins = []
-            dirtyStores = []
+            dirtyStores = waiting
         }
         defer { out = BrainOutput() }
         return out
+    }
+
+    // MARK: - Store bridges
+
+    /// The bridged stores this brain handles, with their gateways.
+    private func bridgedStores(_ config: FleetConfig) -> [UInt16: Set<String>] {
+        var bridged: [UInt16: Set<String>] = [:]
+        for store in config.bridgedStores where stores.isEmpty || stores.contains(store.major) {
+            bridged[store.major] = Set(config.gateways(ofStore: store.major).map(\.id))
+        }
+        return bridged
+    }
+
+    /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
+    /// for closures that run while `presence` changes.
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
+        let (gatewayStores, registry) = (self.gatewayStores, self.registry)
+        return { ref, gateway in gatewayStores[gateway] ?? registry[ref]?.first?.store ?? ref.major }
+    }
+
+    private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
+        switch change {
+        case .none:
+            break
+        case .lost(let major):
+            note(.notice, "store bridge down: holding the store's presence until it is back", ["store": "\(major)"])
+        case .healing(let major):
+            note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
+        case .found(let major):
+            note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
+        case .reconciled(let major, let since):
+            // The replay is in: views it did not confirm are gone, held visits without a view end.
+            let storeOf = viewStore
+            let dropped = presence.dropViews { ref, view in storeOf(ref, view.gateway) == major && view.lastUpdate < since }
+            handle(dropped, at: now)
+            var ended = 0
+            for (ref, record) in heldVisits.sorted(by: { $0.key < $1.key }) where store(of: ref) == major {
+                heldVisits[ref] = nil
+                if presence[ref] == nil {
+                    endVisit(ref, record, at: now)
+                    ended += 1
+                }
+            }
+            note(.notice, "store bridge back: presence reconciled", [
+                "store": "\(major)", "exits": "\(dropped.filter { if case .exit = $0 { true } else { false } }.count)",
+                "heldVisitsEnded": "\(ended)",
+            ])
+        }
+    }
+
+    /// A visit that ended while no brain saw it (or while its store was unknown): its exit
+    /// rules, and its record and fleet presence go.
+    private mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
+        let scope = RuleEngine.Scope(beacon: ref)
+        rules.restore(record.rules, for: scope)
+        if let since = record.since {
+            runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+        }
+        if rules.retire(scope, at: now) { lingering.insert(scope) }
+        dirtyVisits.insert(ref)
+        dirtyPresence.insert(ref)
     }
 
     // MARK: - Helpers
@@ -881,6 +1210,25 @@ public struct BrainCore: Sendable {
     private mutating func malformed(_ kind: BrainCounters.Input, _ topic: String, _ reason: String) {
         counters.malformed[kind, default: 0] += 1
         note(.debug, "ignored a malformed payload", ["topic": String(topic.prefix(200)), "reason": String(reason.prefix(300))])
+        reportRejected(kind.rawValue, topic: topic, reason: reason)
+    }
+
+    private mutating func unknownTopic(_ topic: String) {
+        counters.unknownTopics += 1
+        note(.debug, "ignored a topic outside the contract", ["topic": String(topic.prefix(200))])
+        reportRejected("topic", topic: topic, reason: "not a topic of the contract")
+    }
+
+    /// `brain/events`: `{"event":"rejected","kind","topic","reason","bytes","ts"}`, rate-limited
+    /// (see `RejectionReports`). Every rejected input is also counted in `counters`.
+    private mutating func reportRejected(_ kind: String, topic: String, reason: String) {
+        for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: lastTime) {
+            event(text)
+        }
+    }
+
+    private mutating func event(_ text: String) {
+        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: text, qos: 1, retain: false))
     }
 
     private mutating func rejectConfig(_ errors: [String], at now: Instant) {
@@ -916,6 +1264,8 @@ public struct BrainCore: Sendable {
             registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
+        gatewayStores = [:]
+        for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
     }
 
     static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {

@@ -1,6 +1,13 @@
+public import BeaconKit
+public import Tracking
+
 /// The whole fleet in one JSON document (SPEC §6). Parsed and validated here; every
 /// problem is reported with its JSON path, and unknown keys are errors.
 public struct FleetConfig: Sendable, Equatable {
+    /// Longest gateway zone name and registry beacon name, characters: they travel in
+    /// every sighting and presence message, which the brain bounds (`BrainCore.Limits`).
+    public static let maxNameLength = 200
+
     public var broker: BrokerConfig
     /// Topic prefix; empty for none.
     public var topicPrefix: String
@@ -11,6 +18,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var stores: [StoreEntry]
     public var rules: [Rule]
     public var brain: BrainConfig
+    /// How store brokers reach the central broker (`beaconctl bridge`, docs/fleet.md).
+    public var bridge = BridgeSettings()
     /// Home Assistant MQTT discovery (off unless the config turns it on).
     public var homeAssistant = HomeAssistantConfig()
 
@@ -136,9 +145,10 @@ public struct GatewayConfig: Sendable, Equatable {
     public var healthInterval: Double
     /// Sightings held while the broker is down; the oldest are dropped first.
     public var queueLimit: Int
-    /// The store (major) whose floor the gateway stands on, for `beacon-web`.
+    /// The store (a major in `stores`) the gateway stands in: it connects to that store's
+    /// broker when the store has one, and its topics cross that store's bridge.
     public var store: UInt16?
-    /// Where it stands on that store's floor plan.
+    /// Where it stands on its store's floor plan (`beacon-web`'s floor page).
     public var position: FloorPosition?
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
@@ -208,11 +218,19 @@ public struct StoreEntry: Sendable, Equatable {
     public var ad: JSONValue?
     /// The floor's size, for `beacon-web`'s floor page.
     public var floorPlan: FloorPlan?
+    /// The store's own broker, bridged to the central one; `nil` when the store's gateways
+    /// use the fleet's broker directly.
+    public var broker: BrokerConfig?
+    /// Who the store's bridge is at the central broker.
+    public var bridge: StoreBridge?
 
-    public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil) {
+    public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil, broker: BrokerConfig? = nil,
+                bridge: StoreBridge? = nil) {
         self.major = major
         self.name = name
         self.ad = ad
+        self.broker = broker
+        self.bridge = bridge
     }
 }
 
