@@ -117,7 +117,7 @@ let package = Package(
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         // What people look at: the fleet's retained state as pages (pure: no I/O, no clock).
-        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Config", "BrainCore",
+        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Tracking", "Config", "BrainCore",
                                                   .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: swiftSettings),
         // The HTTP server over Hummingbird and the MQTT client that feeds it.
@@ -165,7 +165,7 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Config", "Simulation", "HCI", "MQTT", "Gateway", "TestSupport",
+            dependencies: ["BeaconKit", "Wire", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "TestSupport",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]

@@ -2,6 +2,7 @@ public import BeaconKit
 public import BrainCore
 public import Config
 import RealModule
+import Tracking
 
 /// The three pages' data, as the JSON their scripts render (the first paint embeds it, the
 /// live stream sends it again on each change). Times are ISO-8601 UTC; `now` is the

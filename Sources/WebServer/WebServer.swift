@@ -1,4 +1,5 @@
-public import BeaconKit
+import BeaconKit
+public import Config
 public import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS

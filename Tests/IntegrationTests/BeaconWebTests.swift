@@ -1,4 +1,8 @@
 import BeaconKit
+import BrainCore
+import Config
+import Simulation
+import Wire
 import Foundation
 import TestSupport
 import Testing

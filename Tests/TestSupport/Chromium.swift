@@ -238,7 +238,7 @@ public struct BrowserPage: Sendable {
                                                                "scale": .number(1)])))
         }
         let result = try await call("Page.captureScreenshot", params)
-        guard let data = result["data"]?.stringValue, let bytes = Base64.decode(data) else {
+        guard let data = result["data"]?.stringValue, let bytes = Data(base64Encoded: data).map({ [UInt8]($0) }) else {
             throw Chromium.Failure("no screenshot data")
         }
         return bytes

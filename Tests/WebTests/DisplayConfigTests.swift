@@ -1,4 +1,7 @@
 import BeaconKit
+import BrainCore
+import Config
+import GatewayCore
 import Testing
 
 @Suite("fleet config: floor plans, gateway positions, Home Assistant")

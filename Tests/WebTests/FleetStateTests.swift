@@ -1,4 +1,7 @@
 import BeaconKit
+import BrainCore
+import Config
+import GatewayCore
 import Testing
 import WebDisplay
 
