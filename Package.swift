@@ -161,7 +161,7 @@ let package = Package(
             dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Config", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Config", "BrainCore", "GatewayCore"],
+        .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",

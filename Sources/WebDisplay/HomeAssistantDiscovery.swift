@@ -88,7 +88,6 @@ public enum HomeAssistantDiscovery {
                 o("state_topic", topics.presence(of: ref))
                 o("value_template", zoneTemplate)
                 o("source_type", "bluetooth_le")
-                o("json_attributes_topic", topics.presence(of: ref))
                 o("device", .object([
                     "identifiers": .array([.string("beaconbridge_" + object)]),
                     "name": .string(entry.name ?? "Beacon \(ref)"),

@@ -138,7 +138,8 @@ struct HomeAssistantTests {
 
         var off = state
         off.receive("fleet/config", """
-        {"gateways": [{"id": "door", "store": 100, "position": {"x": 2, "y": 5}}], "homeAssistant": {"discovery": false}}
+        {"gateways": [{"id": "door", "store": 100, "position": {"x": 2, "y": 5}}], "stores": [{"major": 100}],
+         "homeAssistant": {"discovery": false}}
         """)
         #expect(off.config.homeAssistant.discovery == false)
         #expect(HomeAssistantDiscovery.configs(for: off, version: "test").isEmpty)

@@ -2,6 +2,7 @@ import BeaconKit
 import BrainCore
 import Config
 import GatewayCore
+import Tracking
 import WebDisplay
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).
