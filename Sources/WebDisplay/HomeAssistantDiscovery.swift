@@ -1,5 +1,5 @@
-public import BeaconKit
-public import BrainCore
+import BeaconKit
+import BrainCore
 public import Config
 
 /// Home Assistant MQTT discovery for a fleet (single-component discovery,
