@@ -20,6 +20,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var brain: BrainConfig
     /// How store brokers reach the central broker (`beaconctl bridge`, docs/fleet.md).
     public var bridge = BridgeSettings()
+    /// Home Assistant MQTT discovery (off unless the config turns it on).
+    public var homeAssistant = HomeAssistantConfig()
 
     public var topics: Topics { Topics(prefix: topicPrefix) }
 
@@ -146,6 +148,8 @@ public struct GatewayConfig: Sendable, Equatable {
     /// The store (a major in `stores`) the gateway stands in: it connects to that store's
     /// broker when the store has one, and its topics cross that store's bridge.
     public var store: UInt16?
+    /// Where it stands on its store's floor plan (`beacon-web`'s floor page).
+    public var position: FloorPosition?
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
                 scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, healthInterval: Double = 30,
@@ -212,6 +216,8 @@ public struct StoreEntry: Sendable, Equatable {
     public var name: String?
     /// The store-wide deal of the day, for beacons without an ad of their own.
     public var ad: JSONValue?
+    /// The floor's size, for `beacon-web`'s floor page.
+    public var floorPlan: FloorPlan?
     /// The store's own broker, bridged to the central one; `nil` when the store's gateways
     /// use the fleet's broker directly.
     public var broker: BrokerConfig?
