@@ -132,7 +132,7 @@ extension FleetState {
         var perZone: [String: Int] = [:]
         for (ref, report) in inStore {
             let names = present.filter { $0.beacon == ref }.map { $0.name ?? $0.client }
-            let registry = config.beacons.first { $0.id.major == ref.major && $0.id.minor == ref.minor }?.name
+            let registry = config.beacons.first { $0.id?.major == ref.major && $0.id?.minor == ref.minor }?.name
             let centre = gateways.first { $0.id == report.zone }?.position ?? FloorPosition(x: 0, y: 0)
             let index = perZone[report.zone, default: 0]
             perZone[report.zone] = index + 1
