@@ -25,7 +25,10 @@ struct BeaconGateway: AsyncParsableCommand {
         btsnoop:/path/capture.log (replay; --speed, --loop).
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
-        The broker password comes from the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+        It logs in to the broker as its id (user name GATEWAY, client id beacon-gateway-GATEWAY); the
+        password comes from BEACONBRIDGE_MQTT_PASSWORD, systemd's credential mqtt-password
+        ($CREDENTIALS_DIRECTORY) or the config's passwordFile (beaconctl provision writes them).
+        Connecting anonymously, in plaintext or with tls.insecure is warned about at start.
 
         Example:
           beacon-gateway --config deploy/fleet.example.json --id door --source btsnoop:/tmp/store/door.log --loop
@@ -76,6 +79,7 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-gateway.\(id)")
+        for risk in fleet.broker.risks(hasPassword: password != nil) { logger.warning("\(risk)") }
 
         let advertisingSource: any AdvertisingSource
         do {

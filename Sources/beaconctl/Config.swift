@@ -31,6 +31,8 @@ struct Config: AsyncParsableCommand {
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }
+            // Whether a password is found is known only where each part runs.
+            for risk in config.broker.risks(hasPassword: nil) { writeStandardError("warning: \(risk)\n") }
         }
     }
 }
@@ -59,8 +61,10 @@ extension Config {
             let text: String
             do { text = try FileSystem.readText(path) } catch { throw CommandFailure("cannot read \(path): \(error)") }
             try ConfigLoading.override(&config, broker: broker)
-            let options = MQTTClientOptions(config.broker, clientID: "beaconctl-push-\(ProcessInfo.id)",
-                                            password: try ConfigLoading.password(for: config.broker))
+            let password = try ConfigLoading.password(for: config.broker)
+            ConfigLoading.warnAboutRisks(of: config.broker, hasPassword: password != nil)
+            let options = MQTTClientOptions(config.broker, identity: BrokerIdentity.operatorUser,
+                                            clientID: "beaconctl-push-\(ProcessInfo.id)", password: password)
             let client: MQTTClient
             do {
                 client = try MQTTClient(options)

@@ -69,6 +69,9 @@ struct SchemaTests {
             #"{"broker": {"url": "mqtt://localhost", "tls": {"certFile": "c.pem"}}}"#,
             #"{"defaults": {"pathLossExponent": 9}}"#,
             #"{"brain": {"zoneUpdates": 0}}"#,
+            #"{"broker": {"url": "mqtts://b.lan", "clientId": "shop"}}"#,
+            #"{"broker": {"url": "mqtts://b.lan", "username": "gateway"}}"#,
+            #"{"broker": {"url": "mqtts://gateway@b.lan"}}"#,
         ]
         for document in rejected {
             #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }
