@@ -44,8 +44,11 @@ public struct BrainCounters: Sendable, Equatable {
     /// Messages about beacons of stores this brain does not handle (`--stores`).
     public var foreign = 0
     public var joinsAccepted = 0
-    /// Joins answered with an error (oversized or malformed; also counted above).
+    /// Joins answered with an error (oversized, malformed or over the client's rate; the
+    /// first two also counted above).
     public var joinsRejected = 0
+    /// Joins refused because their client made too many (`BrainCore.Limits.joinBurst`).
+    public var joinsThrottled = 0
     public var leaves = 0
     public var rulesFired = 0
     /// Actions a rule could not carry out: no ad or location for the beacon, a rendered
@@ -80,6 +83,18 @@ public struct BrainCore: Sendable {
         public var maxConfigPayload: Int
         /// Deepest JSON nesting accepted (fleet config excepted).
         public var maxDepth: Int
+        /// Customers listed in a `stores/<store>/roster` summary (the latest arrivals).
+        public var rosterLimit = 50
+        /// Seconds between two summaries of one store's roster: the first change after a
+        /// quiet spell goes out at once, later ones are folded into one at the end.
+        public var rosterInterval = 1.0
+        /// Joins (new ones or changed profiles) one client may make at once…
+        public var joinBurst = 10
+        /// …and seconds after which it may make one more (0: no limit).
+        public var joinInterval = 6.0
+        /// Rejected inputs reported one by one on `brain/events` per second; the rest are
+        /// counted in a summary.
+        public var eventsPerSecond = 20
 
         public init(maxPayload: Int = 64 * 1024, maxConfigPayload: Int = 4 * 1024 * 1024, maxDepth: Int = 8) {
             self.maxPayload = maxPayload
@@ -119,6 +134,15 @@ public struct BrainCore: Sendable {
     private var dirtyVisits: Set<BeaconRef> = []
     private var dirtyJoins: Set<ObserverJoin.Key> = []
     private var dirtyStores: Set<UInt16> = []
+    /// Clients whose entry in a store's roster may have changed.
+    private var dirtyCustomers: Set<RosterBook.Key> = []
+    public private(set) var rosterBook = RosterBook()
+    /// When each store's next roster summary may go out.
+    private var rosterDue: [UInt16: Instant] = [:]
+    private var joinLimiter: JoinRateLimiter
+    private var rejections: RejectionReports
+    /// The size of the input being handled, for reports.
+    private var inputBytes = 0
     private var out = BrainOutput()
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], limits: Limits = .init()) {
@@ -128,6 +152,8 @@ public struct BrainCore: Sendable {
         topics = config.topics
         presence = FleetPresence(settings: Self.presenceSettings(config))
         rules = RuleEngine(rules: config.rules)
+        joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
+        rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         index(config)
     }
 
@@ -171,9 +197,9 @@ public struct BrainCore: Sendable {
                         "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
         }
         if stores.isEmpty {
-            filters.append(topics.topic("stores/+/roster"))
+            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
         } else {
-            filters += stores.sorted().map { topics.roster(ofStore: $0) }
+            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
         return filters
     }
@@ -206,6 +232,7 @@ public struct BrainCore: Sendable {
             o("foreign", c.foreign)
             o("joinsAccepted", c.joinsAccepted)
             o("joinsRejected", c.joinsRejected)
+            o("joinsThrottled", c.joinsThrottled)
             o("leaves", c.leaves)
             o("rulesFired", c.rulesFired)
             o("actionsSkipped", c.actionsSkipped)
@@ -225,10 +252,20 @@ public struct BrainCore: Sendable {
     /// before this connection) rather than as it was published.
     public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
         counters.received += 1
+        lastTime = max(lastTime, now)
+        inputBytes = payload.count
         let isConfig = topic == topics.fleetConfig
-        if payload.count > (isConfig ? limits.maxConfigPayload : limits.maxPayload) {
+        let limit = isConfig ? limits.maxConfigPayload : limits.maxPayload
+        if payload.count > limit {
             counters.oversized += 1
             note(.debug, "dropped an oversized payload", ["topic": String(topic.prefix(200)), "bytes": "\(payload.count)"])
+            let reason = "payload of \(payload.count) bytes exceeds \(limit)"
+            reportRejected("oversized", topic: topic, reason: reason)
+            if isConfig {
+                counters.configsRejected += 1
+                report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
+                note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
+            }
             if case .observer(let major, let minor, let client)? = topics.parse(topic) {
                 let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
                 if owns(key.beacon) {
@@ -241,9 +278,10 @@ public struct BrainCore: Sendable {
             route(parsed, topic: topic, payload: payload, retained: retained, at: now)
         } else if let record = topics.parseBrainRecord(topic) {
             readRecord(record, topic: topic, payload: payload, retained: retained)
+        } else if let (store, client) = topics.parseCustomer(topic) {
+            readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
         } else {
-            counters.unknownTopics += 1
-            note(.debug, "ignored a topic outside the contract", ["topic": String(topic.prefix(200))])
+            unknownTopic(topic)
         }
         return finish(at: now)
     }
@@ -290,8 +328,8 @@ public struct BrainCore: Sendable {
                                         fingerprint: pending.fingerprint)
                 observers.insert(join)
                 dirtyJoins.insert(key)
-                dirtyStores.insert(store(of: key.beacon))
-            } else {
+                touchRoster(key)
+            } else if allowJoin(key, at: now) {
                 accept(key, pending.request, fingerprint: pending.fingerprint, at: now)
             }
         }
@@ -334,6 +372,10 @@ public struct BrainCore: Sendable {
         for topic in known.keys {
             switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
             case (.roster(let store)?, _): dirtyStores.insert(store)
+            case (nil, nil):
+                if let (store, client) = topics.parseCustomer(topic) {
+                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                }
             case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
             case (_, .visit(let ref)?): dirtyVisits.insert(ref)
             case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
@@ -355,6 +397,8 @@ public struct BrainCore: Sendable {
 
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
     public mutating func advance(to now: Instant) -> BrainOutput {
+        for text in rejections.roll(at: now) { event(text) }
+        joinLimiter.prune(at: now)
         guard isSettled else { return finish(at: now) }
         handle(presence.advance(to: now), at: now)
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
@@ -399,7 +443,15 @@ public struct BrainCore: Sendable {
         out.subscriptionsChanged = subscriptions != subscriptionsBefore
         if isSettled {
             syncAds()
-            for join in observers.joins.values { dirtyStores.insert(store(of: join.beacon)) }
+            // Beacons may have moved between stores: every roster entry is checked again.
+            rosterBook.removeAll()
+            for key in observers.joins.keys { touchRoster(key) }
+            for topic in known.keys {
+                guard let (store, client) = topics.parseCustomer(topic) else { continue }
+                dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                dirtyStores.insert(store)
+            }
+            for store in storeEntries.keys { dirtyStores.insert(store) }
         }
         report(status: "applied", origin: origin, details: needsRestart.isEmpty ? [:] : ["needsRestart": needsRestart],
                at: now)
@@ -472,8 +524,7 @@ public struct BrainCore: Sendable {
             do {
                 request = try JoinRequest(parsing: payload)
             } catch {
-                counters.malformed[.join, default: 0] += 1
-                note(.debug, "rejected a join", ["topic": String(topic.prefix(200)), "reason": error.reason])
+                malformed(.join, topic, error.reason)
                 reject(key, reason: error.reason, at: now)
                 return
             }
@@ -548,7 +599,7 @@ public struct BrainCore: Sendable {
             }
 
         case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
-            counters.unknownTopics += 1
+            unknownTopic(topic)
         }
     }
 
@@ -576,6 +627,21 @@ public struct BrainCore: Sendable {
         } catch {
             known[topic] = ""
             malformed(.record, topic, error.reason)
+        }
+    }
+
+    /// A customer topic of ours on the broker (read back while settling).
+    private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
+        guard !isSettled, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+        guard let json = json(payload, .roster, topic) else {
+            known[topic] = ""
+            return
+        }
+        do {
+            known[topic] = try Roster.Customer(parsing: json).json.jsonText
+        } catch {
+            known[topic] = ""
+            malformed(.roster, topic, error.reason)
         }
     }
 
@@ -621,12 +687,14 @@ public struct BrainCore: Sendable {
             guard existing.fingerprint != fingerprint else { return }
             // The same observer re-published its join (a new profile): no new ad.
             let since = existing.since
+            guard allowJoin(key, at: now) else { return }
             existing = ObserverJoin(key: key, profile: request.profile, since: since, fingerprint: fingerprint)
             observers.insert(existing)
             dirtyJoins.insert(key)
-            dirtyStores.insert(store(of: key.beacon))
+            touchRoster(key)
             return
         }
+        guard allowJoin(key, at: now) else { return }
         accept(key, request, fingerprint: fingerprint, at: now)
     }
 
@@ -639,7 +707,7 @@ public struct BrainCore: Sendable {
         inbox(key.client, .ad(beacon: key.beacon, ad: ad(of: key.beacon), rule: nil), at: now)
         runRules(.join, beacon: key.beacon, join: join, at: now)
         dirtyJoins.insert(key)
-        dirtyStores.insert(store(of: key.beacon))
+        touchRoster(key)
         note(.debug, "join answered", ["beacon": "\(key.beacon)", "client": key.client])
     }
 
@@ -651,12 +719,29 @@ public struct BrainCore: Sendable {
         if rules.retire(scope, at: now) { lingering.insert(scope) }
         if deleteTopic { deleteJoinTopic(key) }
         dirtyJoins.insert(key)
-        dirtyStores.insert(store(of: key.beacon))
+        touchRoster(key)
     }
 
     /// Deletes a join the observer can no longer delete itself, so its profile leaves the broker.
     private mutating func deleteJoinTopic(_ key: ObserverJoin.Key) {
         out.messages.append(OutgoingMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
+    }
+
+    /// The client may make this join (new, or a changed profile) within its rate; otherwise
+    /// it gets an error and nothing changes.
+    private mutating func allowJoin(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
+        guard !joinLimiter.allow(key.client, at: now) else { return true }
+        counters.joinsThrottled += 1
+        let reason = "too many joins from \(key.client): at most \(limits.joinBurst) at once, then one every "
+            + "\(fixed(limits.joinInterval, places: 1)) s; publish the join again later"
+        reportRejected("join", topic: topics.observer(key.client, of: key.beacon), reason: reason)
+        reject(key, reason: reason, at: now)
+        return false
+    }
+
+    /// A client's roster entry in the store of `key`'s beacon is to be checked.
+    private mutating func touchRoster(_ key: ObserverJoin.Key) {
+        dirtyCustomers.insert(RosterBook.Key(store: store(of: key.beacon), client: key.client))
     }
 
     /// An oversized or malformed join: an error to the observer, nothing else changes.
@@ -844,18 +929,34 @@ public struct BrainCore: Sendable {
                 let text = record?.json
                 setRetained(topics.answeredRecord(of: key.beacon, client: key.client), signature: text) { text ?? "" }
             }
+            for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
+                let joins = observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store }
+                let text = rosterBook.update(client: key.client, store: key.store, joins: joins, topics: topics)?.json.jsonText
+                let before = known[topics.customer(key.client, ofStore: key.store)]
+                setRetained(topics.customer(key.client, ofStore: key.store), signature: text) { text ?? "" }
+                if before != text { dirtyStores.insert(key.store) }
+            }
+            dirtyCustomers = []
+            // Summaries at most once per `rosterInterval` per store; the rest wait for `advance`.
+            var waiting: Set<UInt16> = []
             for store in dirtyStores.sorted() where stores.isEmpty || stores.contains(store) {
+                if let due = rosterDue[store], lastTime < due {
+                    waiting.insert(store)
+                    continue
+                }
                 let topic = topics.roster(ofStore: store)
-                let roster = observers.roster(store: store, name: storeEntries[store]?.name, topics: topics,
-                                              storeOf: { self.store(of: $0) })
-                if roster.customers.isEmpty && known[topic] == nil { continue }
+                if rosterBook.count(of: store) == 0 && known[topic] == nil { continue }
+                let roster = rosterBook.summary(store: store, name: storeEntries[store]?.name, limit: limits.rosterLimit)
                 let time = lastTime
-                setRetained(topic, signature: roster.json(at: nil)) { roster.json(at: time) }
+                let signature = roster.json(at: nil)
+                guard known[topic] != signature else { continue }
+                setRetained(topic, signature: signature) { roster.json(at: time) }
+                rosterDue[store] = lastTime + limits.rosterInterval
             }
             dirtyVisits = []
             dirtyPresence = []
             dirtyJoins = []
-            dirtyStores = []
+            dirtyStores = waiting
         }
         defer { out = BrainOutput() }
         return out
@@ -881,6 +982,25 @@ public struct BrainCore: Sendable {
     private mutating func malformed(_ kind: BrainCounters.Input, _ topic: String, _ reason: String) {
         counters.malformed[kind, default: 0] += 1
         note(.debug, "ignored a malformed payload", ["topic": String(topic.prefix(200)), "reason": String(reason.prefix(300))])
+        reportRejected(kind.rawValue, topic: topic, reason: reason)
+    }
+
+    private mutating func unknownTopic(_ topic: String) {
+        counters.unknownTopics += 1
+        note(.debug, "ignored a topic outside the contract", ["topic": String(topic.prefix(200))])
+        reportRejected("topic", topic: topic, reason: "not a topic of the contract")
+    }
+
+    /// `brain/events`: `{"event":"rejected","kind","topic","reason","bytes","ts"}`, rate-limited
+    /// (see `RejectionReports`). Every rejected input is also counted in `counters`.
+    private mutating func reportRejected(_ kind: String, topic: String, reason: String) {
+        for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: lastTime) {
+            event(text)
+        }
+    }
+
+    private mutating func event(_ text: String) {
+        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: text, qos: 1, retain: false))
     }
 
     private mutating func rejectConfig(_ errors: [String], at now: Instant) {

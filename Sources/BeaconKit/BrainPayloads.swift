@@ -521,16 +521,22 @@ public enum InboxMessage: Sendable, Equatable {
     }
 }
 
-/// The greeter view on `stores/<store>/roster` (retained):
+/// The greeter view on `stores/<store>/roster` (retained), a bounded summary:
 ///
-/// `{"store":major,"name":storeName|null,"customers":[{"client","name","favorite","photo",
+/// `{"store":major,"name":storeName|null,"count":n,"customers":[{"client","name","favorite","photo",
 /// "beacon":{"major","minor"},"since"}…],"ts"}`
 ///
-/// One entry per client present in the store, oldest first; `photo` is the topic of the
-/// retained join that holds the photo (subscribe to it to show the picture), `null` when
-/// the profile has none; `since` is when the client's first join in this store was
-/// answered. An empty `customers` list means nobody with a join is inside.
+/// `count` is every customer present in the store; `customers` the `limit` (default 50)
+/// who arrived last, oldest first, so the message stays small however full the shop is.
+/// Every customer also has a retained topic of their own, `stores/<store>/customers/<client>`,
+/// holding one `Customer` (see `Roster.Customer.json`): a greeter that needs everyone
+/// subscribes to `stores/<store>/customers/+`. `photo` is the topic of the retained join that
+/// holds the photo (subscribe to it to show the picture), `null` when the profile has none;
+/// `since` is when the client's first join in this store was answered. An empty
+/// `customers` list means nobody with a join is inside.
 public struct Roster: Sendable, Equatable {
+    /// One customer: an entry of the summary and the payload of `stores/<store>/customers/<client>`,
+    /// `{"client","name","favorite","photo","beacon":{"major","minor"},"since"}`.
     public struct Customer: Sendable, Equatable {
         public var client: String
         public var name: String?
@@ -548,15 +554,36 @@ public struct Roster: Sendable, Equatable {
             self.beacon = beacon
             self.since = since
         }
+
+        public var json: JSONValue {
+            .object(["client": .string(client), "name": name.map(JSONValue.string) ?? .null,
+                     "favorite": favorite.map(JSONValue.string) ?? .null,
+                     "photo": photo.map(JSONValue.string) ?? .null,
+                     "beacon": beacon.json, "since": .string(since.iso8601)])
+        }
+
+        public init(parsing value: JSONValue, at path: String = "") throws(PayloadError) {
+            let r = PayloadReader(path: path)
+            let c = try r.object(value)
+            client = try r.segment(c["client"], "client")
+            name = try r.optionalString(c["name"], "name", maxLength: JoinRequest.maxTextLength)
+            favorite = try r.optionalString(c["favorite"], "favorite", maxLength: JoinRequest.maxTextLength)
+            photo = try r.optionalString(c["photo"], "photo", maxLength: 1000)
+            beacon = try BeaconRef(json: c["beacon"], at: r.name("beacon"))
+            since = try r.instant(c["since"], "since")
+        }
     }
 
     public var store: UInt16
     public var name: String?
+    /// Every customer present, also those left out of `customers`.
+    public var count: Int
     public var customers: [Customer]
 
-    public init(store: UInt16, name: String?, customers: [Customer]) {
+    public init(store: UInt16, name: String?, count: Int? = nil, customers: [Customer]) {
         self.store = store
         self.name = name
+        self.count = count ?? customers.count
         self.customers = customers
     }
 
@@ -566,17 +593,14 @@ public struct Roster: Sendable, Equatable {
         writer.object { o in
             o("store", Int(store))
             o("name", name)
-            o("customers", .array(customers.map { c in
-                .object(["client": .string(c.client), "name": c.name.map(JSONValue.string) ?? .null,
-                         "favorite": c.favorite.map(JSONValue.string) ?? .null,
-                         "photo": c.photo.map(JSONValue.string) ?? .null,
-                         "beacon": c.beacon.json, "since": .string(c.since.iso8601)])
-            }))
+            o("count", count)
+            o("customers", .array(customers.map(\.json)))
             if let ts { o("ts", ts) }
         }
         return writer.text
     }
 
+    /// Parses a summary; `count` may be missing (rosters written before it existed).
     public init(parsing value: JSONValue) throws(PayloadError) {
         let r = PayloadReader(path: "")
         let o = try r.object(value)
@@ -585,17 +609,18 @@ public struct Roster: Sendable, Equatable {
         guard case .array(let list)? = o["customers"] else { throw PayloadError("customers must be an array") }
         var customers: [Customer] = []
         for (i, item) in list.enumerated() {
-            let cr = PayloadReader(path: "customers[\(i)]")
-            let c = try cr.object(item)
-            customers.append(Customer(client: try cr.segment(c["client"], "client"),
-                                      name: try cr.optionalString(c["name"], "name", maxLength: JoinRequest.maxTextLength),
-                                      favorite: try cr.optionalString(c["favorite"], "favorite",
-                                                                      maxLength: JoinRequest.maxTextLength),
-                                      photo: try cr.optionalString(c["photo"], "photo", maxLength: 1000),
-                                      beacon: try BeaconRef(json: c["beacon"], at: cr.name("beacon")),
-                                      since: try cr.instant(c["since"], "since")))
+            customers.append(try Customer(parsing: item, at: "customers[\(i)]"))
         }
         self.customers = customers
+        if let value = o["count"] {
+            let total = try r.number(value, "count")
+            guard total == total.rounded(), total >= Double(customers.count), total <= 1e9 else {
+                throw PayloadError("count must be a whole number of at least the customers listed")
+            }
+            count = Int(total)
+        } else {
+            count = customers.count
+        }
     }
 }
 

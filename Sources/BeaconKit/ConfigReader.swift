@@ -69,7 +69,7 @@ struct ConfigReader {
         return value
     }
 
-    mutating func string(_ value: JSONValue?, at path: String, nonEmpty: Bool = true) -> String? {
+    mutating func string(_ value: JSONValue?, at path: String, nonEmpty: Bool = true, maxLength: Int? = nil) -> String? {
         guard let value else { return nil }
         guard case .string(let s) = value else {
             fail(path, "expected a string, found \(value.typeName)")
@@ -77,6 +77,10 @@ struct ConfigReader {
         }
         if nonEmpty && s.isEmpty {
             fail(path, "must not be empty")
+            return nil
+        }
+        if let maxLength, s.count > maxLength {
+            fail(path, "is \(s.count) characters long; at most \(maxLength)")
             return nil
         }
         return s

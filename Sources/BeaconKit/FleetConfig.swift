@@ -1,6 +1,10 @@
 /// The whole fleet in one JSON document (SPEC §6). Parsed and validated here; every
 /// problem is reported with its JSON path, and unknown keys are errors.
 public struct FleetConfig: Sendable, Equatable {
+    /// Longest gateway zone name and registry beacon name, characters: they travel in
+    /// every sighting and presence message, which the brain bounds (`BrainCore.Limits`).
+    public static let maxNameLength = 200
+
     public var broker: BrokerConfig
     /// Topic prefix; empty for none.
     public var topicPrefix: String

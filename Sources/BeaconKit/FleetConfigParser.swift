@@ -64,7 +64,9 @@ extension FleetConfig {
             if let text = r.string(object["source"], at: path + ".source") {
                 do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
             }
-            gateway.zone = r.string(object["zone"], at: path + ".zone")
+            // Zone and beacon names travel in every presence and sighting: bounded, so no valid
+            // config makes a gateway write messages the brain must refuse.
+            gateway.zone = r.string(object["zone"], at: path + ".zone", maxLength: FleetConfig.maxNameLength)
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
             }
@@ -228,7 +230,7 @@ extension FleetConfig {
         let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
         let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
         let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
-        let name = r.string(o["name"], at: path + ".name")
+        let name = r.string(o["name"], at: path + ".name", maxLength: FleetConfig.maxNameLength)
         let power = r.integer(o["measuredPower"], at: path + ".measuredPower", in: -127...20)
         let latitude = r.number(o["latitude"], at: path + ".latitude", in: -90...90)
         let longitude = r.number(o["longitude"], at: path + ".longitude", in: -180...180)

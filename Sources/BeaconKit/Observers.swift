@@ -76,23 +76,4 @@ public struct ObserverRegistry: Sendable {
     public func joins(of beacon: BeaconRef) -> [ObserverJoin] {
         (byBeacon[beacon] ?? []).sorted().compactMap { joins[ObserverJoin.Key(beacon: beacon, client: $0)] }
     }
-
-    /// The greeter's list for one store: one entry per client with a join on a beacon of
-    /// the store, oldest first. A client joined to several of the store's beacons appears
-    /// once, with the profile and beacon of their latest join and the time of their first.
-    public func roster(store: UInt16, name: String?, topics: Topics, storeOf: (BeaconRef) -> UInt16) -> Roster {
-        var latest: [String: ObserverJoin] = [:]
-        var first: [String: Instant] = [:]
-        for join in joins.values where storeOf(join.beacon) == store {
-            first[join.client] = min(first[join.client] ?? join.since, join.since)
-            if let current = latest[join.client], (current.since, current.beacon) >= (join.since, join.beacon) { continue }
-            latest[join.client] = join
-        }
-        let customers = latest.values.map { join in
-            Roster.Customer(client: join.client, name: join.name, favorite: join.favorite,
-                            photo: join.hasPhoto ? topics.observer(join.client, of: join.beacon) : nil,
-                            beacon: join.beacon, since: first[join.client] ?? join.since)
-        }.sorted { ($0.since, $0.client) < ($1.since, $1.client) }
-        return Roster(store: store, name: name, customers: customers)
-    }
 }

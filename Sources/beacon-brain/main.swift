@@ -34,15 +34,18 @@ struct BeaconBrain: AsyncParsableCommand {
                                              "locationFix"|"error",...}: the ad
                                              on every join, rule actions, and
                                              errors for rejected joins
-          stores/<store>/roster              retained greeter view: who is in,
-                                             name, favorite, photo topic
+          stores/<store>/customers/<id>      retained greeter view, one customer
+                                             each: name, favorite, photo topic
+          stores/<store>/roster              retained summary: count and the 50
+                                             latest arrivals, at most 1/s
           brain/status                       retained "online"; "offline" as
                                              last will and on shutdown
           brain/visits/<major>/<minor>       retained records of what was
           brain/answered/<major>/<minor>/<id>  answered, so a restarted brain
                                              answers nothing twice
           brain/health/<client id>           counters, retained, every 30 s
-          brain/events                       reports on fleet/config
+          brain/events                       reports on fleet/config and on
+                                             rejected input (rate-limited)
           brain/sync/<client id>             a marker to itself: the retained
                                              state has been read
           and whatever the config's rules publish ("do": "publish").

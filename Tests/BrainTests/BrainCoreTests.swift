@@ -13,13 +13,17 @@ struct Harness {
 
     /// A brain that starts on `retained` state and settles at `now`.
     init(config: FleetConfig = testConfig(), stores: Set<UInt16> = [], retained: [String: String] = [:], at now: Instant = t(0)) {
-        core = BrainCore(config: config, stores: stores)
-        topics = config.topics
+        self.init(core: BrainCore(config: config, stores: stores), retained: retained, at: now)
+    }
+
+    init(core: BrainCore, retained: [String: String] = [:], at now: Instant = t(0)) {
+        self.core = core
+        topics = core.topics
         self.retained = retained
         for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) {
-            apply(core.receive(topic: topic, payload: Array(payload.utf8), retained: true, at: now))
+            apply(self.core.receive(topic: topic, payload: Array(payload.utf8), retained: true, at: now))
         }
-        apply(core.settle(at: now))
+        apply(self.core.settle(at: now))
     }
 
     /// The same broker with a new brain (the old one crashed or was restarted).
@@ -183,6 +187,91 @@ struct Harness {
         h.join("ada", counter, joinJSON(favorite: "cortado"), at: t(2))
         #expect(h.inbox("ada").count == 1)
         #expect(h.roster?["customers"]?.arrayValue?.first?["favorite"] == .string("cortado"))
+    }
+
+    // MARK: Floods
+
+    @Test func everyCustomerHasARetainedTopicAndTheRosterIsABoundedSummary() throws {
+        var limits = BrainCore.Limits()
+        limits.rosterLimit = 2
+        var h = Harness(core: BrainCore(config: testConfig(), limits: limits))
+        h.join("ada", counter, joinJSON(photo: photo(100)), at: t(1))
+        h.join("bob", window, joinJSON(name: "Bob"), at: t(2))
+        h.join("cy", window, joinJSON(name: "Cy"), at: t(3))
+        let ada = try #require(h.retainedJSON(h.topics.customer("ada", ofStore: 100)))
+        #expect(ada.objectValue?.keys == ["client", "name", "favorite", "photo", "beacon", "since"])
+        #expect(ada["photo"] == .string("beacons/100/1/observers/ada"))
+        #expect(ada["since"] == .string(t(1).iso8601))
+        let roster = try #require(h.roster)
+        #expect(roster["count"] == .number(3))
+        #expect(roster["customers"]?.arrayValue?.map { $0["client"] } == [.string("bob"), .string("cy")])
+        #expect(try Roster(parsing: roster).customers.last == Roster.Customer(parsing: try #require(h.retainedJSON("stores/100/customers/cy"))))
+        h.leave("ada", counter, at: t(4))
+        #expect(h.retained[h.topics.customer("ada", ofStore: 100)] == nil)
+        #expect(h.roster?["count"] == .number(2))
+    }
+
+    @Test func rosterSummariesAreDebouncedPerStore() throws {
+        var h = Harness()
+        let summaries = { (h: Harness) in h.sent.filter { $0.topic == h.topics.roster(ofStore: 100) }.count }
+        h.join("ada", counter, at: t(1))
+        #expect(summaries(h) == 1, "the first change after a quiet spell goes out at once")
+        for (i, client) in ["bob", "cy", "dee"].enumerated() { h.join(client, window, at: t(1.1 + 0.1 * Double(i))) }
+        #expect(summaries(h) == 1)
+        #expect(h.retained[h.topics.customer("dee", ofStore: 100)] != nil, "customers are not held back")
+        h.advance(to: t(1.9))
+        #expect(summaries(h) == 1)
+        h.advance(to: t(2))
+        #expect(summaries(h) == 2)
+        #expect(h.roster?["count"] == .number(4))
+        h.advance(to: t(5))
+        #expect(summaries(h) == 2, "nothing changed")
+    }
+
+    /// The O(change) guard: what one join costs on the wire must not grow with the roster.
+    @Test func aJoinCostsTheSameBytesWhateverTheRosterHolds() {
+        var h = Harness()
+        func bytesFor(joins range: Range<Int>) -> (bytes: Int, messages: Int, largest: Int) {
+            let start = h.sent.count
+            for i in range {
+                // 50 joins a second, as in a flood; summaries are then folded per second.
+                h.join("client-\(i)", BeaconRef(major: 100, minor: UInt16(1 + i % 50)), at: t(1 + Double(i) / 50))
+            }
+            h.advance(to: t(1 + Double(range.upperBound) / 50 + 1))
+            let sent = h.sent[start...]
+            return (sent.reduce(0) { $0 + $1.topic.utf8.count + $1.payload.utf8.count }, sent.count,
+                    sent.map { $0.payload.utf8.count }.max() ?? 0)
+        }
+        let first = bytesFor(joins: 0..<500)
+        let later = bytesFor(joins: 4500..<5000)
+        _ = bytesFor(joins: 500..<4500)
+        let last = bytesFor(joins: 5000..<5500)
+        #expect(h.roster?["count"] == .number(5500))
+        #expect(last.messages <= first.messages + 2, "\(first) \(last)")
+        // O(roster) would make the 5,000th join cost ten times the 500th.
+        #expect(Double(later.bytes) <= 1.2 * Double(first.bytes), "\(first) \(later)")
+        #expect(Double(last.bytes) <= 1.2 * Double(first.bytes), "\(first) \(last)")
+        #expect(last.largest < 16 * 1024, "no message grows with the roster")
+    }
+
+    @Test func aClientMakingTooManyJoinsIsRefusedUntilItEarnsAnother() {
+        var h = Harness()
+        for minor in 1...10 { h.join("mal", BeaconRef(major: 100, minor: UInt16(minor)), at: t(1)) }
+        #expect(h.core.observers.count == 10)
+        h.join("mal", BeaconRef(major: 100, minor: 11), at: t(1))
+        #expect(h.core.observers.count == 10)
+        let refusal = h.inbox("mal").last
+        #expect(refusal?["type"] == .string("error"))
+        #expect(refusal?["error"] == .string("too many joins from mal: at most 10 at once, then one every 6 s; publish the join again later"))
+        #expect(h.core.counters.joinsThrottled == 1)
+        // A retained join delivered again costs nothing; others keep joining.
+        h.join("mal", BeaconRef(major: 100, minor: 1), at: t(2))
+        h.join("ada", counter, at: t(2))
+        #expect(h.inbox("ada").first?["type"] == .string("ad"))
+        // 6 s later one more.
+        h.join("mal", BeaconRef(major: 100, minor: 11), at: t(7.1))
+        #expect(h.core.observers.count == 12)
+        #expect(h.core.counters.joinsThrottled == 1)
     }
 
     // MARK: Presence
@@ -433,10 +522,36 @@ struct Harness {
         #expect(h.core.observers.count == 1)
         #expect(h.retained == retainedBefore, "no retained state changed")
         #expect(h.inbox("ada").filter { $0["type"] == .string("error") }.count == bad.count + 1)
-        #expect(h.sent.filter { $0.topic == "brain/events" }.count == bad.count + 1)
+        let events = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json)
+        #expect(events.filter { $0["event"] == .string("config") }.count == bad.count + 1)
+        // Every other rejected input is reported: 20 a second one by one, the rest in a summary.
+        let rejected = h.core.counters.rejected + h.core.counters.unknownTopics - (bad.count + 1)
+        let single = events.filter { $0["event"] == .string("rejected") && $0["kind"] != nil }
+        #expect(single.count == 20)
+        #expect(single.first?["kind"] == .string("sighting"))
+        #expect(single.first?["topic"] == .string("beacons/100/1"))
+        #expect(single.first?["bytes"] == .number(8))
+        h.advance(to: t(3.5))
+        let summary = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json).last
+        #expect(summary?["suppressed"] == .number(Double(rejected - 20)))
+        #expect(summary?["since"] == .string(t(2).iso8601))
         // Still answering.
         h.join("zoe", counter, at: t(3))
         #expect(h.inbox("zoe").first?["type"] == .string("ad"))
+    }
+
+    @Test func anOversizedConfigIsReportedAndTheLastGoodOneKept() {
+        var limits = BrainCore.Limits(maxConfigPayload: 1000)
+        limits.eventsPerSecond = 5
+        var h = Harness(core: BrainCore(config: testConfig(), limits: limits))
+        h.publish("fleet/config", String(repeating: " ", count: 2000) + "{}", retain: true, at: t(1))
+        let events = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json)
+        #expect(events.contains { $0["event"] == .string("config") && $0["status"] == .string("rejected")
+            && $0["errors"] == .array([.string("fleet/config: payload of 2002 bytes exceeds 1000")]) })
+        #expect(events.contains { $0["event"] == .string("rejected") && $0["kind"] == .string("oversized")
+            && $0["topic"] == .string("fleet/config") && $0["bytes"] == .number(2002) })
+        #expect(h.core.counters.configsRejected == 1)
+        #expect(h.core.config == testConfig())
     }
 
     // MARK: Config and stores
