@@ -47,7 +47,7 @@ extension Config {
             restart of the gateway, which its event says. Waits until the broker acknowledges.
 
             Example:
-              beaconctl config push fleet.json --broker mqtt://broker.store.lan
+              beaconctl config push fleet.json --broker mqtts://operator@broker.store.lan
             """)
 
         @Argument(help: ArgumentHelp("The fleet config.", valueName: "FLEET.json"))
