@@ -1,5 +1,5 @@
 public import ArgumentParser
-public import BeaconKit
+public import Config
 public import Logging
 public import ServiceLifecycle
 import UnixSignals
@@ -129,18 +129,28 @@ public enum ConfigLoading {
         }
     }
 
-    /// Applies `--broker URL`; a plaintext URL to another host is refused unless the
-    /// config allows plaintext (`BrokerConfig.refusal`).
-    public static func override(_ config: inout FleetConfig, broker: String?) throws {
+    /// Applies `--broker URL` to the fleet's broker, or with `gateway` to that gateway's
+    /// broker (its store's when the store has one). A plaintext URL to another host is
+    /// refused unless that broker's config allows plaintext (`BrokerConfig.refusal`).
+    public static func override(_ config: inout FleetConfig, broker: String?, gateway: String? = nil) throws {
         guard let broker else { return }
+        let url: BrokerURL
         do {
-            let url = try BrokerURL(parsing: broker)
-            config.broker.url = url
-            if let user = url.username { config.broker.username = user }
+            url = try BrokerURL(parsing: broker)
         } catch {
             throw CommandFailure("--broker: \(error.reason)")
         }
-        if let refusal = config.broker.refusal { throw CommandFailure("--broker: \(refusal)") }
+        func apply(_ target: inout BrokerConfig) throws {
+            target.url = url
+            if let user = url.username { target.username = user }
+            if let refusal = target.refusal { throw CommandFailure("--broker: \(refusal)") }
+        }
+        if let gateway, let major = config.gateway(id: gateway)?.store,
+           let index = config.stores.firstIndex(where: { $0.major == major && $0.broker != nil }) {
+            try apply(&config.stores[index].broker!)
+        } else {
+            try apply(&config.broker)
+        }
     }
 
     /// The broker password: `BEACONBRIDGE_MQTT_PASSWORD`, else the credential systemd

@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Config
 public import SystemCalls
 
 /// One HCI event as a source delivers it, starting at the event code (no H4 type byte).

@@ -1,4 +1,4 @@
-public import BeaconKit
+public import Config
 public import Logging
 public import SystemCalls
 

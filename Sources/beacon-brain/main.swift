@@ -1,8 +1,8 @@
 import ArgumentParser
-import BeaconKit
 import Brain
 import CommandLineSupport
 import Logging
+import Config
 
 struct BeaconBrain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,7 +13,9 @@ struct BeaconBrain: AsyncParsableCommand {
           beacons/<major>/<minor>                  sightings, from every gateway
           beacons/<major>/<minor>/presence/<gw>    each gateway's retained view
           gateways/<gw>/status                     "offline" (last will): drop
-                                                   that gateway's views at once
+                                                   that gateway's views 3 s later
+                                                   unless it is back (a broker
+                                                   that stops sends every will)
           beacons/<major>/<minor>/observers/<id>   retained joins:
               {"state":"joined","profile":{"name","favorite","photo"}}
               (profile optional; photo a base64 JPEG of at most 20 KiB);
@@ -22,6 +24,10 @@ struct BeaconBrain: AsyncParsableCommand {
                                                    every join of that observer
           fleet/config                             applied live when valid;
                                                    reported when not
+          stores/<major>/bridge                    a store broker's bridge: "0"
+                                                   holds that store's presence as
+                                                   it was until "1" and its replay
+                                                   (docs/fleet.md)
           brain/visits/#, brain/answered/#         its own records (restarts)
 
         Writes:

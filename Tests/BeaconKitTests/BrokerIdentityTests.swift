@@ -1,4 +1,5 @@
 import BeaconKit
+import Config
 import Testing
 
 /// One fleet config serves every gateway and brain: nothing in it may make them share an

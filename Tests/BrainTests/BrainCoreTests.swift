@@ -1,4 +1,7 @@
 import BeaconKit
+import Tracking
+import Config
+import BrainCore
 import Foundation
 import Testing
 
@@ -139,6 +142,12 @@ struct Harness {
         h.join("ada", window, at: t(1))
         h.join("bob", window, at: t(1))
         h.publish("observers/ada/status", "offline", retain: true, at: t(5))
+        // Held for the grace (a broker that shuts down publishes every will at once)…
+        #expect(h.retained[h.topics.observer("ada", of: counter)] != nil)
+        h.advance(to: t(7.9))
+        #expect(h.core.counters.leaves == 0)
+        // …then every join of the client ends.
+        h.advance(to: t(8))
         #expect(h.retained[h.topics.observer("ada", of: counter)] == nil)
         #expect(h.retained[h.topics.observer("ada", of: window)] == nil)
         #expect(h.retained[h.topics.observer("bob", of: window)] != nil)
@@ -146,8 +155,23 @@ struct Harness {
         #expect(h.core.counters.leaves == 2)
         // The deletions come back to the brain; nothing more happens.
         let before = h.sent.count
-        h.leave("ada", counter, at: t(6))
+        h.leave("ada", counter, at: t(9))
         #expect(h.sent.count == before)
+    }
+
+    @Test func aWillFollowedByTheClientComingBackWithinTheGraceChangesNothing() {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        h.announce(counter, by: "door", rssi: -70, at: t(1))
+        h.publish("observers/ada/status", "offline", retain: true, at: t(5))
+        h.publish("gateways/door/status", "offline", retain: true, at: t(5))
+        h.publish("observers/ada/status", "online", retain: true, at: t(6))
+        h.see(counter, by: "door", rssi: -70, at: t(6))
+        let before = h.sent.count
+        h.advance(to: t(20))
+        #expect(h.core.counters.leaves == 0)
+        #expect(h.core.presence[counter] != nil)
+        #expect(h.sent[before...].allSatisfy { !$0.retain || !$0.payload.isEmpty }, "nothing deleted")
     }
 
     @Test func aRosterListsAClientOnceWithTheirFirstTime() throws {
@@ -303,12 +327,14 @@ struct Harness {
         #expect(h.retained[h.topics.visitRecord(of: counter)] == nil)
     }
 
-    @Test func gatewayLastWillEndsItsVisitsAtOnce() {
+    @Test func gatewayLastWillEndsItsVisitsAfterTheGrace() {
         var h = Harness()
         h.announce(counter, by: "door", rssi: -70, at: t(1))
         h.announce(window, by: "door", rssi: -70, at: t(1))
         h.announce(window, by: "till", rssi: -80, .far, at: t(1))
         h.publish("gateways/door/status", "offline", retain: true, at: t(2))
+        #expect(h.retained[h.topics.presence(of: counter)] != nil, "held for the grace")
+        h.advance(to: t(5))
         #expect(h.retained[h.topics.presence(of: counter)] == nil)
         #expect(h.retainedJSON(h.topics.presence(of: window))?["zone"] == .string("till"))
     }

@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Config
+import Tracking
+
 /// Something the brain's core wants logged; the core itself never logs.
 public struct BrainLogEntry: Sendable, Equatable {
     public enum Level: String, Sendable { case debug, info, notice, warning, error }
@@ -28,7 +32,7 @@ public struct BrainCounters: Sendable, Equatable {
     /// The kind of input, by topic.
     public enum Input: String, Sendable, CaseIterable, Comparable {
         case sighting, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
-        case fleetPresence, ad, roster, record
+        case fleetPresence, ad, roster, record, bridgeStatus
 
         public static func < (lhs: Input, rhs: Input) -> Bool { lhs.rawValue < rhs.rawValue }
     }
@@ -113,9 +117,22 @@ public struct BrainCore: Sendable {
     public private(set) var rules: RuleEngine
     public var counters = BrainCounters()
     public private(set) var isSettled = false
+    /// The bridges of stores with a broker of their own: which stores' presence is on hold.
+    public private(set) var bridges = StoreBridges()
+    /// What must be seen again after a reconnect, and wills held back (see `ConnectionRecovery`).
+    public var recovery = ConnectionRecovery()
+    /// Reading the retained state back after a reconnect (`reconnect`), until `settle`.
+    public var isReadingBack: Bool { recovery.isReadingBack }
+    /// Retained messages of the brain's own topics only tell what the broker holds.
+    private var readingBack: Bool { !isSettled || recovery.isReadingBack }
 
     private var registry: [BeaconRef: [BeaconEntry]] = [:]
     private var storeEntries: [UInt16: StoreEntry] = [:]
+    /// `gateways[].store`, by gateway id.
+    private var gatewayStores: [String: UInt16] = [:]
+    /// Visits whose views were missing at settling while their store was unknown: decided
+    /// when the store is back (a view coming back continues the visit).
+    private var heldVisits: [BeaconRef: VisitRecord] = [:]
 
     // Collected while settling.
     private var visitRecords: [BeaconRef: VisitRecord] = [:]
@@ -155,6 +172,7 @@ public struct BrainCore: Sendable {
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         index(config)
+        bridges.configure(bridgedStores(config))
     }
 
     // MARK: - Queries
@@ -201,6 +219,10 @@ public struct BrainCore: Sendable {
         } else {
             for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
+        if !config.bridgedStores.isEmpty {
+            filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
+                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatus(ofStore:))
+        }
         return filters
     }
 
@@ -221,6 +243,7 @@ public struct BrainCore: Sendable {
             o("uptime", uptime, places: 1)
             o("stores", stores.isEmpty ? JSONValue.null : .array(stores.sorted().map { .number(Double($0)) }))
             o("settled", isSettled)
+            o("unknownStores", .array(bridges.unknownStores.map { .number(Double($0)) }))
             o("beacons", presence.beacons.count)
             o("joins", observers.count)
             o("received", c.received)
@@ -289,8 +312,12 @@ public struct BrainCore: Sendable {
     /// The retained messages are in: reconcile them and start answering (see the type's
     /// documentation). Calling it again does nothing.
     public mutating func settle(at now: Instant) -> BrainOutput {
-        guard !isSettled else { return finish(at: now) }
+        guard !isSettled else {
+            if recovery.isReadingBack { readBackComplete(at: now) }
+            return finish(at: now)
+        }
         isSettled = true
+        bridges.settle(at: now)
 
         // Visits the records show as answered carry on silently.
         var begun: [BeaconRef] = []
@@ -355,33 +382,18 @@ public struct BrainCore: Sendable {
             handle(events, at: now)
         }
         for (ref, record) in visitRecords.sorted(by: { $0.key < $1.key }) where presence[ref] == nil {
-            let scope = RuleEngine.Scope(beacon: ref)
-            rules.restore(record.rules, for: scope)
-            if let since = record.since {
-                runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+            if record.since != nil, bridges.isUnknown(store(of: ref)) {
+                // Its store's bridge is down: the visit may well go on.
+                heldVisits[ref] = record
+                continue
             }
-            if rules.retire(scope, at: now) { lingering.insert(scope) }
-            dirtyVisits.insert(ref)
-            dirtyPresence.insert(ref)
+            endVisit(ref, record, at: now)
         }
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
         }
-        // Whatever of ours the broker holds gets checked, so leftovers are deleted.
-        for topic in known.keys {
-            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
-            case (.roster(let store)?, _): dirtyStores.insert(store)
-            case (nil, nil):
-                if let (store, client) = topics.parseCustomer(topic) {
-                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
-                }
-            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
-            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
-            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
-            default: break
-            }
-        }
+        markLeftovers()
         visitRecords = [:]
         answeredRecords = [:]
         retainedPresence = [:]
@@ -395,12 +407,87 @@ public struct BrainCore: Sendable {
         return finish(at: now)
     }
 
+    /// The broker connection is back after being lost. A brain that had settled keeps its
+    /// state: it is the authority on what it answered, and the broker may have lost its
+    /// records (a broker without persistence) or hold stale ones. It reads the retained
+    /// state again while handling what comes live, and `settle` ends the read-back: then it
+    /// republishes whatever of its retained topics the broker lacks, and visits and joins
+    /// not seen again end once their gateways and observers are back (`ConnectionRecovery`).
+    /// A brain that had not settled yet starts its collection again.
+    public mutating func reconnect(at now: Instant) -> BrainOutput {
+        guard isSettled else {
+            var fresh = BrainCore(config: config, stores: stores, limits: limits)
+            fresh.counters = counters
+            fresh.recovery = ConnectionRecovery(settings: recovery.settings)
+            self = fresh
+            return BrainOutput()
+        }
+        recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
+                             joins: Array(observers.joins.keys))
+        known = [:]
+        note(.info, "reconnected; reading the retained state back",
+             ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
+        return finish(at: now)
+    }
+
+    /// The end of a read-back after a reconnect: every retained topic of ours is checked
+    /// against what the broker holds (`known`).
+    private mutating func readBackComplete(at now: Instant) {
+        recovery.readBackComplete(at: now)
+        for ref in presence.beacons.keys {
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
+        }
+        for scope in lingering {
+            if let client = scope.client {
+                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
+            } else {
+                dirtyVisits.insert(scope.beacon)
+            }
+        }
+        for key in observers.joins.keys {
+            dirtyJoins.insert(key)
+            touchRoster(key)
+        }
+        for (store, _) in rosterBook.stores { dirtyStores.insert(store) }
+        markLeftovers()
+        rosterDue = [:]
+        syncAds()
+        let pending = recovery.pending
+        note(.info, "read the retained state back", ["unconfirmedViews": "\(pending.views)", "unconfirmedJoins": "\(pending.joins)"])
+    }
+
+    /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
+    private mutating func markLeftovers() {
+        for topic in known.keys {
+            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
+            case (.roster(let store)?, _): dirtyStores.insert(store)
+            case (nil, nil):
+                if let (store, client) = topics.parseCustomer(topic) {
+                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                }
+            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
+            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
+            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
+            default: break
+            }
+        }
+    }
+
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
     public mutating func advance(to now: Instant) -> BrainOutput {
         for text in rejections.roll(at: now) { event(text) }
         joinLimiter.prune(at: now)
         guard isSettled else { return finish(at: now) }
-        handle(presence.advance(to: now), at: now)
+        for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
+        if bridges.unknownStores.isEmpty {
+            handle(presence.advance(to: now), at: now)
+        } else {
+            let (bridges, storeOf) = (self.bridges, viewStore)
+            handle(presence.advance(to: now) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
+        }
+        let due = recovery.due(at: now)
+        if !due.isEmpty { apply(due, at: now) }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
             if let client = scope.client {
@@ -431,6 +518,7 @@ public struct BrainCore: Sendable {
         index(new)
         presence.settings = Self.presenceSettings(new)
         rules.rules = new.rules
+        bridges.configure(bridgedStores(new))
         counters.configsApplied += 1
         for ref in presence.beacons.keys.sorted() where !owns(ref) {
             presence.forget(ref)
@@ -474,7 +562,9 @@ public struct BrainCore: Sendable {
             do {
                 let report = try SightingReport(parsing: json, topic: ref)
                 let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
+                recovery.gatewayIsLive(report.gateway, at: now)
                 handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                recovery.confirmView(ref, gateway: report.gateway, live: true)
                 // Any gateway's proximity is in the fleet presence; its signature decides.
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
@@ -484,14 +574,19 @@ public struct BrainCore: Sendable {
         case .gatewayPresence(let major, let minor, let gateway):
             let ref = BeaconRef(major: major, minor: minor)
             guard owned(ref) else { return }
+            if !retained { recovery.gatewayIsLive(gateway, at: now) }
             if payload.isEmpty {
                 handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+                recovery.viewEnded(ref, gateway: gateway)
                 return
             }
+            // Left behind by a gateway found offline after a reconnect: only it can say.
+            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
             guard let json = json(payload, .gatewayPresence, topic) else { return }
             do {
                 let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
                 malformed(.gatewayPresence, topic, error.reason)
@@ -499,21 +594,52 @@ public struct BrainCore: Sendable {
 
         case .gatewayStatus(let gateway):
             switch String(decoding: payload, as: UTF8.self) {
-            case "online": handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "online":
+                if !retained { recovery.gatewayIsLive(gateway, at: now) }
+                handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "offline" where isSettled && retained:
+                // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
+                // Its views wait for the gateway to come back (or the reconnect grace).
+                recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
+            case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+                note(.info, "gateway offline: dropping its views unless it is back within the grace",
+                     ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
             case "offline":
-                note(.info, "gateway offline: dropping its views", ["gateway": gateway])
-                handle(presence.gatewayStatus(gateway, online: false), at: now)
+                dropGateway(gateway, at: now)
             case "": break
             default: malformed(.gatewayStatus, topic, "expected online or offline")
+            }
+            if isSettled, let major = gatewayStores[gateway] {
+                bridgeChanged(bridges.gatewayStatus(gateway, store: major), at: now)
+            }
+
+        case .bridgeStatus(let major):
+            guard stores.isEmpty || stores.contains(major) else {
+                counters.foreign += 1
+                return
+            }
+            let text = String(decoding: payload, as: UTF8.self)
+            guard text == "1" || text == "0" else {
+                if !payload.isEmpty { malformed(.bridgeStatus, topic, "expected 1 or 0 (Mosquitto's bridge notification)") }
+                return
+            }
+            if isSettled {
+                bridgeChanged(bridges.status(major, connected: text == "1", live: !retained, at: now), at: now)
+            } else {
+                bridges.remember(major, connected: text == "1", live: !retained)
             }
 
         case .observer(let major, let minor, let client):
             let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
             guard owned(key.beacon) else { return }
-            if !retained { offlineObservers.remove(client) }
+            if !retained {
+                offlineObservers.remove(client)
+                recovery.observerIsLive(client, at: now)
+            }
             if payload.isEmpty {
                 if isSettled {
                     leave(key, deleteTopic: false, at: now)
+                    recovery.joinEnded(key)
                 } else {
                     pendingJoins[key] = nil
                     pendingErrors[key] = nil
@@ -538,15 +664,17 @@ public struct BrainCore: Sendable {
 
         case .observerStatus(let client):
             switch String(decoding: payload, as: UTF8.self) {
-            case "online": offlineObservers.remove(client)
+            case "online":
+                offlineObservers.remove(client)
+                if !retained { recovery.observerIsLive(client, at: now) }
+            case "offline" where isSettled && retained:
+                recovery.retainedOffline(observer: client, joins: observers.joins(ofClient: client).map(\.key))
+            case "offline" where isSettled && recovery.hold(offlineObserver: client, at: now):
+                break
+            case "offline" where isSettled:
+                endJoins(of: client, at: now)
             case "offline":
-                if isSettled {
-                    let joins = observers.joins(ofClient: client)
-                    if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
-                    for join in joins { leave(join.key, deleteTopic: true, at: now) }
-                } else {
-                    offlineObservers.insert(client)
-                }
+                offlineObservers.insert(client)
             case "": break
             default: malformed(.observerStatus, topic, "expected online or offline")
             }
@@ -569,11 +697,11 @@ public struct BrainCore: Sendable {
 
         case .fleetPresence(let major, let minor):
             let ref = BeaconRef(major: major, minor: minor)
-            guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             guard let json = json(payload, .fleetPresence, topic) else { return }
             do {
                 let report = try FleetPresenceReport(parsing: json, topic: ref)
-                retainedPresence[ref] = report
+                if !isSettled { retainedPresence[ref] = report }
                 known[topic] = report.signature
             } catch {
                 known[topic] = ""
@@ -582,11 +710,11 @@ public struct BrainCore: Sendable {
 
         case .ad(let major, let minor):
             let ref = BeaconRef(major: major, minor: minor)
-            guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             known[topic] = String(decoding: payload, as: UTF8.self)
 
         case .roster(let store):
-            guard !isSettled, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+            guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
             guard let json = json(payload, .roster, topic) else {
                 known[topic] = ""
                 return
@@ -607,8 +735,9 @@ public struct BrainCore: Sendable {
         let ref: BeaconRef = switch record {
         case .visit(let ref), .answered(let ref, _): ref
         }
-        // After settling the brain is the authority on its records; what comes back is its own echo.
-        guard !isSettled, retained, owned(ref), !payload.isEmpty else { return }
+        // After settling the brain is the authority on its records; what comes back is its own
+        // echo, or (read back after a reconnect) only tells what the broker holds.
+        guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
         guard let json = json(payload, .record, topic) else {
             known[topic] = ""
             return
@@ -617,11 +746,11 @@ public struct BrainCore: Sendable {
             switch record {
             case .visit(let ref):
                 let value = try VisitRecord(parsing: json)
-                visitRecords[ref] = value
+                if !isSettled { visitRecords[ref] = value }
                 known[topic] = value.json
             case .answered(let ref, let client):
                 let value = try AnsweredRecord(parsing: json)
-                answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value
+                if !isSettled { answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value }
                 known[topic] = value.json
             }
         } catch {
@@ -632,7 +761,7 @@ public struct BrainCore: Sendable {
 
     /// A customer topic of ours on the broker (read back while settling).
     private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
-        guard !isSettled, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
         guard let json = json(payload, .roster, topic) else {
             known[topic] = ""
             return
@@ -648,18 +777,25 @@ public struct BrainCore: Sendable {
     // MARK: - Presence events
 
     private mutating func handle(_ events: [FleetEvent], at now: Instant) {
+        var resumed: Set<BeaconRef> = []
         for event in events {
             let ref = event.beacon
             switch event {
             case .enter:
                 dirtyVisits.insert(ref)
                 dirtyPresence.insert(ref)
-                if isSettled {
+                if isSettled, let held = heldVisits.removeValue(forKey: ref) {
+                    // A visit held while its store was unknown goes on: no enter rules.
+                    rules.restore(held.rules, for: RuleEngine.Scope(beacon: ref))
+                    presence.restore(ref, since: held.since, zone: nil)
+                    resumed.insert(ref)
+                } else if isSettled {
                     let scope = RuleEngine.Scope(beacon: ref)
                     if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
                     runRules(.enter, beacon: ref, fleet: presence[ref], since: presence[ref]?.since ?? now, at: now)
                 }
             case .exit(let last):
+                recovery.beaconLeft(ref)
                 dirtyVisits.insert(ref)
                 dirtyPresence.insert(ref)
                 if isSettled {
@@ -671,7 +807,7 @@ public struct BrainCore: Sendable {
                 dirtyPresence.insert(ref)
             case .proximity(_, _, let to):
                 dirtyPresence.insert(ref)
-                if isSettled, to != .unknown, let fleet = presence[ref] {
+                if isSettled, to != .unknown, !resumed.contains(ref), let fleet = presence[ref] {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
@@ -680,10 +816,41 @@ public struct BrainCore: Sendable {
         }
     }
 
+    // MARK: - Outages and last wills
+
+    private mutating func dropGateway(_ gateway: String, at now: Instant) {
+        note(.info, "gateway offline: dropping its views", ["gateway": gateway])
+        handle(presence.gatewayStatus(gateway, online: false), at: now)
+    }
+
+    /// The observer's last will: every join ends and its retained joins are deleted, so the
+    /// profiles leave the broker.
+    private mutating func endJoins(of client: String, at now: Instant) {
+        let joins = observers.joins(ofClient: client)
+        if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
+        for join in joins { leave(join.key, deleteTopic: true, at: now) }
+    }
+
+    private mutating func apply(_ due: ConnectionRecovery.Due, at now: Instant) {
+        for gateway in due.offlineGateways { dropGateway(gateway, at: now) }
+        for client in due.offlineObservers { endJoins(of: client, at: now) }
+        let (bridges, storeOf) = (self.bridges, viewStore)
+        for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
+            // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
+            note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
+            handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+        }
+        for key in due.joins {
+            note(.info, "a join not seen again after the reconnect ends", ["beacon": "\(key.beacon)", "client": key.client])
+            leave(key, deleteTopic: false, at: now)
+        }
+    }
+
     // MARK: - Observers
 
     private mutating func join(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
         if var existing = observers[key] {
+            recovery.confirmJoin(key, live: true)
             guard existing.fingerprint != fingerprint else { return }
             // The same observer re-published its join (a new profile): no new ad.
             let since = existing.since
@@ -904,7 +1071,7 @@ public struct BrainCore: Sendable {
         if isSettled {
             // Records first: a presence on the broker then always has its record, so a brain
             // restarted in between never takes a visit it answered for a new one.
-            for ref in dirtyVisits.sorted() {
+            for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
                 let record: VisitRecord? = if let fleet = presence[ref] {
                     VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
@@ -914,7 +1081,7 @@ public struct BrainCore: Sendable {
                 let text = record?.json
                 setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
             }
-            for ref in dirtyPresence.sorted() {
+            for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
                 let report = presence[ref]?.report
                 setRetained(topics.presence(of: ref), signature: report?.signature) { report?.json ?? "" }
@@ -960,6 +1127,67 @@ public struct BrainCore: Sendable {
         }
         defer { out = BrainOutput() }
         return out
+    }
+
+    // MARK: - Store bridges
+
+    /// The bridged stores this brain handles, with their gateways.
+    private func bridgedStores(_ config: FleetConfig) -> [UInt16: Set<String>] {
+        var bridged: [UInt16: Set<String>] = [:]
+        for store in config.bridgedStores where stores.isEmpty || stores.contains(store.major) {
+            bridged[store.major] = Set(config.gateways(ofStore: store.major).map(\.id))
+        }
+        return bridged
+    }
+
+    /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
+    /// for closures that run while `presence` changes.
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
+        let (gatewayStores, registry) = (self.gatewayStores, self.registry)
+        return { ref, gateway in gatewayStores[gateway] ?? registry[ref]?.first?.store ?? ref.major }
+    }
+
+    private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
+        switch change {
+        case .none:
+            break
+        case .lost(let major):
+            note(.notice, "store bridge down: holding the store's presence until it is back", ["store": "\(major)"])
+        case .healing(let major):
+            note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
+        case .found(let major):
+            note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
+        case .reconciled(let major, let since):
+            // The replay is in: views it did not confirm are gone, held visits without a view end.
+            let storeOf = viewStore
+            let dropped = presence.dropViews { ref, view in storeOf(ref, view.gateway) == major && view.lastUpdate < since }
+            handle(dropped, at: now)
+            var ended = 0
+            for (ref, record) in heldVisits.sorted(by: { $0.key < $1.key }) where store(of: ref) == major {
+                heldVisits[ref] = nil
+                if presence[ref] == nil {
+                    endVisit(ref, record, at: now)
+                    ended += 1
+                }
+            }
+            note(.notice, "store bridge back: presence reconciled", [
+                "store": "\(major)", "exits": "\(dropped.filter { if case .exit = $0 { true } else { false } }.count)",
+                "heldVisitsEnded": "\(ended)",
+            ])
+        }
+    }
+
+    /// A visit that ended while no brain saw it (or while its store was unknown): its exit
+    /// rules, and its record and fleet presence go.
+    private mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
+        let scope = RuleEngine.Scope(beacon: ref)
+        rules.restore(record.rules, for: scope)
+        if let since = record.since {
+            runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+        }
+        if rules.retire(scope, at: now) { lingering.insert(scope) }
+        dirtyVisits.insert(ref)
+        dirtyPresence.insert(ref)
     }
 
     // MARK: - Helpers
@@ -1036,6 +1264,8 @@ public struct BrainCore: Sendable {
             registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
+        gatewayStores = [:]
+        for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
     }
 
     static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {

@@ -1,12 +1,16 @@
+public import BeaconKit
+import Tracking
+
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain"]
+                          "stores", "rules", "brain", "bridge"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
                              "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
-    static let gatewayKeys = ["id", "source", "zone", "advertise"] + tuningKeys
+    static let gatewayKeys = ["id", "source", "zone", "store", "advertise"] + tuningKeys
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown"]
@@ -26,7 +30,7 @@ extension FleetConfig {
         var r = ConfigReader()
         guard let top = r.object(document, at: "", keys: topKeys) else { throw ConfigErrors(r.errors) }
 
-        let broker = parseBroker(top["broker"], &r)
+        let broker = parseBroker(top["broker"], at: "broker", &r)
         var prefix = ""
         if let value = top["topicPrefix"], let text = r.string(value, at: "topicPrefix", nonEmpty: false), !text.isEmpty {
             if let problem = Topics.problem(withSegment: text, allowSlash: true) {
@@ -67,6 +71,7 @@ extension FleetConfig {
             // Zone and beacon names travel in every presence and sighting: bounded, so no valid
             // config makes a gateway write messages the brain must refuse.
             gateway.zone = r.string(object["zone"], at: path + ".zone", maxLength: FleetConfig.maxNameLength)
+            gateway.store = r.u16(object["store"], at: path + ".store")
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
             }
@@ -87,13 +92,18 @@ extension FleetConfig {
         var stores: [StoreEntry] = []
         for (i, value) in (r.array(top["stores"], at: "stores") ?? []).enumerated() {
             let path = "stores[\(i)]"
-            guard let object = r.object(value, at: path, keys: ["major", "name", "ad"]) else { continue }
+            guard let object = r.object(value, at: path, keys: storeKeys) else { continue }
             guard let major = r.required(object, "major", at: path).flatMap({ r.u16($0, at: path + ".major") }) else {
                 continue
             }
             if stores.contains(where: { $0.major == major }) { r.fail(path + ".major", "store \(major) is listed twice") }
+            if case .object(let broker)? = object["broker"], broker["url"] == nil {
+                r.fail(path + ".broker.url", "is required (the store broker's mqtt:// or mqtts:// URL)")
+            }
             stores.append(StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
-                                     ad: parseAd(object["ad"], at: path + ".ad", &r)))
+                                     ad: parseAd(object["ad"], at: path + ".ad", &r),
+                                     broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
+                                     bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r)))
         }
 
         var rules: [Rule] = []
@@ -107,54 +117,59 @@ extension FleetConfig {
             if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
         }
 
+        let bridge = parseBridge(top["bridge"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
-        return FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
-                           beacons: beacons, stores: stores, rules: rules, brain: brain)
+        let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
+                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge)
+        checkBridging(config, &r)
+        guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
+        return config
     }
 
-    static func parseBroker(_ value: JSONValue?, _ r: inout ConfigReader) -> BrokerConfig? {
+    /// The top-level `broker`, or a store's (`path` says which).
+    static func parseBroker(_ value: JSONValue?, at path: String, _ r: inout ConfigReader) -> BrokerConfig? {
         var broker = BrokerConfig(url: BrokerURL(host: "localhost"))
         guard let value else { return broker }
-        guard let object = r.object(value, at: "broker", keys: brokerKeys) else { return nil }
-        if let text = r.string(object["url"], at: "broker.url") {
-            do { broker.url = try BrokerURL(parsing: text) } catch { r.fail("broker.url", error.reason) }
+        guard let object = r.object(value, at: path, keys: brokerKeys) else { return nil }
+        if let text = r.string(object["url"], at: path + ".url") {
+            do { broker.url = try BrokerURL(parsing: text) } catch { r.fail(path + ".url", error.reason) }
         }
         // One config serves every gateway and brain: a user or client id in it would be shared.
         if object["clientId"] != nil {
-            r.fail("broker.clientId", "a client id shared by every gateway and brain makes each take the others' "
+            r.fail(path + ".clientId", "a client id shared by every gateway and brain makes each take the others' "
                    + "connection over; remove it: a gateway connects as beacon-gateway-<id>, a brain as "
                    + "beacon-brain[-<stores>] or its --client-id")
         }
         if object["username"] != nil {
-            r.fail("broker.username", "a user name shared by every gateway and brain lets each speak for all of them; "
+            r.fail(path + ".username", "a user name shared by every gateway and brain lets each speak for all of them; "
                    + "remove it: a gateway logs in as its id, the brain as \"brain\" (beaconctl provision writes "
                    + "their passwords and the ACL)")
         }
         if let user = broker.url.username {
-            r.fail("broker.url", "the user \"\(user)\" would be shared by every gateway and brain; remove it (each "
+            r.fail(path + ".url", "the user \"\(user)\" would be shared by every gateway and brain; remove it (each "
                    + "logs in as itself; --broker mqtt://user@host picks a user for one process)")
             broker.url.username = nil
         }
-        broker.passwordFile = r.string(object["passwordFile"], at: "broker.passwordFile")
-        if let tls = r.object(object["tls"], at: "broker.tls", keys: tlsKeys) {
-            broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: "broker.tls.caFile"),
-                                   caPath: r.string(tls["caPath"], at: "broker.tls.caPath"),
-                                   certFile: r.string(tls["certFile"], at: "broker.tls.certFile"),
-                                   keyFile: r.string(tls["keyFile"], at: "broker.tls.keyFile"),
-                                   insecure: r.bool(tls["insecure"], at: "broker.tls.insecure") ?? false)
+        broker.passwordFile = r.string(object["passwordFile"], at: path + ".passwordFile")
+        if let tls = r.object(object["tls"], at: path + ".tls", keys: tlsKeys) {
+            broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: path + ".tls.caFile"),
+                                   caPath: r.string(tls["caPath"], at: path + ".tls.caPath"),
+                                   certFile: r.string(tls["certFile"], at: path + ".tls.certFile"),
+                                   keyFile: r.string(tls["keyFile"], at: path + ".tls.keyFile"),
+                                   insecure: r.bool(tls["insecure"], at: path + ".tls.insecure") ?? false)
             if (broker.tls?.certFile == nil) != (broker.tls?.keyFile == nil) {
-                r.fail("broker.tls", "certFile and keyFile go together (client certificate authentication)")
+                r.fail(path + ".tls", "certFile and keyFile go together (client certificate authentication)")
             }
             if broker.tls?.caFile == nil && broker.tls?.caPath == nil {
-                r.fail("broker.tls", "needs caFile or caPath to verify the broker")
+                r.fail(path + ".tls", "needs caFile or caPath to verify the broker")
             }
         }
-        if let v = r.integer(object["keepalive"], at: "broker.keepalive", in: 5...65535) { broker.keepalive = v }
-        if let v = r.oneOf(object["mqttVersion"], at: "broker.mqttVersion", ["3.1.1", "5"]) {
+        if let v = r.integer(object["keepalive"], at: path + ".keepalive", in: 5...65535) { broker.keepalive = v }
+        if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
             broker.mqttVersion = MQTTVersion(rawValue: v)!
         }
-        broker.allowPlaintext = r.bool(object["allowPlaintext"], at: "broker.allowPlaintext") ?? false
-        if let refusal = broker.refusal { r.fail("broker.url", refusal) }
+        broker.allowPlaintext = r.bool(object["allowPlaintext"], at: path + ".allowPlaintext") ?? false
+        if let refusal = broker.refusal { r.fail(path + ".url", refusal) }
         return broker
     }
 
