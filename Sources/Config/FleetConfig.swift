@@ -281,6 +281,14 @@ public struct Rule: Sendable, Equatable {
         case locationFix
         /// A templated message to a templated topic.
         case publish(topic: String, template: String, retain: Bool, qos: Int)
+
+        /// Whether the action sends a templated text (the rule's `fallback` applies to it).
+        public var usesTemplate: Bool {
+            switch self {
+            case .greeting, .publish: true
+            case .ad, .locationFix: false
+            }
+        }
     }
 
     public enum Cooldown: Sendable, Equatable {
@@ -315,9 +323,15 @@ public struct Rule: Sendable, Equatable {
     /// At most once per visit (a beacon's presence, or an observer's join).
     public var once: Bool
     public var cooldown: Cooldown?
+    /// The text a greeting or a publish of this rule sends instead when its template uses a
+    /// variable without a value (a customer without a name, a beacon without a location), so
+    /// nobody reads "Hello ! A  is on its way.". Without one such a greeting is skipped.
+    public var fallback: String?
 
     public init(name: String, trigger: Trigger, beacons: [BeaconKey] = [], stores: [UInt16] = [], names: [String] = [],
-                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil) {
+                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil,
+                fallback: String? = nil) {
+        self.fallback = fallback
         self.name = name
         self.trigger = trigger
         self.beacons = beacons
@@ -359,6 +373,16 @@ public enum Template {
             rest = rest[rest.index(after: close)...]
         }
         return nil
+    }
+
+    /// Whether every variable the template uses has a non-empty value.
+    public static func isComplete(_ template: String, _ values: [String: String]) -> Bool {
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            guard let value = values[String(rest[rest.index(after: open)..<close])], !value.isEmpty else { return false }
+            rest = rest[rest.index(after: close)...]
+        }
+        return true
     }
 
     /// Replaces `{variable}` by its value; unknown or missing ones become empty.

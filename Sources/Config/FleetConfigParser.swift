@@ -12,7 +12,8 @@ extension FleetConfig {
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
-    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown"]
+    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
+                           "fallback"]
 
     /// Parses and validates a fleet config; throws every problem found.
     public static func parse(_ text: String) throws(ConfigErrors) -> FleetConfig {
@@ -104,8 +105,17 @@ extension FleetConfig {
         }
 
         var rules: [Rule] = []
+        var ruleIndex: [String: Int] = [:]
         for (i, value) in (r.array(top["rules"], at: "rules") ?? []).enumerated() {
-            if let rule = parseRule(value, at: "rules[\(i)]", &r) { rules.append(rule) }
+            guard let rule = parseRule(value, at: "rules[\(i)]", &r) else { continue }
+            // The brain remembers what a rule did by its name (once, cooldowns): two rules with
+            // one name would share that memory.
+            if let first = ruleIndex[rule.name] {
+                r.fail("rules[\(i)].name", "\"\(rule.name)\" is also the name of rules[\(first)]; rule names must be unique")
+            } else {
+                ruleIndex[rule.name] = i
+            }
+            rules.append(rule)
         }
 
         var brain = BrainConfig()
@@ -286,12 +296,16 @@ extension FleetConfig {
         if let value = o["cooldown"] {
             cooldown = parseCooldown(value, at: path + ".cooldown", &r)
         }
+        let fallback = r.template(o["fallback"], at: path + ".fallback")
+        if o["fallback"] != nil, !actions.contains(where: \.usesTemplate) {
+            r.fail(path + ".fallback", "applies to the texts of greeting and publish actions; this rule has none")
+        }
         if let trigger, [Rule.Trigger.join, .leave].contains(trigger), rssiAbove != nil {
             r.fail(path + ".rssiAbove", "applies to beacon events (enter, exit, proximity), not to \(name)'s join/leave")
         }
         guard let trigger else { return nil }
         return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, rssiAbove: rssiAbove,
-                    actions: actions, once: once, cooldown: cooldown)
+                    actions: actions, once: once, cooldown: cooldown, fallback: fallback)
     }
 
     static func parseAction(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Action? {
