@@ -36,6 +36,8 @@ public final class BrainService: Service, Sendable {
         public var settleLimit: Double = 10
         /// Seconds between `brain/health` messages.
         public var healthInterval: Double = 30
+        /// Called with each health payload as it is published (the metrics endpoint).
+        public var onHealth: (@Sendable (String) -> Void)?
         /// Seconds between timer ticks (expiring views and cooldowns).
         public var tickInterval: Double = 0.2
         public var limits = BrainCore.Limits()
@@ -264,9 +266,11 @@ public final class BrainService: Service, Sendable {
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
-            send(&s, [s.core.health(client: clientSegment, version: Self.version,
-                                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
-                                    published: s.published, publishFailures: s.publishFailures, at: WallClock.now())])
+            let health = s.core.health(client: clientSegment, version: Self.version,
+                                       uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
+                                       published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
+            send(&s, [health])
+            options.onHealth?(health.payload)
         }
     }
 

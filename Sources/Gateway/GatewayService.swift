@@ -25,6 +25,8 @@ public struct GatewayService: Service, CustomStringConvertible {
     let sourceHasOwnTime: Bool
     /// What the fleet config last said this gateway advertises, to apply a change live.
     let configuredAdvertising: ConfiguredAdvertising
+    /// Called with each health payload as it is published (`--metrics`); set before `run()`.
+    public var onHealth: (@Sendable (String) -> Void)?
 
     /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
@@ -141,6 +143,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                                                             version: Self.version, sourceName: self.source.name)
                             self.engine.publish(OutgoingMessage(topic: health.topic, payload: health.text,
                                                               qos: health.qos, retain: health.retain))
+                            self.onHealth?(health.text)
                         }
                     }
                 }

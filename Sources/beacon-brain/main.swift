@@ -2,6 +2,7 @@ import ArgumentParser
 import Brain
 import CommandLineSupport
 import Logging
+import Telemetry
 import Config
 
 struct BeaconBrain: AsyncParsableCommand {
@@ -93,7 +94,14 @@ struct BeaconBrain: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
+    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+                                            valueName: "HOST:PORT"))
+    var metrics: String?
+
     func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
         _ = try parseStores()
         if let clientId, clientId.isEmpty || clientId.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
             throw ValidationError("--client-id \"\(clientId)\" must be printable ASCII without spaces")
@@ -121,15 +129,16 @@ struct BeaconBrain: AsyncParsableCommand {
         let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-brain")
         for risk in fleet.broker.risks(hasPassword: password != nil) { logger.warning("\(risk)") }
-        let options = BrainService.Options(clientID: clientId ?? BrainService.defaultClientID(stores: storeSet))
+        var options = BrainService.Options(clientID: clientId ?? BrainService.defaultClientID(stores: storeSet))
+        let telemetry = try MetricsSetup(address: metrics, kind: .brain, id: options.clientID, logger: logger)
+        if let recorder = telemetry.recorder { options.onHealth = { recorder.record(healthJSON: $0) } }
         let service: BrainService
         do {
-            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger,
-                                       options: options)
+            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        try await runService(service, logger: logger)
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 

@@ -4,6 +4,7 @@ import CommandLineSupport
 import Gateway
 import HCI
 import Logging
+import Telemetry
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -58,6 +59,16 @@ struct BeaconGateway: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
+    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+                                            valueName: "HOST:PORT"))
+    var metrics: String?
+
+    func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
+    }
+
     func run() async throws {
         bootstrapLogging(logLevel)
         var fleet = try ConfigLoading.load(config)
@@ -89,7 +100,7 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
-        let service: GatewayService
+        var service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
@@ -97,7 +108,9 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        try await runService(service, logger: logger)
+        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
+        if let recorder = telemetry.recorder { service.onHealth = { recorder.record(healthJSON: $0) } }
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 
