@@ -5,7 +5,7 @@ import Testing
 /// The systemd units in deploy/systemd, checked by systemd itself.
 @Suite("deploy: systemd units")
 struct DeployTests {
-    static let units = ["beacon-gateway@.service", "beacon-brain.service"]
+    static let units = ["beacon-gateway@.service", "beacon-brain.service", "beacon-web.service"]
 
     /// `systemd-analyze verify` loads a unit with everything it references: the targets
     /// it orders itself after and the executables of ExecStart=, which must exist. On this
@@ -13,7 +13,7 @@ struct DeployTests {
     /// so the check runs against a scratch root (`--root`): the distribution's unit
     /// directory copied in, the units where an administrator puts them, and stand-ins
     /// for /usr/local/bin/beacon-gateway and beacon-brain, as `make install` would leave.
-    @Test("systemd-analyze verify accepts both units without a warning")
+    @Test("systemd-analyze verify accepts every unit without a warning")
     func verify() async throws {
         guard let analyze = Programs.system("systemd-analyze") else {
             throw TestFailure("systemd-analyze is not installed: apt-get install systemd (scripts/install-deps does)")
@@ -27,7 +27,7 @@ struct DeployTests {
         try fm.copyItem(atPath: distribution, toPath: root + "/usr/lib/systemd/system")
         try fm.createDirectory(atPath: root + "/etc/systemd/system", withIntermediateDirectories: true)
         try fm.createDirectory(atPath: root + "/usr/local/bin", withIntermediateDirectories: true)
-        for program in ["beacon-gateway", "beacon-brain"] {
+        for program in ["beacon-gateway", "beacon-brain", "beacon-web"] {
             let path = root + "/usr/local/bin/" + program
             try "#!/bin/sh\n".write(toFile: path, atomically: true, encoding: .utf8)
             try fm.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
@@ -38,7 +38,8 @@ struct DeployTests {
         }
         let check = try ChildProcess(analyze, ["verify", "--root=\(root)",
                                                "/etc/systemd/system/beacon-gateway@door-1.service",
-                                               "/etc/systemd/system/beacon-brain.service"],
+                                               "/etc/systemd/system/beacon-brain.service",
+                                               "/etc/systemd/system/beacon-web.service"],
                                      in: dir, name: "systemd-analyze")
         let status = await check.waitForExit(timeout: 60)
         #expect(status == 0, "\(check.diagnostics)")
