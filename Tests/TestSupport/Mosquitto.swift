@@ -153,6 +153,7 @@ public final class MosquittoSubscriber: @unchecked Sendable {
 
     /// Starts a subscriber on `filters` and returns once the broker has acknowledged them.
     public static func start(broker: MosquittoBroker, filters: [String], qos: Int = 1,
+                             credentials: (user: String, password: String)? = nil,
                              in directory: TemporaryDirectory) async throws -> MosquittoSubscriber {
         guard let program = Programs.system("mosquitto_sub") else {
             throw MosquittoBroker.StartError(description: "mosquitto_sub is not installed (apt install mosquitto-clients)")
@@ -160,6 +161,7 @@ public final class MosquittoSubscriber: @unchecked Sendable {
         var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-q", String(qos), "-d",
                          "-i", "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
         for filter in filters { arguments += ["-t", filter] }
+        if let credentials { arguments += ["-u", credentials.user, "-P", credentials.password] }
         let process = if let stdbuf = Programs.system("stdbuf") {
             try ChildProcess(stdbuf, ["-oL", program] + arguments, in: directory, name: "mosquitto_sub")
         } else {
