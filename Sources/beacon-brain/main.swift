@@ -1,8 +1,8 @@
 import ArgumentParser
-import BeaconKit
 import Brain
 import CommandLineSupport
 import Logging
+import Config
 
 struct BeaconBrain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,6 +24,10 @@ struct BeaconBrain: AsyncParsableCommand {
                                                    every join of that observer
           fleet/config                             applied live when valid;
                                                    reported when not
+          stores/<major>/bridge                    a store broker's bridge: "0"
+                                                   holds that store's presence as
+                                                   it was until "1" and its replay
+                                                   (docs/fleet.md)
           brain/visits/#, brain/answered/#         its own records (restarts)
 
         Writes:

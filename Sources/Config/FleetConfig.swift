@@ -1,3 +1,6 @@
+public import BeaconKit
+public import Tracking
+
 /// The whole fleet in one JSON document (SPEC §6). Parsed and validated here; every
 /// problem is reported with its JSON path, and unknown keys are errors.
 public struct FleetConfig: Sendable, Equatable {
@@ -15,6 +18,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var stores: [StoreEntry]
     public var rules: [Rule]
     public var brain: BrainConfig
+    /// How store brokers reach the central broker (`beaconctl bridge`, docs/fleet.md).
+    public var bridge = BridgeSettings()
 
     public var topics: Topics { Topics(prefix: topicPrefix) }
 
@@ -138,6 +143,9 @@ public struct GatewayConfig: Sendable, Equatable {
     public var healthInterval: Double
     /// Sightings held while the broker is down; the oldest are dropped first.
     public var queueLimit: Int
+    /// The store (a major in `stores`) the gateway stands in: it connects to that store's
+    /// broker when the store has one, and its topics cross that store's bridge.
+    public var store: UInt16?
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
                 scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, healthInterval: Double = 30,
@@ -204,11 +212,19 @@ public struct StoreEntry: Sendable, Equatable {
     public var name: String?
     /// The store-wide deal of the day, for beacons without an ad of their own.
     public var ad: JSONValue?
+    /// The store's own broker, bridged to the central one; `nil` when the store's gateways
+    /// use the fleet's broker directly.
+    public var broker: BrokerConfig?
+    /// Who the store's bridge is at the central broker.
+    public var bridge: StoreBridge?
 
-    public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil) {
+    public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil, broker: BrokerConfig? = nil,
+                bridge: StoreBridge? = nil) {
         self.major = major
         self.name = name
         self.ad = ad
+        self.broker = broker
+        self.bridge = bridge
     }
 }
 

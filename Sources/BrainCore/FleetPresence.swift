@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
 /// One gateway's view of a beacon, as the brain knows it.
 public struct GatewayView: Sendable, Equatable {
     public var gateway: String
@@ -181,13 +185,22 @@ public struct FleetPresence: Sendable {
         return events
     }
 
-    /// Drops views known from sightings only whose sightings stopped.
-    public mutating func advance(to now: Instant) -> [FleetEvent] {
+    /// Drops views known from sightings only whose sightings stopped, except those `held`
+    /// (a store whose bridge is down: its silence says nothing).
+    public mutating func advance(to now: Instant,
+                                 holding held: (BeaconRef, GatewayView) -> Bool = { _, _ in false }) -> [FleetEvent] {
+        let timeout = settings.sightingTimeout
+        return dropViews { ref, view in
+            !view.announced && now.seconds(since: view.lastUpdate) > timeout && !held(ref, view)
+        }
+    }
+
+    /// Drops every view `condition` picks, with the events that follow.
+    public mutating func dropViews(where condition: (BeaconRef, GatewayView) -> Bool) -> [FleetEvent] {
         var events: [FleetEvent] = []
         for ref in beacons.keys.sorted() {
             guard let beacon = beacons[ref] else { continue }
-            for view in beacon.views.values.sorted(by: { $0.gateway < $1.gateway })
-            where !view.announced && now.seconds(since: view.lastUpdate) > settings.sightingTimeout {
+            for view in beacon.views.values.sorted(by: { $0.gateway < $1.gateway }) where condition(ref, view) {
                 remove(view.gateway, from: ref, &events)
             }
         }

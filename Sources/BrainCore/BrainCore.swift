@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Config
+import Tracking
+
 /// Something the brain's core wants logged; the core itself never logs.
 public struct BrainLogEntry: Sendable, Equatable {
     public enum Level: String, Sendable { case debug, info, notice, warning, error }
@@ -28,7 +32,7 @@ public struct BrainCounters: Sendable, Equatable {
     /// The kind of input, by topic.
     public enum Input: String, Sendable, CaseIterable, Comparable {
         case sighting, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
-        case fleetPresence, ad, roster, record
+        case fleetPresence, ad, roster, record, bridgeStatus
 
         public static func < (lhs: Input, rhs: Input) -> Bool { lhs.rawValue < rhs.rawValue }
     }
@@ -113,6 +117,8 @@ public struct BrainCore: Sendable {
     public private(set) var rules: RuleEngine
     public var counters = BrainCounters()
     public private(set) var isSettled = false
+    /// The bridges of stores with a broker of their own: which stores' presence is on hold.
+    public private(set) var bridges = StoreBridges()
     /// What must be seen again after a reconnect, and wills held back (see `ConnectionRecovery`).
     public var recovery = ConnectionRecovery()
     /// Reading the retained state back after a reconnect (`reconnect`), until `settle`.
@@ -122,6 +128,11 @@ public struct BrainCore: Sendable {
 
     private var registry: [BeaconRef: [BeaconEntry]] = [:]
     private var storeEntries: [UInt16: StoreEntry] = [:]
+    /// `gateways[].store`, by gateway id.
+    private var gatewayStores: [String: UInt16] = [:]
+    /// Visits whose views were missing at settling while their store was unknown: decided
+    /// when the store is back (a view coming back continues the visit).
+    private var heldVisits: [BeaconRef: VisitRecord] = [:]
 
     // Collected while settling.
     private var visitRecords: [BeaconRef: VisitRecord] = [:]
@@ -161,6 +172,7 @@ public struct BrainCore: Sendable {
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         index(config)
+        bridges.configure(bridgedStores(config))
     }
 
     // MARK: - Queries
@@ -207,6 +219,10 @@ public struct BrainCore: Sendable {
         } else {
             for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
+        if !config.bridgedStores.isEmpty {
+            filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
+                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatus(ofStore:))
+        }
         return filters
     }
 
@@ -227,6 +243,7 @@ public struct BrainCore: Sendable {
             o("uptime", uptime, places: 1)
             o("stores", stores.isEmpty ? JSONValue.null : .array(stores.sorted().map { .number(Double($0)) }))
             o("settled", isSettled)
+            o("unknownStores", .array(bridges.unknownStores.map { .number(Double($0)) }))
             o("beacons", presence.beacons.count)
             o("joins", observers.count)
             o("received", c.received)
@@ -300,6 +317,7 @@ public struct BrainCore: Sendable {
             return finish(at: now)
         }
         isSettled = true
+        bridges.settle(at: now)
 
         // Visits the records show as answered carry on silently.
         var begun: [BeaconRef] = []
@@ -364,14 +382,12 @@ public struct BrainCore: Sendable {
             handle(events, at: now)
         }
         for (ref, record) in visitRecords.sorted(by: { $0.key < $1.key }) where presence[ref] == nil {
-            let scope = RuleEngine.Scope(beacon: ref)
-            rules.restore(record.rules, for: scope)
-            if let since = record.since {
-                runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+            if record.since != nil, bridges.isUnknown(store(of: ref)) {
+                // Its store's bridge is down: the visit may well go on.
+                heldVisits[ref] = record
+                continue
             }
-            if rules.retire(scope, at: now) { lingering.insert(scope) }
-            dirtyVisits.insert(ref)
-            dirtyPresence.insert(ref)
+            endVisit(ref, record, at: now)
         }
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
@@ -463,7 +479,13 @@ public struct BrainCore: Sendable {
         for text in rejections.roll(at: now) { event(text) }
         joinLimiter.prune(at: now)
         guard isSettled else { return finish(at: now) }
-        handle(presence.advance(to: now), at: now)
+        for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
+        if bridges.unknownStores.isEmpty {
+            handle(presence.advance(to: now), at: now)
+        } else {
+            let (bridges, storeOf) = (self.bridges, viewStore)
+            handle(presence.advance(to: now) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
+        }
         let due = recovery.due(at: now)
         if !due.isEmpty { apply(due, at: now) }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
@@ -496,6 +518,7 @@ public struct BrainCore: Sendable {
         index(new)
         presence.settings = Self.presenceSettings(new)
         rules.rules = new.rules
+        bridges.configure(bridgedStores(new))
         counters.configsApplied += 1
         for ref in presence.beacons.keys.sorted() where !owns(ref) {
             presence.forget(ref)
@@ -585,6 +608,25 @@ public struct BrainCore: Sendable {
                 dropGateway(gateway, at: now)
             case "": break
             default: malformed(.gatewayStatus, topic, "expected online or offline")
+            }
+            if isSettled, let major = gatewayStores[gateway] {
+                bridgeChanged(bridges.gatewayStatus(gateway, store: major), at: now)
+            }
+
+        case .bridgeStatus(let major):
+            guard stores.isEmpty || stores.contains(major) else {
+                counters.foreign += 1
+                return
+            }
+            let text = String(decoding: payload, as: UTF8.self)
+            guard text == "1" || text == "0" else {
+                if !payload.isEmpty { malformed(.bridgeStatus, topic, "expected 1 or 0 (Mosquitto's bridge notification)") }
+                return
+            }
+            if isSettled {
+                bridgeChanged(bridges.status(major, connected: text == "1", live: !retained, at: now), at: now)
+            } else {
+                bridges.remember(major, connected: text == "1", live: !retained)
             }
 
         case .observer(let major, let minor, let client):
@@ -735,13 +777,19 @@ public struct BrainCore: Sendable {
     // MARK: - Presence events
 
     private mutating func handle(_ events: [FleetEvent], at now: Instant) {
+        var resumed: Set<BeaconRef> = []
         for event in events {
             let ref = event.beacon
             switch event {
             case .enter:
                 dirtyVisits.insert(ref)
                 dirtyPresence.insert(ref)
-                if isSettled {
+                if isSettled, let held = heldVisits.removeValue(forKey: ref) {
+                    // A visit held while its store was unknown goes on: no enter rules.
+                    rules.restore(held.rules, for: RuleEngine.Scope(beacon: ref))
+                    presence.restore(ref, since: held.since, zone: nil)
+                    resumed.insert(ref)
+                } else if isSettled {
                     let scope = RuleEngine.Scope(beacon: ref)
                     if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
                     runRules(.enter, beacon: ref, fleet: presence[ref], since: presence[ref]?.since ?? now, at: now)
@@ -759,7 +807,7 @@ public struct BrainCore: Sendable {
                 dirtyPresence.insert(ref)
             case .proximity(_, _, let to):
                 dirtyPresence.insert(ref)
-                if isSettled, to != .unknown, let fleet = presence[ref] {
+                if isSettled, to != .unknown, !resumed.contains(ref), let fleet = presence[ref] {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
@@ -786,7 +834,9 @@ public struct BrainCore: Sendable {
     private mutating func apply(_ due: ConnectionRecovery.Due, at now: Instant) {
         for gateway in due.offlineGateways { dropGateway(gateway, at: now) }
         for client in due.offlineObservers { endJoins(of: client, at: now) }
-        for (ref, gateway) in due.views {
+        let (bridges, storeOf) = (self.bridges, viewStore)
+        for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
+            // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
             note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
             handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
         }
@@ -1021,7 +1071,7 @@ public struct BrainCore: Sendable {
         if isSettled {
             // Records first: a presence on the broker then always has its record, so a brain
             // restarted in between never takes a visit it answered for a new one.
-            for ref in dirtyVisits.sorted() {
+            for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
                 let record: VisitRecord? = if let fleet = presence[ref] {
                     VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
@@ -1031,7 +1081,7 @@ public struct BrainCore: Sendable {
                 let text = record?.json
                 setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
             }
-            for ref in dirtyPresence.sorted() {
+            for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
                 let report = presence[ref]?.report
                 setRetained(topics.presence(of: ref), signature: report?.signature) { report?.json ?? "" }
@@ -1077,6 +1127,67 @@ public struct BrainCore: Sendable {
         }
         defer { out = BrainOutput() }
         return out
+    }
+
+    // MARK: - Store bridges
+
+    /// The bridged stores this brain handles, with their gateways.
+    private func bridgedStores(_ config: FleetConfig) -> [UInt16: Set<String>] {
+        var bridged: [UInt16: Set<String>] = [:]
+        for store in config.bridgedStores where stores.isEmpty || stores.contains(store.major) {
+            bridged[store.major] = Set(config.gateways(ofStore: store.major).map(\.id))
+        }
+        return bridged
+    }
+
+    /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
+    /// for closures that run while `presence` changes.
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
+        let (gatewayStores, registry) = (self.gatewayStores, self.registry)
+        return { ref, gateway in gatewayStores[gateway] ?? registry[ref]?.first?.store ?? ref.major }
+    }
+
+    private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
+        switch change {
+        case .none:
+            break
+        case .lost(let major):
+            note(.notice, "store bridge down: holding the store's presence until it is back", ["store": "\(major)"])
+        case .healing(let major):
+            note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
+        case .found(let major):
+            note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
+        case .reconciled(let major, let since):
+            // The replay is in: views it did not confirm are gone, held visits without a view end.
+            let storeOf = viewStore
+            let dropped = presence.dropViews { ref, view in storeOf(ref, view.gateway) == major && view.lastUpdate < since }
+            handle(dropped, at: now)
+            var ended = 0
+            for (ref, record) in heldVisits.sorted(by: { $0.key < $1.key }) where store(of: ref) == major {
+                heldVisits[ref] = nil
+                if presence[ref] == nil {
+                    endVisit(ref, record, at: now)
+                    ended += 1
+                }
+            }
+            note(.notice, "store bridge back: presence reconciled", [
+                "store": "\(major)", "exits": "\(dropped.filter { if case .exit = $0 { true } else { false } }.count)",
+                "heldVisitsEnded": "\(ended)",
+            ])
+        }
+    }
+
+    /// A visit that ended while no brain saw it (or while its store was unknown): its exit
+    /// rules, and its record and fleet presence go.
+    private mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
+        let scope = RuleEngine.Scope(beacon: ref)
+        rules.restore(record.rules, for: scope)
+        if let since = record.since {
+            runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+        }
+        if rules.retire(scope, at: now) { lingering.insert(scope) }
+        dirtyVisits.insert(ref)
+        dirtyPresence.insert(ref)
     }
 
     // MARK: - Helpers
@@ -1153,6 +1264,8 @@ public struct BrainCore: Sendable {
             registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
+        gatewayStores = [:]
+        for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
     }
 
     static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {

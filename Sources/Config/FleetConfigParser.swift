@@ -1,11 +1,15 @@
+public import BeaconKit
+import Tracking
+
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain"]
+                          "stores", "rules", "brain", "bridge"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
-    static let gatewayKeys = ["id", "source", "zone", "advertise"] + tuningKeys
+    static let gatewayKeys = ["id", "source", "zone", "store", "advertise"] + tuningKeys
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown"]
@@ -25,7 +29,7 @@ extension FleetConfig {
         var r = ConfigReader()
         guard let top = r.object(document, at: "", keys: topKeys) else { throw ConfigErrors(r.errors) }
 
-        let broker = parseBroker(top["broker"], &r)
+        let broker = parseBroker(top["broker"], at: "broker", &r)
         var prefix = ""
         if let value = top["topicPrefix"], let text = r.string(value, at: "topicPrefix", nonEmpty: false), !text.isEmpty {
             if let problem = Topics.problem(withSegment: text, allowSlash: true) {
@@ -61,6 +65,7 @@ extension FleetConfig {
             // Zone and beacon names travel in every presence and sighting: bounded, so no valid
             // config makes a gateway write messages the brain must refuse.
             gateway.zone = r.string(object["zone"], at: path + ".zone", maxLength: FleetConfig.maxNameLength)
+            gateway.store = r.u16(object["store"], at: path + ".store")
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
             }
@@ -81,13 +86,18 @@ extension FleetConfig {
         var stores: [StoreEntry] = []
         for (i, value) in (r.array(top["stores"], at: "stores") ?? []).enumerated() {
             let path = "stores[\(i)]"
-            guard let object = r.object(value, at: path, keys: ["major", "name", "ad"]) else { continue }
+            guard let object = r.object(value, at: path, keys: storeKeys) else { continue }
             guard let major = r.required(object, "major", at: path).flatMap({ r.u16($0, at: path + ".major") }) else {
                 continue
             }
             if stores.contains(where: { $0.major == major }) { r.fail(path + ".major", "store \(major) is listed twice") }
+            if case .object(let broker)? = object["broker"], broker["url"] == nil {
+                r.fail(path + ".broker.url", "is required (the store broker's mqtt:// or mqtts:// URL)")
+            }
             stores.append(StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
-                                     ad: parseAd(object["ad"], at: path + ".ad", &r)))
+                                     ad: parseAd(object["ad"], at: path + ".ad", &r),
+                                     broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
+                                     bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r)))
         }
 
         var rules: [Rule] = []
@@ -101,39 +111,44 @@ extension FleetConfig {
             if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
         }
 
+        let bridge = parseBridge(top["bridge"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
-        return FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
-                           beacons: beacons, stores: stores, rules: rules, brain: brain)
+        let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
+                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge)
+        checkBridging(config, &r)
+        guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
+        return config
     }
 
-    static func parseBroker(_ value: JSONValue?, _ r: inout ConfigReader) -> BrokerConfig? {
+    /// The top-level `broker`, or a store's (`path` says which).
+    static func parseBroker(_ value: JSONValue?, at path: String, _ r: inout ConfigReader) -> BrokerConfig? {
         var broker = BrokerConfig(url: BrokerURL(host: "localhost"))
         guard let value else { return broker }
-        guard let object = r.object(value, at: "broker", keys: brokerKeys) else { return nil }
-        if let text = r.string(object["url"], at: "broker.url") {
-            do { broker.url = try BrokerURL(parsing: text) } catch { r.fail("broker.url", error.reason) }
+        guard let object = r.object(value, at: path, keys: brokerKeys) else { return nil }
+        if let text = r.string(object["url"], at: path + ".url") {
+            do { broker.url = try BrokerURL(parsing: text) } catch { r.fail(path + ".url", error.reason) }
         }
-        broker.clientId = r.string(object["clientId"], at: "broker.clientId")
+        broker.clientId = r.string(object["clientId"], at: path + ".clientId")
         if let id = broker.clientId, id.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
-            r.fail("broker.clientId", "\"\(id)\" must be printable ASCII without spaces")
+            r.fail(path + ".clientId", "\"\(id)\" must be printable ASCII without spaces")
         }
-        broker.username = r.string(object["username"], at: "broker.username") ?? broker.url.username
-        broker.passwordFile = r.string(object["passwordFile"], at: "broker.passwordFile")
-        if let tls = r.object(object["tls"], at: "broker.tls", keys: tlsKeys) {
-            broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: "broker.tls.caFile"),
-                                   caPath: r.string(tls["caPath"], at: "broker.tls.caPath"),
-                                   certFile: r.string(tls["certFile"], at: "broker.tls.certFile"),
-                                   keyFile: r.string(tls["keyFile"], at: "broker.tls.keyFile"),
-                                   insecure: r.bool(tls["insecure"], at: "broker.tls.insecure") ?? false)
+        broker.username = r.string(object["username"], at: path + ".username") ?? broker.url.username
+        broker.passwordFile = r.string(object["passwordFile"], at: path + ".passwordFile")
+        if let tls = r.object(object["tls"], at: path + ".tls", keys: tlsKeys) {
+            broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: path + ".tls.caFile"),
+                                   caPath: r.string(tls["caPath"], at: path + ".tls.caPath"),
+                                   certFile: r.string(tls["certFile"], at: path + ".tls.certFile"),
+                                   keyFile: r.string(tls["keyFile"], at: path + ".tls.keyFile"),
+                                   insecure: r.bool(tls["insecure"], at: path + ".tls.insecure") ?? false)
             if (broker.tls?.certFile == nil) != (broker.tls?.keyFile == nil) {
-                r.fail("broker.tls", "certFile and keyFile go together (client certificate authentication)")
+                r.fail(path + ".tls", "certFile and keyFile go together (client certificate authentication)")
             }
             if broker.tls?.caFile == nil && broker.tls?.caPath == nil {
-                r.fail("broker.tls", "needs caFile or caPath to verify the broker")
+                r.fail(path + ".tls", "needs caFile or caPath to verify the broker")
             }
         }
-        if let v = r.integer(object["keepalive"], at: "broker.keepalive", in: 5...65535) { broker.keepalive = v }
-        if let v = r.oneOf(object["mqttVersion"], at: "broker.mqttVersion", ["3.1.1", "5"]) {
+        if let v = r.integer(object["keepalive"], at: path + ".keepalive", in: 5...65535) { broker.keepalive = v }
+        if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
             broker.mqttVersion = MQTTVersion(rawValue: v)!
         }
         return broker
