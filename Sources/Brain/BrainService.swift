@@ -141,7 +141,7 @@ public final class BrainService: Service, Sendable {
 
     public func run() async throws {
         let filters = state.withLock { s in
-            s.subscribed = s.core.subscriptions + [syncTopic]
+            s.subscribed = wantedSubscriptions(s)
             return s.subscribed
         }
         try client.subscribe(filters, qos: 1)
@@ -191,7 +191,14 @@ public final class BrainService: Service, Sendable {
                 let queued = s.queued
                 s.queued = []
                 send(&s, queued)
-                if s.connections > 1 { emit(&s, s.core.reconnect(at: WallClock.now())) }
+                if s.connections > 1 {
+                    // Our own retained topics again, for the read-back (before the marker).
+                    s.subscribed = wantedSubscriptions(s)
+                    do { try client.subscribe(s.core.readBackSubscriptions, qos: 1) } catch {
+                        logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
+                    }
+                    emit(&s, s.core.reconnect(at: WallClock.now()))
+                }
                 send(&s, [s.core.onlineMessage,
                           OutgoingMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
@@ -246,6 +253,12 @@ public final class BrainService: Service, Sendable {
         s.synced = true
         emit(&s, s.core.settle(at: WallClock.now()))
         s.nextHealth = nil
+        // Settled: the brain is the authority on its own topics and needs no echo of them.
+        let readBack = s.core.readBackSubscriptions
+        s.subscribed = wantedSubscriptions(s)
+        do { try client.unsubscribe(readBack) } catch {
+            logger.warning("could not unsubscribe from the brain's own topics", metadata: ["error": "\(error)"])
+        }
     }
 
     private func emit(_ s: inout State, _ output: BrainOutput) {
@@ -284,8 +297,14 @@ public final class BrainService: Service, Sendable {
         }
     }
 
+    /// What the brain listens to: everything while reading the retained state back, then
+    /// only what others publish (and its sync marker).
+    private func wantedSubscriptions(_ s: State) -> [String] {
+        s.core.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.core.readBackSubscriptions)
+    }
+
     private func resubscribe(_ s: inout State) {
-        let wanted = s.core.subscriptions + [syncTopic]
+        let wanted = wantedSubscriptions(s)
         let gone = s.subscribed.filter { !wanted.contains($0) }
         let new = wanted.filter { !s.subscribed.contains($0) }
         s.subscribed = wanted
