@@ -80,6 +80,10 @@ public final class BrainService: Service, Sendable {
         var published = 0
         var publishFailures = 0
         var nextHealth: ContinuousClock.Instant?
+        /// Messages received at the last memory check, and when it was.
+        var receivedAtCheck = 0
+        var burstSince = 0
+        var nextMemoryCheck: ContinuousClock.Instant?
     }
 
     let client: MQTTClient
@@ -237,6 +241,7 @@ public final class BrainService: Service, Sendable {
                 return
             }
             emit(&s, s.core.advance(to: WallClock.now()))
+            returnMemoryAfterABurst(&s, now: now)
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
@@ -247,6 +252,21 @@ public final class BrainService: Service, Sendable {
     }
 
     // MARK: - Inside the lock
+
+    /// Once a burst (a join flood: thousands of messages) is over, what it allocated and the
+    /// brain has freed goes back to the system: checked every 2 s, trimmed when at least
+    /// `5,000` messages came since the last trim and fewer than 100 in the last 2 s.
+    private func returnMemoryAfterABurst(_ s: inout State, now: ContinuousClock.Instant) {
+        if let next = s.nextMemoryCheck, now < next { return }
+        s.nextMemoryCheck = now + .seconds(2)
+        let received = s.core.counters.received
+        let recent = received - s.receivedAtCheck
+        s.receivedAtCheck = received
+        s.burstSince += recent
+        guard s.burstSince >= 5_000, recent < 100 else { return }
+        s.burstSince = 0
+        Memory.returnFreeMemory()
+    }
 
     private func settle(_ s: inout State) {
         guard !s.synced else { return }
