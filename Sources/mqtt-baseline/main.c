@@ -72,6 +72,8 @@ struct client {
     int arrived;
     long replies;
     double last_reply;
+    // Only inbox topics starting with this count as replies (flood: not someone else's).
+    const char *reply_prefix;
 };
 
 static void on_connect(struct mosquitto *mosq, void *context, int rc) {
@@ -114,7 +116,7 @@ static void on_message(struct mosquitto *mosq, void *context, const struct mosqu
     c->received++;
     c->bytes += (long)strlen(m->topic) + m->payloadlen;
     if (c->awaited[0] && strcmp(m->topic, c->awaited) == 0) c->arrived = 1;
-    if (strstr(m->topic, "/inbox")) {
+    if (strstr(m->topic, "/inbox") && (!c->reply_prefix || !strncmp(m->topic, c->reply_prefix, strlen(c->reply_prefix)))) {
         c->replies++;
         c->last_reply = t;
     }
@@ -372,6 +374,7 @@ static int mode_join(int port, long count, long burst, long stores, const char *
 static int mode_flood(int port, long count) {
     struct client c;
     client_start(&c, "baseline-flood", port);
+    c.reply_prefix = "observers/flood-";
     client_subscribe(&c, "observers/+/inbox", 1);
     char topic[128];
     const char *join = "{\"state\":\"joined\",\"profile\":{\"name\":\"Flood\",\"favorite\":\"everything\"}}";
