@@ -23,13 +23,13 @@ extension BenchRun {
         let joins = settings.floodJoins
         let config = directory + "/flood-fleet.json"
         let document: JSONValue = .object([
-            "broker": .object(["url": .string(broker.url), "clientId": .string(unique("bench-flood-brain"))]),
+            "broker": .object(["url": .string(broker.url)]),
             "stores": .array([.object(["major": .number(100), "name": .string("Flood Street"),
                                        "ad": .object(["title": .string("Deal of the day")])])]),
         ])
         try FileSystem.write(config, Array(document.jsonText.utf8))
-        let brain = try BenchProcess(brainPath, ["--config", config, "--log-level", "info"], name: unique("flood-brain"),
-                                     in: directory)
+        let brain = try BenchProcess(brainPath, ["--config", config, "--client-id", unique("bench-flood-brain"),
+                                                 "--log-level", "info"], name: unique("flood-brain"), in: directory)
         defer { kill(brain.pid, SIGKILL) }
         let deadline = WallClock.monotonic() + 30
         while !brain.errors.contains("settled from retained state") {

@@ -17,8 +17,9 @@ import Testing
 /// once the first effects are seen (about 1 s).
 ///
 /// Effects are watched by `mosquitto_sub`; the one that watches after the outage must be
-/// connected before anyone else can publish, so the broker comes back refusing anonymous
-/// clients, the watcher logs in, and a config reload (SIGHUP) lets the others in.
+/// connected before anyone else can publish, so the broker comes back with a password file
+/// that holds only the watcher, the watcher logs in, and a config reload (SIGHUP) with every
+/// part's password lets the others in (each part logs in as its own identity).
 @Suite("broker outages: greetings, rules and presence exactly once")
 struct BrokerOutageTests {
     enum Stop: String, Sendable { case graceful, sigkill }
@@ -55,6 +56,8 @@ struct BrokerOutageTests {
     }
 
     static let watcher = (user: "watch", password: "watch-outage")
+    /// Every part's user name (`BrokerIdentity`), all with `watcher.password`.
+    static let users = ["watch", "brain", "door", "counter", "ana"]
 
     @Test("10 s outages", arguments: [
         Fault(seconds: 10, persistence: false, stop: .sigkill), Fault(seconds: 10, persistence: false, stop: .graceful),
@@ -111,8 +114,12 @@ struct BrokerOutageTests {
 
     static func run(fault: Fault?, end: Double, label: String) async throws -> Effects {
         let dir = try TemporaryDirectory(label)
-        let passwords = try await MosquittoBroker.passwordFile(in: dir, user: watcher.user, password: watcher.password)
-        var extra = "allow_anonymous true\npassword_file \(passwords)\n"
+        let everyone = try await passwordFile(users, in: dir)
+        let onlyWatcher = try await passwordFile([watcher.user], in: dir)
+        let passwords = dir.file("passwords")
+        try FileManager.default.copyItem(atPath: everyone, toPath: passwords)
+        let environment = ["BEACONBRIDGE_MQTT_PASSWORD": watcher.password]
+        var extra = "allow_anonymous false\npassword_file \(passwords)\n"
         if fault?.persistence == true {
             extra += "persistence true\npersistence_location \(dir.path)/\nautosave_interval 1\n"
         }
@@ -132,7 +139,7 @@ struct BrokerOutageTests {
         ]
         """, defaults: #"{"exitTimeout": 3}"#)
         let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "brain/status"]
-        var watchers = [try await MosquittoSubscriber.start(broker: broker, filters: filters, in: dir)]
+        var watchers = [try await MosquittoSubscriber.start(broker: broker, filters: filters, credentials: watcher, in: dir)]
         var processes: [ChildProcess] = []
         func stopAll() async {
             for process in processes.reversed() { await process.stop() }
@@ -140,15 +147,17 @@ struct BrokerOutageTests {
             await broker.stop()
         }
         do {
-            processes.append(try startProgram("beacon-brain", ["--config", config], in: dir))
+            processes.append(try startProgram("beacon-brain", ["--config", config], in: dir, environment: environment))
             guard await watchers[0].waitFor(topic: "brain/status", text: "online", timeout: 30) != nil else {
                 throw TestFailure("the brain did not come up\n\(processes[0].diagnostics)\n\(broker.diagnostics)")
             }
             let profile = try dir.write("ana.json", #"{"name": "Ana", "favorite": "flat white"}"#)
             processes.append(try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "ana",
-                                                            "--major", "100", "--minor", "3", "--profile", profile], in: dir))
+                                                            "--major", "100", "--minor", "3", "--profile", profile], in: dir,
+                                            environment: environment))
             for id in ["door", "counter"] {
-                processes.append(try startProgram("beacon-gateway", ["--config", config, "--id", id], in: dir))
+                processes.append(try startProgram("beacon-gateway", ["--config", config, "--id", id], in: dir,
+                                                  environment: environment))
             }
             let diagnostics = { processes.map(\.diagnostics).joined(separator: "\n") + "\n" + broker.diagnostics }
 
@@ -168,11 +177,11 @@ struct BrokerOutageTests {
                 // The outage itself: its length is the scenario, not a wait for something.
                 try await Task.sleep(nanoseconds: UInt64(fault.seconds) * 1_000_000_000)
                 // Back, letting in only the watcher first.
-                try setAnonymous(false, broker)
+                try replace(passwords, with: onlyWatcher)
                 try await broker.restart()
                 watchers.append(try await MosquittoSubscriber.start(broker: broker, filters: filters,
                                                                     credentials: watcher, in: dir))
-                try setAnonymous(true, broker)
+                try replace(passwords, with: everyone)
                 broker.process?.signal(SIGHUP)
             }
 
@@ -188,7 +197,8 @@ struct BrokerOutageTests {
                 _ = await process.waitForExit(timeout: 20)
             }
             let marker = try ChildProcess(try #require(Programs.system("mosquitto_pub")),
-                                          ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", "displays/end", "-m", "end"],
+                                          ["-h", "127.0.0.1", "-p", "\(broker.port)", "-u", watcher.user, "-P", watcher.password,
+                                           "-q", "1", "-t", "displays/end", "-m", "end"],
                                           in: dir, name: "marker")
             _ = await marker.waitForExit(timeout: 20)
             guard await watchers.last?.waitFor(topic: "displays/end", timeout: 20) != nil else {
@@ -206,12 +216,21 @@ struct BrokerOutageTests {
         }
     }
 
-    /// Rewrites the broker's configuration to allow or refuse anonymous clients (the
-    /// watcher has a password); takes effect on the next start or SIGHUP.
-    static func setAnonymous(_ allowed: Bool, _ broker: MosquittoBroker) throws {
-        let text = try String(contentsOfFile: broker.configPath, encoding: .utf8)
-        let changed = text.replacingOccurrences(of: "allow_anonymous \(!allowed)", with: "allow_anonymous \(allowed)")
-        try changed.write(toFile: broker.configPath, atomically: true, encoding: .utf8)
+    /// A Mosquitto password file for `users`, each with `watcher.password`.
+    static func passwordFile(_ users: [String], in dir: TemporaryDirectory) async throws -> String {
+        let path = try await MosquittoBroker.passwordFile(in: dir, user: users[0], password: watcher.password)
+        for user in users.dropFirst() {
+            let tool = try ChildProcess(try #require(Programs.system("mosquitto_passwd")), ["-b", path, user, watcher.password],
+                                        in: dir, name: "mosquitto_passwd")
+            guard await tool.waitForExit(timeout: 20) == 0 else { throw TestFailure("mosquitto_passwd failed\n\(tool.diagnostics)") }
+        }
+        return path
+    }
+
+    /// Puts `source`'s content at `path` (the broker reads it on start and on SIGHUP).
+    static func replace(_ path: String, with source: String) throws {
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: source, toPath: path)
     }
 
     static func effects(_ watchers: [MosquittoSubscriber]) -> Effects {
