@@ -14,7 +14,9 @@ let package = Package(
         .executable(name: "beacon-gateway", targets: ["beacon-gateway"]),
         .executable(name: "beacon-brain", targets: ["beacon-brain"]),
         .executable(name: "beaconctl", targets: ["beaconctl"]),
-        .library(name: "BeaconKit", targets: ["BeaconKit"]),
+        // The pure modules, for Benchmarks/; not a supported API.
+        .library(name: "BeaconKit",
+                 targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
         // For Benchmarks/ (the gateway pipeline without a broker); not a supported API.
         .library(name: "Gateway", targets: ["Gateway"]),
     ],
@@ -25,10 +27,30 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
     ],
     targets: [
-        // Pure Swift: no C, no I/O, no clock of its own.
+        // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
+        // depends only on those listed before it.
+        //
+        // The base: Instant, JSON, hex and UUIDs, beacon identities and formats, topics,
+        // the one message type.
+        .target(name: "BeaconKit", swiftSettings: swiftSettings),
+        // Bytes on the wire: HCI commands and events, H4 framing, advertising data, the
+        // decoder, btsnoop captures.
+        .target(name: "Wire", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        // RSSI to presence: the filter, distance, proximity, the tracker, hot/cold ranging.
         .target(
-            name: "BeaconKit",
-            dependencies: [.product(name: "RealModule", package: "swift-numerics")],
+            name: "Tracking",
+            dependencies: ["BeaconKit", "Wire", .product(name: "RealModule", package: "swift-numerics")],
+            swiftSettings: swiftSettings),
+        // The fleet config: model, parser and validation, source and broker URLs.
+        .target(name: "Config", dependencies: ["BeaconKit", "Tracking"], swiftSettings: swiftSettings),
+        // The gateway's decisions: sighting, presence and health payloads, the outage outbox.
+        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
+        .target(name: "BrainCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        // A synthetic store as captures, and the benchmarks' workloads.
+        .target(
+            name: "Simulation",
+            dependencies: ["BeaconKit", "Wire", .product(name: "RealModule", package: "swift-numerics")],
             swiftSettings: swiftSettings),
 
         // Thin system-library wrappers; everything above them is Swift.
@@ -40,29 +62,29 @@ let package = Package(
         .target(name: "SystemCalls", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         .target(
             name: "HCI",
-            dependencies: ["BeaconKit", "CBlueZ", "SystemCalls",
+            dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
+            dependencies: ["CMosquitto", "BeaconKit", "Config", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
-            dependencies: ["BeaconKit", "HCI", "MQTT",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "HCI", "MQTT",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "MQTT", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "CommandLineSupport",
-            dependencies: ["BeaconKit", "SystemCalls",
+            dependencies: ["Config", "SystemCalls",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -71,17 +93,18 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["Gateway", "CommandLineSupport",
+            dependencies: ["Config", "HCI", "Gateway", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
-            dependencies: ["Brain", "CommandLineSupport",
+            dependencies: ["Config", "Brain", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
+                           "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
@@ -92,14 +115,21 @@ let package = Package(
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls"], path: "Tests/TestSupport"),
-        .testTarget(name: "BeaconKitTests", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "BrainTests", dependencies: ["Brain", "BeaconKit", "MQTT", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: ["Config", "SystemCalls"], path: "Tests/TestSupport"),
+        // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
+        .testTarget(
+            name: "BeaconKitTests",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
+            swiftSettings: swiftSettings),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrainTests",
+            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Config", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "TestSupport",
+            dependencies: ["BeaconKit", "Wire", "Config", "Simulation", "HCI", "MQTT", "Gateway", "TestSupport",
                            "beacon-gateway", "beacon-brain", "beaconctl", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]

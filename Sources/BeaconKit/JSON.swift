@@ -644,7 +644,7 @@ public struct JSONWriter {
 
     /// Fixed-point output without going through `Double.description` (no exponent, no
     /// `-0`): `-61.25`, `1.3`, `0`.
-    mutating func writeFixed(_ value: Double, places: Int) {
+    package mutating func writeFixed(_ value: Double, places: Int) {
         var scale: Int64 = 1
         for _ in 0..<places { scale *= 10 }
         // Beyond 2^63 the fixed-point conversion would trap; such a number has no

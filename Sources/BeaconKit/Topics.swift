@@ -19,7 +19,7 @@ public struct Topics: Sendable, Equatable {
         return nil
     }
 
-    func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
+    package func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
 
     /// `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`.
     public func beacon(_ id: BeaconID) -> String {

@@ -1,4 +1,6 @@
-public import BeaconKit
+import BeaconKit
+public import Config
+public import BrainCore
 public import Logging
 public import MQTT
 public import ServiceLifecycle

@@ -1,5 +1,5 @@
 public import ArgumentParser
-public import BeaconKit
+public import Config
 public import Logging
 public import ServiceLifecycle
 import UnixSignals

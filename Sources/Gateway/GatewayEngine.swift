@@ -1,4 +1,8 @@
 public import BeaconKit
+public import Wire
+public import Tracking
+public import Config
+import GatewayCore
 public import HCI
 public import Logging
 public import MQTT

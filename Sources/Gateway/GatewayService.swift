@@ -1,4 +1,5 @@
-public import BeaconKit
+import BeaconKit
+public import Config
 public import HCI
 public import Logging
 public import MQTT

@@ -1,8 +1,8 @@
 import ArgumentParser
-import BeaconKit
 import Brain
 import CommandLineSupport
 import Logging
+import Config
 
 struct BeaconBrain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,5 +1,5 @@
 import ArgumentParser
-import BeaconKit
+import Config
 import CommandLineSupport
 import Gateway
 import HCI

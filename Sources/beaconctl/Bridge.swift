@@ -2,6 +2,7 @@ import ArgumentParser
 import BeaconKit
 import CommandLineSupport
 import SystemCalls
+import Config
 
 struct Bridge: ParsableCommand {
     static let configuration = CommandConfiguration(

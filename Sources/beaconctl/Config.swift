@@ -1,8 +1,9 @@
 import ArgumentParser
-import BeaconKit
 import CommandLineSupport
 import MQTT
 import SystemCalls
+import BeaconKit
+import Config
 
 struct Config: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,5 +1,7 @@
 import ArgumentParser
 import BeaconKit
+import Wire
+import Tracking
 import CommandLineSupport
 import HCI
 import Logging
@@ -8,6 +10,7 @@ import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
+import Config
 #endif
 
 struct RangeCommand: AsyncParsableCommand {

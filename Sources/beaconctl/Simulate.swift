@@ -1,7 +1,10 @@
 import ArgumentParser
 import BeaconKit
+import Config
+import Simulation
 import CommandLineSupport
 import SystemCalls
+import Wire
 
 struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(

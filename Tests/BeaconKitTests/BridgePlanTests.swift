@@ -1,6 +1,7 @@
 import BeaconKit
 import Foundation
 import Testing
+import Config
 
 @Suite("Bridged fleets: config and bridge plan")
 struct BridgePlanTests {

@@ -1,4 +1,6 @@
 import BeaconKit
+import Tracking
+import Config
 import Testing
 
 @Suite("Fleet config")

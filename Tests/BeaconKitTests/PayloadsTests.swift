@@ -1,6 +1,11 @@
 import BeaconKit
+import Tracking
+import Config
+import GatewayCore
+import Simulation
 import Foundation
 import Testing
+import Wire
 
 @Suite("Payloads and simulator")
 struct PayloadsTests {

@@ -1,4 +1,7 @@
 import BeaconKit
+import Tracking
+import Config
+import BrainCore
 import Foundation
 import Testing
 

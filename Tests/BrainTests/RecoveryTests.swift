@@ -1,5 +1,6 @@
 import BeaconKit
 import Testing
+import BrainCore
 
 /// The brain across broker outages, in memory (docs/brain.md "Broker outages"): after a
 /// reconnect it answers nothing twice and closes what ended while it was away, once.

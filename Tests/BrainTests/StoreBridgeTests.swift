@@ -1,6 +1,8 @@
 import BeaconKit
 import Foundation
 import Testing
+import BrainCore
+import Config
 
 /// A store whose bridge to the central broker is down is "unknown", not "everyone left".
 @Suite struct StoreBridgeTests {

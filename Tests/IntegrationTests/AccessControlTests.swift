@@ -1,7 +1,7 @@
-import BeaconKit
 import Foundation
 import TestSupport
 import Testing
+import Wire
 
 /// The example ACL in deploy/mosquitto holds on a real Mosquitto: a gateway publishes only
 /// its own topics, observers only their own joins, the brain alone publishes ads.

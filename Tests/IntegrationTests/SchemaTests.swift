@@ -1,4 +1,5 @@
 @testable import BeaconKit
+@testable import Config
 import Foundation
 import TestSupport
 import Testing

@@ -1,3 +1,6 @@
+public import BeaconKit
+public import Wire
+
 /// The words of a hide-and-seek game for one beacon: how close it is and whether the
 /// seeker is closing in (`beaconctl range`).
 public enum Warmth: String, Sendable, Equatable, CaseIterable {

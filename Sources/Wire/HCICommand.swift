@@ -1,3 +1,5 @@
+import BeaconKit
+
 /// The HCI commands BeaconBridge sends, by name (OGF << 10 | OCF).
 public enum HCIOpcode: UInt16, Sendable, CustomStringConvertible, CaseIterable {
     case setEventMask = 0x0C01

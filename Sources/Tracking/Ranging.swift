@@ -1,4 +1,5 @@
 import RealModule
+public import BeaconKit
 
 /// A one-dimensional Kalman filter on RSSI with time-aware process noise.
 ///

@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// The btsnoop capture format (RFC 1761 style), as written by `btmon -w`, Android's HCI
 /// snoop log and our own simulator.
 public enum Btsnoop {

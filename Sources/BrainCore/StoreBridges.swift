@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// What the brain knows about the bridges of stores with a broker of their own
 /// (`stores[].broker`): whether each store's presence can be trusted right now.
 ///

@@ -1,3 +1,6 @@
+public import BeaconKit
+public import Tracking
+
 /// The whole fleet in one JSON document (SPEC §6). Parsed and validated here; every
 /// problem is reported with its JSON path, and unknown keys are errors.
 public struct FleetConfig: Sendable, Equatable {

@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
 /// The JSON payloads of the MQTT contract (SPEC §5), written directly as text: keys in
 /// a fixed documented order, numbers rounded the same way every time.
 public enum Payloads {

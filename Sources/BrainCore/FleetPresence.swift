@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
 /// One gateway's view of a beacon, as the brain knows it.
 public struct GatewayView: Sendable, Equatable {
     public var gateway: String

@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// How a gateway turns sightings into tracks; one gateway's settings from the fleet config.
 public struct TrackerSettings: Sendable, Equatable {
     /// Seconds without a sighting after which a beacon exits (iOS waits about 30 s).

@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// One advertising report inside an HCI LE Advertising Report event, borrowed from the
 /// event's bytes: valid only inside the closure that receives it.
 public struct AdvertisingReport {

@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
 /// Decides which of the fleet config's rules fire, and remembers enough to honour `once`
 /// and `cooldown`.
 ///

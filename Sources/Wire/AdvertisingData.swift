@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// The outcome of looking for a beacon in advertising data.
 public enum AdvertisingDataResult: Hashable, Sendable {
     case beacon(Beacon)

@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// Builds HCI events as a controller would send them: for the simulator, the tests and
 /// the benchmarks.
 public enum HCIEventBuilder {

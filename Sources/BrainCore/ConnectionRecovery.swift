@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// How the brain keeps its effects exactly-once across broker outages (docs/brain.md,
 /// "Broker outages"): what it must see again after a reconnect before it believes a visit
 /// or a join ended, and how long it holds an `offline` last will before acting on it.

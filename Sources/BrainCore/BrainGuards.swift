@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// Per-client join rate limit: a token bucket per observer client id. A client may make
 /// `burst` joins (new joins or changed profiles) at once and then one every `interval`
 /// seconds; a retained join delivered again costs nothing. Buckets that are full again are

@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
 /// The payloads the brain reads and writes (SPEC §5), as values with a strict parser and a
 /// stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
 /// definition of every key.

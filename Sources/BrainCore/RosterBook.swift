@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// The greeter view of every store, kept up to date one customer at a time.
 ///
 /// A join, leave or profile change touches one client's entry in one store: the brain

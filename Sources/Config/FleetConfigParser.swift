@@ -1,3 +1,6 @@
+public import BeaconKit
+import Tracking
+
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
                           "stores", "rules", "brain", "bridge"]

@@ -1,3 +1,7 @@
+public import BeaconKit
+public import Config
+import Tracking
+
 /// Something the brain's core wants logged; the core itself never logs.
 public struct BrainLogEntry: Sendable, Equatable {
     public enum Level: String, Sendable { case debug, info, notice, warning, error }

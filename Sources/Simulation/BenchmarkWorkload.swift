@@ -1,3 +1,6 @@
+public import BeaconKit
+public import Wire
+
 /// The fixed advertisements every BeaconBridge benchmark measures: the micro-benchmarks
 /// (`Benchmarks/`), the side-by-side run with other decoders (`scripts/bench-peers`) and
 /// `beaconctl bench` all replay the same bytes for the same parameters.

@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// What a gateway holds while the broker is away (SPEC §8): retained state (presence
 /// set or deleted) is kept, latest per topic, so no transition is lost; sightings are
 /// bounded and the oldest are dropped first, counted.

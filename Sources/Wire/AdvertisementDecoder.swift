@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// Counts of what the decoder saw; every skipped input lands in exactly one counter.
 public struct DecodeCounters: Sendable, Equatable {
     /// HCI events handed to the decoder.

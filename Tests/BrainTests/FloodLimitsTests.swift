@@ -1,5 +1,7 @@
 import BeaconKit
+import BrainCore
 import Testing
+import Config
 
 /// The pieces that keep the brain's work bounded under floods (docs/brain.md "Floods").
 @Suite struct FloodLimitsTests {

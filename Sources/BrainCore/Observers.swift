@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// One observer's join of one beacon's channel.
 public struct ObserverJoin: Sendable, Equatable {
     public struct Key: Hashable, Comparable, Sendable {

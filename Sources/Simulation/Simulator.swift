@@ -1,4 +1,6 @@
 import RealModule
+public import BeaconKit
+public import Wire
 
 /// A small deterministic PRNG (SplitMix64) so a simulated store is the same for a seed.
 public struct SplitMix64: RandomNumberGenerator, Sendable {
