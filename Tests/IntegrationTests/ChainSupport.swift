@@ -1,4 +1,6 @@
 import BeaconKit
+import Simulation
+import Wire
 import Foundation
 import TestSupport
 import Testing
