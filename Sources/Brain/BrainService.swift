@@ -36,6 +36,8 @@ public final class BrainService: Service, Sendable {
         public var settleLimit: Double = 10
         /// Seconds between `brain/health` messages.
         public var healthInterval: Double = 30
+        /// Called with each health payload as it is published (the metrics endpoint).
+        public var onHealth: (@Sendable (String) -> Void)?
         /// Seconds between timer ticks (expiring views and cooldowns).
         public var tickInterval: Double = 0.2
         public var limits = BrainCore.Limits()
@@ -93,12 +95,10 @@ public final class BrainService: Service, Sendable {
     let syncTopic: String
     let started = ContinuousClock.now
 
-    /// The client id a brain uses by default: the config's `clientId` (or `beacon-brain`),
-    /// with its stores appended so that brains splitting a fleet do not take over each
-    /// other's connection.
-    public static func defaultClientID(config: FleetConfig, stores: Set<UInt16>) -> String {
-        let base = config.broker.clientId ?? "beacon-brain"
-        return stores.isEmpty ? base : base + "-" + stores.sorted().map(String.init).joined(separator: "-")
+    /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
+    /// that brains splitting a fleet do not take over each other's connection.
+    public static func defaultClientID(stores: Set<UInt16>) -> String {
+        BrokerIdentity.brainClientID(stores: stores)
     }
 
     /// The client id as one topic level (for `brain/sync/…` and `brain/health/…`): what a
@@ -114,7 +114,7 @@ public final class BrainService: Service, Sendable {
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], password: String?, logger: Logger,
                 options: Options? = nil) throws(MQTTError) {
-        let options = options ?? Options(clientID: Self.defaultClientID(config: config, stores: stores))
+        let options = options ?? Options(clientID: Self.defaultClientID(stores: stores))
         self.options = options
         self.logger = logger
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
@@ -122,7 +122,8 @@ public final class BrainService: Service, Sendable {
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)
-        var mqtt = MQTTClientOptions(config.broker, clientID: options.clientID, password: password)
+        var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
+                                     password: password)
         mqtt.reconnectDelay = options.reconnectDelay
         let offline = core.offlineMessage
         mqtt.will = MQTTMessage(topic: offline.topic, text: offline.payload, qos: offline.qos, retain: offline.retain)
@@ -151,6 +152,10 @@ public final class BrainService: Service, Sendable {
             "stores": "\(state.withLock { $0.core.stores.sorted() })",
         ])
 
+        let notifier = ServiceNotifier.fromEnvironment()
+        notify(notifier, [.ready, .status("starting: broker \(state.withLock { $0.core.config.broker.url })")])
+        let ticks = Heartbeat()
+
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -158,14 +163,27 @@ public final class BrainService: Service, Sendable {
                 }
                 group.addTask {
                     while !Task.isCancelled {
+                        ticks.beat()
                         try? await Task.sleep(for: .seconds(self.options.tickInterval))
                         self.tick()
+                    }
+                }
+                if let notifier {
+                    let watchdog = ServiceWatchdog(notifier: notifier, loops: [
+                        .init("mqtt") { self.client.heartbeat.lastRound },
+                        .init("core") { ticks.lastRound },
+                    ])
+                    group.addTask {
+                        await watchdog.run(status: { self.serviceStatus() }, failed: { error in
+                            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+                        })
                     }
                 }
                 await group.waitForAll()
             }
         }
 
+        notify(notifier, [.stopping, .status("stopping")])
         logger.info("brain stopping")
         state.withLock { s in send(&s, [s.core.offlineMessage]) }
         if !(await client.waitUntilPublished(timeout: 3)) {
@@ -173,6 +191,21 @@ public final class BrainService: Service, Sendable {
         }
         await client.stop(timeout: 2)
         logger.info("brain stopped")
+    }
+
+    /// One line for `systemctl status`: connection, settled, beacons, joins.
+    func serviceStatus() -> String {
+        let s = statistics
+        return "broker \(s.connected ? "connected" : "not connected")\(s.settled ? "" : ", reading the retained state"); "
+            + "\(s.beacons) beacons, \(s.joins) joins, \(s.published) messages published"
+    }
+
+    func notify(_ notifier: ServiceNotifier?, _ fields: [ServiceNotifier.Field]) {
+        do {
+            try notifier?.send(fields)
+        } catch {
+            logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+        }
     }
 
     // MARK: - Inputs
@@ -233,9 +266,11 @@ public final class BrainService: Service, Sendable {
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
-            send(&s, [s.core.health(client: clientSegment, version: Self.version,
-                                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
-                                    published: s.published, publishFailures: s.publishFailures, at: WallClock.now())])
+            let health = s.core.health(client: clientSegment, version: Self.version,
+                                       uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
+                                       published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
+            send(&s, [health])
+            options.onHealth?(health.payload)
         }
     }
 

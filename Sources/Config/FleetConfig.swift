@@ -45,26 +45,32 @@ public enum MQTTVersion: String, Sendable, Equatable {
 
 public struct BrokerConfig: Sendable, Equatable {
     public var url: BrokerURL
-    /// Client id prefix; the gateway appends nothing and uses its own id when absent.
-    public var clientId: String?
+    /// The user name from a command line's `--broker mqtt://user@host`; `nil` in a fleet
+    /// config, where every part logs in as itself (`BrokerIdentity`).
     public var username: String?
-    /// A file holding the password (first line); `BEACONBRIDGE_MQTT_PASSWORD` overrides.
+    /// A file holding the password (first line); `$CREDENTIALS_DIRECTORY/mqtt-password`
+    /// and `BEACONBRIDGE_MQTT_PASSWORD` come first.
     public var passwordFile: String?
     public var tls: TLSConfig?
     /// Seconds between MQTT PINGREQs; also how soon the broker notices a dead gateway.
     public var keepalive: Int
     public var mqttVersion: MQTTVersion
+    /// Plaintext MQTT to another host is refused unless this says the network is trusted.
+    public var allowPlaintext: Bool
 
-    public init(url: BrokerURL, clientId: String? = nil, username: String? = nil, passwordFile: String? = nil,
-                tls: TLSConfig? = nil, keepalive: Int = 30, mqttVersion: MQTTVersion = .v311) {
+    public init(url: BrokerURL, username: String? = nil, passwordFile: String? = nil, tls: TLSConfig? = nil,
+                keepalive: Int = 30, mqttVersion: MQTTVersion = .v311, allowPlaintext: Bool = false) {
         self.url = url
-        self.clientId = clientId
         self.username = username
         self.passwordFile = passwordFile
         self.tls = tls
         self.keepalive = keepalive
         self.mqttVersion = mqttVersion
+        self.allowPlaintext = allowPlaintext
     }
+
+    /// The user name a part logs in with: a command line's, else its own identity.
+    public func username(default identity: String) -> String { username ?? identity }
 }
 
 public struct TLSConfig: Sendable, Equatable {

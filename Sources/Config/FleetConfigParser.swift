@@ -4,7 +4,8 @@ import Tracking
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
                           "stores", "rules", "brain", "bridge", "homeAssistant"]
-    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
+    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
+                             "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
@@ -59,6 +60,11 @@ extension FleetConfig {
             gateway.id = r.required(object, "id", at: path).flatMap { r.topicSegment($0, at: path + ".id") } ?? ""
             if !gateway.id.isEmpty, gateways.contains(where: { $0.id == gateway.id }) {
                 r.fail(path + ".id", "\"\(gateway.id)\" is used by another gateway")
+            }
+            if BrokerIdentity.reserved.contains(gateway.id) {
+                // A gateway logs in as its id: it must not become the brain or the operator.
+                r.fail(path + ".id", "\"\(gateway.id)\" is the name of another role ("
+                       + BrokerIdentity.reserved.sorted().joined(separator: ", ") + "); pick another id")
             }
             if let text = r.string(object["source"], at: path + ".source") {
                 do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
@@ -144,11 +150,22 @@ extension FleetConfig {
         if let text = r.string(object["url"], at: path + ".url") {
             do { broker.url = try BrokerURL(parsing: text) } catch { r.fail(path + ".url", error.reason) }
         }
-        broker.clientId = r.string(object["clientId"], at: path + ".clientId")
-        if let id = broker.clientId, id.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
-            r.fail(path + ".clientId", "\"\(id)\" must be printable ASCII without spaces")
+        // One config serves every gateway and brain: a user or client id in it would be shared.
+        if object["clientId"] != nil {
+            r.fail(path + ".clientId", "a client id shared by every gateway and brain makes each take the others' "
+                   + "connection over; remove it: a gateway connects as beacon-gateway-<id>, a brain as "
+                   + "beacon-brain[-<stores>] or its --client-id")
         }
-        broker.username = r.string(object["username"], at: path + ".username") ?? broker.url.username
+        if object["username"] != nil {
+            r.fail(path + ".username", "a user name shared by every gateway and brain lets each speak for all of them; "
+                   + "remove it: a gateway logs in as its id, the brain as \"brain\" (beaconctl provision writes "
+                   + "their passwords and the ACL)")
+        }
+        if let user = broker.url.username {
+            r.fail(path + ".url", "the user \"\(user)\" would be shared by every gateway and brain; remove it (each "
+                   + "logs in as itself; --broker mqtt://user@host picks a user for one process)")
+            broker.url.username = nil
+        }
         broker.passwordFile = r.string(object["passwordFile"], at: path + ".passwordFile")
         if let tls = r.object(object["tls"], at: path + ".tls", keys: tlsKeys) {
             broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: path + ".tls.caFile"),
@@ -167,6 +184,8 @@ extension FleetConfig {
         if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
             broker.mqttVersion = MQTTVersion(rawValue: v)!
         }
+        broker.allowPlaintext = r.bool(object["allowPlaintext"], at: path + ".allowPlaintext") ?? false
+        if let refusal = broker.refusal { r.fail(path + ".url", refusal) }
         return broker
     }
 

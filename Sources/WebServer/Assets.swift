@@ -292,7 +292,7 @@ enum Assets {
             el('td', { 'class': 'num' }, fixed(g.malformed, 0)),
             el('td', { 'class': 'num' }, fixed(g.dropped, 0)),
             el('td', { 'class': 'num' }, fixed(g.tracked, 0)),
-            el('td', {}, g.lastHealth ? ago(g.lastHealth) + ' ago' : 'never'),
+            el('td', {}, g.lastHealth ? ago(g.lastHealth).replace(/^(\d.*)$/, '$1 ago') : 'never'),
             el('td', {}, cal), el('td', {}, g.version || ''));
         });
         var head = el('tr', {}, 'Gateway,Zone,Condition,Source,Adverts/s,Decoded/s,Malformed,Dropped,Tracked,Last health,Calibration,Version'

@@ -46,7 +46,8 @@ public final class FleetFeed: Service, Sendable {
 
     public init(config: FleetConfig, username: String?, password: String?, logger: Logger, options: Options,
                 updates: LiveUpdates = LiveUpdates()) throws(MQTTError) {
-        var mqtt = MQTTClientOptions(config.broker, clientID: options.clientID, password: password)
+        var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.display, clientID: options.clientID,
+                                     password: password)
         if let username { mqtt.username = username }
         client = try MQTTClient(mqtt)
         state = Mutex(State(fleet: FleetState(config: config)))

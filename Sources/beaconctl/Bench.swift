@@ -329,12 +329,12 @@ struct BenchRun {
 
     // MARK: 2. The gateway pipeline
 
-    func fleetConfig(capture: String, speed: Double, raw: Bool, clientID: String) -> String {
+    func fleetConfig(capture: String, speed: Double, raw: Bool, gatewayID: String) -> String {
         let document: JSONValue = .object([
-            "broker": .object(["url": .string(broker.url), "clientId": .string(clientID)]),
+            "broker": .object(["url": .string(broker.url)]),
             "defaults": .object(["exitTimeout": .number(3600), "staleAfter": .number(3600), "publishInterval": .number(1),
                                  "queueLimit": .number(1_000_000), "healthInterval": .number(3600)]),
-            "gateways": .array([.object(["id": .string("bench"), "raw": .bool(raw),
+            "gateways": .array([.object(["id": .string(gatewayID), "raw": .bool(raw),
                                          "source": .string("btsnoop:\(capture)?speed=\(speed)")])]),
         ])
         return document.jsonText
@@ -365,14 +365,14 @@ struct BenchRun {
             await subscriber.stop()
             throw CommandFailure("mqtt-baseline sub did not subscribe\n\(subscriber.errors)", status: .failure)
         }
-        let config = try FleetConfig.parse(fleetConfig(capture: capture, speed: speed, raw: raw, clientID: unique("bench-gw")))
+        let config = try FleetConfig.parse(fleetConfig(capture: capture, speed: speed, raw: raw, gatewayID: "bench"))
         let gateway = config.gateways[0]
         let log = IngestLog(capacity: workload.count)
         let source = TimedSource(inner: try BtsnoopSource(path: capture, speed: speed), log: log)
         var logger = Logger(label: "bench.gateway")
         logger.logLevel = .error
         let service = try GatewayService(config: config, gateway: gateway, source: source, sourceHasOwnTime: true,
-                                         password: nil, configPath: nil, logger: logger)
+                                         password: nil, configPath: nil, logger: logger, clientID: unique("bench-gw"))
         let task = Task { try await service.run() }
         let status = await subscriber.wait(timeout: 600)
         let endCPU = WallClock.processCPU()
@@ -457,8 +457,9 @@ struct BenchRun {
             let capture = directory + "/\(unique("memory")).log"
             try FileSystem.write(capture, writer.bytes)
             let configPath = directory + "/\(unique("fleet")).json"
+            let gatewayID = unique("bench-mem")
             try FileSystem.write(configPath, Array(fleetConfig(capture: capture, speed: 1, raw: false,
-                                                               clientID: unique("bench-mem")).utf8))
+                                                               gatewayID: gatewayID).utf8))
             // Presence of every beacon, or the gateway's `online` when there are none.
             let filter = count == 0 ? "gateways/+/status" : "beacons/+/+/presence/+"
             let subscriber = try BenchProcess(baseline, ["sub", "--port", String(broker.port), "--count", String(max(count, 1)),
@@ -468,7 +469,7 @@ struct BenchRun {
                 await subscriber.stop()
                 throw CommandFailure("mqtt-baseline sub did not subscribe", status: .failure)
             }
-            let gateway = try BenchProcess(program, ["--config", configPath, "--id", "bench", "--log-level", "error"],
+            let gateway = try BenchProcess(program, ["--config", configPath, "--id", gatewayID, "--log-level", "error"],
                                            name: unique("gateway"), in: directory)
             let status = await subscriber.wait(timeout: 120)
             // Let the last sightings and timers settle before reading /proc.

@@ -10,8 +10,7 @@ struct FleetConfigTests {
     {
       "$schema": "https://example.com/fleet.schema.json",
       "broker": {
-        "url": "mqtts://gateway@broker.shop.example:8883",
-        "clientId": "shop-12",
+        "url": "mqtts://broker.shop.example:8883",
         "passwordFile": "/etc/beaconbridge/mqtt.password",
         "tls": { "caFile": "/etc/ssl/shop-ca.pem", "certFile": "/etc/beaconbridge/gw.pem", "keyFile": "/etc/beaconbridge/gw.key" },
         "keepalive": 20,
@@ -56,9 +55,9 @@ struct FleetConfigTests {
 
     @Test func fullConfig() throws {
         let config = try FleetConfig.parse(Self.full)
-        #expect(config.broker.url == BrokerURL(tls: true, username: "gateway", host: "broker.shop.example", port: 8883))
-        #expect(config.broker.clientId == "shop-12")
-        #expect(config.broker.username == "gateway")          // from the URL
+        #expect(config.broker.url == BrokerURL(tls: true, host: "broker.shop.example", port: 8883))
+        #expect(config.broker.username == nil)                // every part logs in as itself
+        #expect(config.broker.username(default: "door-1") == "door-1")
         #expect(config.broker.passwordFile == "/etc/beaconbridge/mqtt.password")
         #expect(config.broker.tls == TLSConfig(caFile: "/etc/ssl/shop-ca.pem", certFile: "/etc/beaconbridge/gw.pem",
                                                keyFile: "/etc/beaconbridge/gw.key"))

@@ -19,7 +19,7 @@ import Config
             with: #""gateways": [ { "id": "door", "zone": "Entrance", "store": 100 }, { "id": "till", "zone": "Counter", "store": 100 } ],"#)
         text = text.replacingOccurrences(
             of: #""stores": [ { "major": 100, "name": "Main Street", "ad": { "title": "Deal of the day" } } ],"#,
-            with: #""stores": [ { "major": 100, "name": "Main Street", "broker": { "url": "mqtt://store-100.lan" } }, { "major": 200 } ],"#)
+            with: #""stores": [ { "major": 100, "name": "Main Street", "broker": { "url": "mqtt://store-100.lan", "allowPlaintext": true } }, { "major": 200 } ],"#)
         return try! FleetConfig.parse(text)
     }()
 

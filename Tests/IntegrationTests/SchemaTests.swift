@@ -75,6 +75,9 @@ struct SchemaTests {
             #"{"stores": [{"major": 1, "broker": {"username": "u"}}]}"#,
             #"{"stores": [{"major": 1, "broker": {"url": "mqtt://s1"}, "bridge": {"passwordFile": "/p"}}]}"#,
             #"{"bridge": {"keepalive": 2}}"#,
+            #"{"broker": {"url": "mqtts://b.lan", "clientId": "shop"}}"#,
+            #"{"broker": {"url": "mqtts://b.lan", "username": "gateway"}}"#,
+            #"{"broker": {"url": "mqtts://gateway@b.lan"}}"#,
         ]
         for document in rejected {
             #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }

@@ -123,7 +123,7 @@ struct FleetStateTests {
     func liveConfig() throws {
         var state = FleetState(config: try fleetConfig())
         let change = state.receive("fleet/config", """
-        {"broker": {"url": "mqtt://elsewhere:1883"}, "stores": [{"major": 100, "name": "High Street"}]}
+        {"broker": {"url": "mqtts://elsewhere:8883"}, "stores": [{"major": 100, "name": "High Street"}]}
         """)
         #expect(change.config && change.affects(.fleet) && change.affects(.greeter(store: 100)))
         #expect(state.storeName(100) == "High Street")
