@@ -51,6 +51,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "greeter")
+            o("live", brokerConnected)
             o("store", Int(store))
             o("name", storeName(store))
             o("now", now)
@@ -169,6 +170,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "floor")
+            o("live", brokerConnected)
             o("store", Int(store))
             o("name", storeName(store))
             o("now", now)
@@ -244,6 +246,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 256 + 400 * ids.count)
         writer.object { o in
             o("page", "fleet")
+            o("live", brokerConnected)
             o("now", now)
             o("brain", brainOnline.map { $0 ? "online" : "offline" } ?? "unknown")
             o("attention", conditions.filter(\.needsAttention).count)
