@@ -242,6 +242,6 @@ public struct GatewayHealth: Sendable, Equatable {
 extension FleetConfig {
     /// The store a beacon belongs to: its registry `store`, else its major.
     func store(of beacon: BeaconRef) -> UInt16 {
-        beacons.first { $0.id.major == beacon.major && $0.id.minor == beacon.minor }?.store ?? beacon.major
+        beacons.first { $0.id?.major == beacon.major && $0.id?.minor == beacon.minor }?.store ?? beacon.major
     }
 }

@@ -136,7 +136,7 @@ extension FleetState {
         let present = Dictionary(grouping: customers.customers(inStore: store), by: \.beacon)
         var registryNames: [BeaconRef: String] = [:]
         for entry in config.beacons {
-            if let major = entry.id.major, let minor = entry.id.minor, let name = entry.name {
+            if let major = entry.id?.major, let minor = entry.id?.minor, let name = entry.name {
                 registryNames[BeaconRef(major: major, minor: minor)] = name
             }
         }
