@@ -211,18 +211,13 @@ public struct BrainCore: Sendable {
     }
 
     /// The topic filters to subscribe to.
-    public var subscriptions: [String] {
+    public var subscriptions: [String] { liveSubscriptions + readBackSubscriptions }
+
+    /// The filters of what others publish: gateways, observers, config (and bridges).
+    public var liveSubscriptions: [String] {
         var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("observers/+/status")]
-        let majors = self.majors.map { $0.map(String.init) } ?? ["+"]
-        for major in majors {
-            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence", "beacons/\(major)/+/presence/+",
-                        "beacons/\(major)/+/ad", "beacons/\(major)/+/observers/+",
-                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
-        }
-        if stores.isEmpty {
-            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
-        } else {
-            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        for major in majorLevels {
+            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence/+", "beacons/\(major)/+/observers/+"].map(topics.topic)
         }
         if !config.bridgedStores.isEmpty {
             filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
@@ -230,6 +225,26 @@ public struct BrainCore: Sendable {
         }
         return filters
     }
+
+    /// The filters of the brain's own retained topics (records, fleet presence, ads, rosters,
+    /// customers): needed only while the retained state is read back, at start and after a
+    /// reconnect. A settled brain unsubscribes from them, so it does not receive the echo of
+    /// everything it writes (half of its input in a join flood).
+    public var readBackSubscriptions: [String] {
+        var filters: [String] = []
+        for major in majorLevels {
+            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/ad",
+                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
+        }
+        if stores.isEmpty {
+            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
+        } else {
+            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        }
+        return filters
+    }
+
+    private var majorLevels: [String] { majors.map { $0.map(String.init) } ?? ["+"] }
 
     /// `brain/status` `online`, retained; the will says `offline`.
     public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
