@@ -444,6 +444,7 @@ public struct BrainCore: Sendable {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
+        bridges.reconnected()
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -454,6 +455,9 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
+        // A bridged store whose status the broker no longer holds (it lost its retained
+        // messages) is unknown until its bridge says 1 again.
+        for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
         for ref in presence.beacons.keys {
             dirtyVisits.insert(ref)
             dirtyPresence.insert(ref)
