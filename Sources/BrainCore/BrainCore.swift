@@ -127,6 +127,8 @@ public struct BrainCore: Sendable {
     private var readingBack: Bool { !isSettled || recovery.isReadingBack }
 
     private var registry: [BeaconRef: [BeaconEntry]] = [:]
+    /// The registry's UUID-only entries: any major and minor of that UUID.
+    private var uuidEntries: [BeaconUUID: BeaconEntry] = [:]
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
@@ -178,11 +180,14 @@ public struct BrainCore: Sendable {
 
     // MARK: - Queries
 
-    /// The registry entry of a beacon; with a UUID, only an entry with that UUID.
+    /// The registry entry of a beacon; with a UUID, only an entry with that UUID, else the
+    /// UUID-only entry of that UUID (topics carry no UUID: such an entry applies once a
+    /// gateway's payload has told the beacon's UUID).
     public func entry(_ ref: BeaconRef, uuid: BeaconUUID? = nil) -> BeaconEntry? {
-        guard let entries = registry[ref] else { return nil }
-        guard let uuid else { return entries.first }
-        return entries.first { $0.id.uuid == uuid }
+        let entries = registry[ref]
+        guard let uuid else { return entries?.first }
+        if let own = entries?.first(where: { $0.id?.uuid == uuid }) { return own }
+        return uuidEntries[uuid]?.resolved(for: BeaconID(uuid: uuid, major: ref.major, minor: ref.minor))
     }
 
     /// The store (a major) a beacon belongs to: its registry `store`, else its major.
@@ -207,21 +212,17 @@ public struct BrainCore: Sendable {
     }
 
     /// The topic filters to subscribe to.
-    public var subscriptions: [String] {
+    public var subscriptions: [String] { liveSubscriptions + readBackSubscriptions }
+
+    /// The filters of what others publish: gateways, observers, config (and bridges).
+    public var liveSubscriptions: [String] {
         // Gateways' RSSI reports name the gateway in the topic (an ACL can pin it) and carry
-        // every major: a brain of some stores takes its own beacons from them.
+        // every major: a brain of some stores takes its own beacons from them. The brain does
+        // not read sightings (beacons/<major>/<minor>): their gateway is only in the payload.
         var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("gateways/+/rssi"),
                        topics.topic("observers/+/status")]
-        let majors = self.majors.map { $0.map(String.init) } ?? ["+"]
-        for major in majors {
-            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/presence/+",
-                        "beacons/\(major)/+/ad", "beacons/\(major)/+/observers/+",
-                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
-        }
-        if stores.isEmpty {
-            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
-        } else {
-            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        for major in majorLevels {
+            filters += ["beacons/\(major)/+/presence/+", "beacons/\(major)/+/observers/+"].map(topics.topic)
         }
         if !config.bridgedStores.isEmpty {
             filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
@@ -229,6 +230,26 @@ public struct BrainCore: Sendable {
         }
         return filters
     }
+
+    /// The filters of the brain's own retained topics (records, fleet presence, ads, rosters,
+    /// customers): needed only while the retained state is read back, at start and after a
+    /// reconnect. A settled brain unsubscribes from them, so it does not receive the echo of
+    /// everything it writes (half of its input in a join flood).
+    public var readBackSubscriptions: [String] {
+        var filters: [String] = []
+        for major in majorLevels {
+            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/ad",
+                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
+        }
+        if stores.isEmpty {
+            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
+        } else {
+            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        }
+        return filters
+    }
+
+    private var majorLevels: [String] { majors.map { $0.map(String.init) } ?? ["+"] }
 
     /// `brain/status` `online`, retained; the will says `offline`.
     public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
@@ -327,7 +348,7 @@ public struct BrainCore: Sendable {
         var begun: [BeaconRef] = []
         for ref in presence.beacons.keys.sorted() {
             let record = visitRecords[ref]
-            if let record { rules.restore(record.rules, for: RuleEngine.Scope(beacon: ref)) }
+            if let record { restore(record.rules, for: RuleEngine.Scope(beacon: ref)) }
             if let since = record?.since ?? retainedPresence[ref]?.since {
                 presence.restore(ref, since: since, zone: retainedPresence[ref]?.zone)
             } else {
@@ -342,7 +363,7 @@ public struct BrainCore: Sendable {
         for (key, pending) in pendingJoins.sorted(by: { $0.key < $1.key }) {
             let record = answeredRecords[key]
             let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
-            if let record { rules.restore(record.rules, for: scope) }
+            if let record { restore(record.rules, for: scope) }
             if offlineObservers.contains(key.client) {
                 // The observer died while no brain ran: its join ends now.
                 deleteJoinTopic(key)
@@ -366,7 +387,7 @@ public struct BrainCore: Sendable {
         }
         for (key, record) in answeredRecords.sorted(by: { $0.key < $1.key }) where pendingJoins[key] == nil {
             let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
-            rules.restore(record.rules, for: scope)
+            restore(record.rules, for: scope)
             if record.join != nil, let since = record.since {
                 // Left while no brain ran.
                 counters.leaves += 1
@@ -428,6 +449,7 @@ public struct BrainCore: Sendable {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
+        bridges.reconnected()
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -438,17 +460,14 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
+        // A bridged store whose status the broker no longer holds (it lost its retained
+        // messages) is unknown until its bridge says 1 again.
+        for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
         for ref in presence.beacons.keys {
             dirtyVisits.insert(ref)
             dirtyPresence.insert(ref)
         }
-        for scope in lingering {
-            if let client = scope.client {
-                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
-            } else {
-                dirtyVisits.insert(scope.beacon)
-            }
-        }
+        for scope in lingering { markRecordDirty(scope) }
         for key in observers.joins.keys {
             dirtyJoins.insert(key)
             touchRoster(key)
@@ -494,11 +513,7 @@ public struct BrainCore: Sendable {
         if !due.isEmpty { apply(due, at: now) }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
-            if let client = scope.client {
-                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
-            } else {
-                dirtyVisits.insert(scope.beacon)
-            }
+            markRecordDirty(scope)
         }
         return finish(at: now)
     }
@@ -522,7 +537,10 @@ public struct BrainCore: Sendable {
         index(new)
         presence.settings = FleetPresence.Settings(new)
         presence.zoneNames.merge(Self.zoneNames(new)) { _, configured in configured }
-        rules.rules = new.rules
+        for renamed in rules.replaceRules(with: new.rules) {
+            note(.info, "a renamed rule keeps what it did (once, cooldowns)", ["from": renamed.from, "to": renamed.to])
+            for scope in rules.scopes { markRecordDirty(scope) }
+        }
         bridges.configure(bridgedStores(new))
         counters.configsApplied += 1
         for ref in presence.beacons.keys.sorted() where !owns(ref) {
@@ -793,7 +811,7 @@ public struct BrainCore: Sendable {
                 dirtyPresence.insert(ref)
                 if isSettled, let held = heldVisits.removeValue(forKey: ref) {
                     // A visit held while its store was unknown goes on: no enter rules.
-                    rules.restore(held.rules, for: RuleEngine.Scope(beacon: ref))
+                    restore(held.rules, for: RuleEngine.Scope(beacon: ref))
                     presence.restore(ref, since: held.since, zone: nil)
                     resumed.insert(ref)
                 } else if isSettled {
@@ -818,7 +836,11 @@ public struct BrainCore: Sendable {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
-                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                guard isSettled else { break }
+                if !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                if !resumed.contains(ref), let fleet = presence[ref] {
+                    runRules(.update, beacon: ref, fleet: fleet, since: fleet.since, at: now)
+                }
             }
         }
         // The zone decisions with their capture times (dropped while collecting: the brain
@@ -954,7 +976,7 @@ public struct BrainCore: Sendable {
     private mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, join: ObserverJoin, at now: Instant) {
         let fleet = presence[ref]
         let entry = self.entry(ref, uuid: fleet?.uuid)
-        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id.uuid,
+        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id?.uuid,
                                          entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, since: join.since)
         let fired = rules.fire(context, scope: RuleEngine.Scope(beacon: ref, client: join.client), at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyJoins.insert(join.key) }
@@ -980,7 +1002,14 @@ public struct BrainCore: Sendable {
             case .greeting(let template):
                 for target in targets {
                     let values = variables(rule, ref, entry, fleet, target, at: now)
-                    inbox(target.client, .greeting(beacon: ref, text: Template.render(template, values), rule: rule.name), at: now)
+                    guard let text = rule.text(template, values) else {
+                        // "Hello ! A  is on its way." is worse than nothing.
+                        counters.actionsSkipped += 1
+                        note(.debug, "skipped a greeting whose template lacks values; give the rule a fallback",
+                             ["rule": rule.name, "client": target.client])
+                        continue
+                    }
+                    inbox(target.client, .greeting(beacon: ref, text: text, rule: rule.name), at: now)
                 }
             case .locationFix:
                 guard let location = entry?.location else {
@@ -997,8 +1026,8 @@ public struct BrainCore: Sendable {
                     note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
                     continue
                 }
-                out.messages.append(OutgoingMessage(topic: topic, payload: Template.render(template, values), qos: qos,
-                                                 retain: retain))
+                out.messages.append(OutgoingMessage(topic: topic, payload: rule.text(template, values) ?? Template.render(template, values),
+                                                 qos: qos, retain: retain))
             }
         }
     }
@@ -1010,13 +1039,14 @@ public struct BrainCore: Sendable {
             "major": "\(ref.major)", "minor": "\(ref.minor)", "store": "\(store(of: ref))", "rule": rule.name,
             "ts": now.iso8601,
         ]
-        values["uuid"] = (fleet?.uuid ?? entry?.id.uuid)?.description
+        values["uuid"] = (fleet?.uuid ?? entry?.id?.uuid)?.description
         values["name"] = entry?.name
         if let fleet {
             values["zone"] = fleet.zoneView?.zoneName ?? fleet.zone
             values["gateway"] = fleet.zone
             values["proximity"] = fleet.proximity.rawValue
             values["distance"] = fleet.zoneView?.distance.map { fixed($0, places: 2) }
+            values["rssi"] = fleet.zoneView?.rssiSmoothed.map { fixed($0, places: 1) }
         }
         if let join {
             values["client"] = join.client
@@ -1024,8 +1054,8 @@ public struct BrainCore: Sendable {
             values["favorite"] = join.favorite
         }
         if let location = entry?.location {
-            values["lat"] = fixed(location.latitude, places: 6)
-            values["lon"] = fixed(location.longitude, places: 6)
+            values["lat"] = location.latitude.map { fixed($0, places: 6) }
+            values["lon"] = location.longitude.map { fixed($0, places: 6) }
             values["heading"] = location.heading.map { fixed($0, places: 1) }
             values["floor"] = location.floor.map { "\($0)" }
         }
@@ -1202,7 +1232,7 @@ public struct BrainCore: Sendable {
     /// rules, and its record and fleet presence go.
     private mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
         let scope = RuleEngine.Scope(beacon: ref)
-        rules.restore(record.rules, for: scope)
+        restore(record.rules, for: scope)
         if let since = record.since {
             runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
         }
@@ -1212,6 +1242,24 @@ public struct BrainCore: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Puts back what a record says rules did; says so when it names rules the config lacks.
+    private mutating func restore(_ recorded: RuleMemory, for scope: RuleEngine.Scope) {
+        let unknown = rules.restore(recorded, for: scope)
+        guard !unknown.isEmpty else { return }
+        note(.notice, "a record names rules the config does not have (renamed or removed while no brain ran): "
+             + "their once and cooldown state is dropped", ["beacon": "\(scope.beacon)", "rules": unknown.joined(separator: ", ")])
+        markRecordDirty(scope)
+    }
+
+    /// The record of a scope (a visit's, or an answered join's) is to be written again.
+    private mutating func markRecordDirty(_ scope: RuleEngine.Scope) {
+        if let client = scope.client {
+            dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
+        } else {
+            dirtyVisits.insert(scope.beacon)
+        }
+    }
 
     private mutating func owned(_ ref: BeaconRef) -> Bool {
         if owns(ref) { return true }
@@ -1280,8 +1328,10 @@ public struct BrainCore: Sendable {
 
     private mutating func index(_ config: FleetConfig) {
         registry = [:]
+        uuidEntries = [:]
         for entry in config.beacons {
-            guard let major = entry.id.major, let minor = entry.id.minor else { continue }
+            if case .uuid(let uuid) = entry.match { uuidEntries[uuid] = entry }
+            guard let major = entry.id?.major, let minor = entry.id?.minor else { continue }
             registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })

@@ -14,10 +14,13 @@ public import Config
 /// - `cooldown` seconds: not again within that many seconds of the last firing, also across
 ///   visits (a customer who walks out and back in does not get the deal twice).
 /// - `cooldown` "after N updates at near": after firing, the rule is disarmed until the
-///   beacon has been reported at `near` or farther on N consecutive updates (sightings from
-///   the zone gateway); one update closer starts the count again, an update at `unknown`
-///   does neither; the beacon leaving the fleet re-arms it (the navigation plugin's reset
-///   rule).
+///   beacon has been reported at exactly `near` on N updates (sightings from the zone
+///   gateway), counted as the navigation library counted them: an update at any other class
+///   neither counts nor resets the count; the beacon leaving the fleet re-arms it.
+/// - `update` rules fire on every update of the beacon, at most once per
+///   `Rule.updateInterval` per beacon; that rate limit lives in memory only (not in the
+///   records: it changes every second, and a restarted brain firing one update early is
+///   harmless).
 public struct RuleEngine: Sendable {
     public struct Scope: Hashable, Comparable, Sendable {
         public var beacon: BeaconRef
@@ -58,14 +61,23 @@ public struct RuleEngine: Sendable {
 
     public var rules: [Rule]
     private var memory: [BeaconRef: [Scope: RuleMemory]] = [:]
+    /// When each `update` rule last fired, per beacon (the rate limit).
+    private var lastUpdate: [BeaconRef: [String: Instant]] = [:]
 
     public init(rules: [Rule] = []) { self.rules = rules }
 
     public func memory(for scope: Scope) -> RuleMemory? { memory[scope.beacon]?[scope] }
 
-    /// Puts back what a previous run recorded.
-    public mutating func restore(_ recorded: RuleMemory, for scope: Scope) {
-        set(recorded.isEmpty ? nil : recorded, for: scope)
+    /// Puts back what a previous run recorded. Memory of rules the config no longer has (a
+    /// rule renamed or removed while no brain ran) is dropped; returns their names.
+    @discardableResult
+    public mutating func restore(_ recorded: RuleMemory, for scope: Scope) -> [String] {
+        let names = Set(rules.map(\.name))
+        var kept = recorded
+        kept.fired = kept.fired.filter { names.contains($0.key) }
+        kept.disarmed = kept.disarmed.filter { names.contains($0.key) }
+        set(kept.isEmpty ? nil : kept, for: scope)
+        return Set(recorded.fired.keys).union(recorded.disarmed.keys).subtracting(names).sorted()
     }
 
     /// The rules that fire for `context`, in config order; their firing is remembered.
@@ -80,6 +92,15 @@ public struct RuleEngine: Sendable {
             }
             let last = state.fired[rule.name]
             if rule.once, let last, last >= context.since { continue }
+            if let interval = rule.updateInterval {
+                if case .updates? = rule.cooldown, state.disarmed[rule.name] != nil { continue }
+                if let previous = lastUpdate[context.beacon]?[rule.name], now.seconds(since: previous) < interval { continue }
+                lastUpdate[context.beacon, default: [:]][rule.name] = now
+                if rule.once { state.fired[rule.name] = now }
+                if case .updates? = rule.cooldown { state.disarmed[rule.name] = 0 }
+                fired.append(rule)
+                continue
+            }
             switch rule.cooldown {
             case .seconds(let seconds)?:
                 if let last, now.seconds(since: last) < seconds { continue }
@@ -109,19 +130,14 @@ public struct RuleEngine: Sendable {
                     changed = true
                     continue
                 }
-                if proximity == .unknown {
-                    // No distance at all (a stale view, no RSSI): neither counts nor resets.
-                    continue
-                }
-                if proximity >= at {
-                    if count + 1 >= needed {
-                        state.disarmed[name] = nil
-                        changed = true
-                    } else {
-                        state.disarmed[name] = count + 1
-                    }
+                // As the navigation library counted: only updates at that very class count,
+                // and nothing else resets the count.
+                guard proximity == at else { continue }
+                if count + 1 >= needed {
+                    state.disarmed[name] = nil
+                    changed = true
                 } else {
-                    state.disarmed[name] = 0
+                    state.disarmed[name] = count + 1
                 }
             }
             set(state.isEmpty ? nil : state, for: scope)
@@ -135,6 +151,7 @@ public struct RuleEngine: Sendable {
     /// it returns false, to let those cooldowns expire).
     @discardableResult
     public mutating func retire(_ scope: Scope, at now: Instant) -> Bool {
+        if scope.client == nil { lastUpdate[scope.beacon] = nil }
         guard var state = memory(for: scope) else { return false }
         state.disarmed = [:]
         state.fired = state.fired.filter { name, last in
@@ -145,8 +162,46 @@ public struct RuleEngine: Sendable {
         return !state.isEmpty
     }
 
+    /// Takes a new config's rules. What a rule did is remembered by its name, so a rule that
+    /// was only renamed (or moved, when it has no name of its own: its name is its path) keeps
+    /// its memory: an old name that is gone whose rule reappears unchanged under exactly one
+    /// new name passes its memory on. Returns the renames, old name first.
+    @discardableResult
+    public mutating func replaceRules(with new: [Rule]) -> [(from: String, to: String)] {
+        let oldNames = Set(rules.map(\.name))
+        let newNames = Set(new.map(\.name))
+        var renames: [(from: String, to: String)] = []
+        for old in rules where !newNames.contains(old.name) {
+            let matches = new.filter { candidate in
+                guard !oldNames.contains(candidate.name) else { return false }
+                var renamed = old
+                renamed.name = candidate.name
+                return renamed == candidate
+            }
+            if matches.count == 1 { renames.append((old.name, matches[0].name)) }
+        }
+        rules = new
+        guard !renames.isEmpty else { return [] }
+        for (beacon, scopes) in memory {
+            for (scope, var state) in scopes {
+                for (from, to) in renames {
+                    if let last = state.fired.removeValue(forKey: from) { state.fired[to] = last }
+                    if let count = state.disarmed.removeValue(forKey: from) { state.disarmed[to] = count }
+                }
+                memory[beacon]?[scope] = state
+            }
+        }
+        return renames
+    }
+
+    /// Every scope something is remembered in.
+    public var scopes: [Scope] { memory.values.flatMap(\.keys).sorted() }
+
     /// Forgets a scope entirely (its beacon is no longer this brain's to handle).
-    public mutating func forget(_ scope: Scope) { set(nil, for: scope) }
+    public mutating func forget(_ scope: Scope) {
+        if scope.client == nil { lastUpdate[scope.beacon] = nil }
+        set(nil, for: scope)
+    }
 
     private func rule(named name: String) -> Rule? { rules.first { $0.name == name } }
 

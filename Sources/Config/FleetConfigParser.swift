@@ -3,19 +3,21 @@ import Tracking
 
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain", "bridge"]
-    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
+                          "stores", "rules", "brain", "bridge", "homeAssistant"]
+    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
+                             "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
                              "reportInterval"]
-    static let gatewayKeys = ["id", "source", "zone", "store", "advertise", "position", "entrance"] + tuningKeys
+    static let gatewayKeys = ["id", "source", "zone", "store", "position", "entrance", "advertise"] + tuningKeys
     static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
                             "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold"]
-    static let storeKeys = ["major", "name", "ad", "broker", "bridge"]
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
-    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown"]
+    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
+                           "fallback"]
 
     /// Parses and validates a fleet config; throws every problem found.
     public static func parse(_ text: String) throws(ConfigErrors) -> FleetConfig {
@@ -62,6 +64,11 @@ extension FleetConfig {
             if !gateway.id.isEmpty, gateways.contains(where: { $0.id == gateway.id }) {
                 r.fail(path + ".id", "\"\(gateway.id)\" is used by another gateway")
             }
+            if BrokerIdentity.reserved.contains(gateway.id) {
+                // A gateway logs in as its id: it must not become the brain or the operator.
+                r.fail(path + ".id", "\"\(gateway.id)\" is the name of another role ("
+                       + BrokerIdentity.reserved.sorted().joined(separator: ", ") + "); pick another id")
+            }
             if let text = r.string(object["source"], at: path + ".source") {
                 do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
             }
@@ -69,17 +76,9 @@ extension FleetConfig {
             // config makes a gateway write messages the brain must refuse.
             gateway.zone = r.string(object["zone"], at: path + ".zone", maxLength: FleetConfig.maxNameLength)
             gateway.store = r.u16(object["store"], at: path + ".store")
+            gateway.position = parsePosition(object["position"], at: path + ".position", &r)
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
-            }
-            if let position = r.object(object["position"], at: path + ".position", keys: ["x", "y"]) {
-                let x = r.required(position, "x", at: path + ".position").flatMap {
-                    r.number($0, at: path + ".position.x", in: -10_000...10_000, unit: " m")
-                }
-                let y = r.required(position, "y", at: path + ".position").flatMap {
-                    r.number($0, at: path + ".position.y", in: -10_000...10_000, unit: " m")
-                }
-                if let x, let y { gateway.position = FloorPosition(x: x, y: y) }
             }
             if let entrance = r.bool(object["entrance"], at: path + ".entrance") { gateway.entrance = entrance }
             applyTuning(object, at: path, to: &gateway, staleAfter: &stale, &r)
@@ -89,8 +88,12 @@ extension FleetConfig {
         var beacons: [BeaconEntry] = []
         for (i, value) in (r.array(top["beacons"], at: "beacons") ?? []).enumerated() {
             guard let entry = parseBeacon(value, at: "beacons[\(i)]", &r) else { continue }
-            if beacons.contains(where: { $0.id == entry.id }) {
-                r.fail("beacons[\(i)]", "\(entry.id) is listed twice")
+            if beacons.contains(where: { $0.match == entry.match }) {
+                let what = switch entry.match {
+                case .beacon(let id): "\(id)"
+                case .uuid(let uuid): "every beacon of \(uuid)"
+                }
+                r.fail("beacons[\(i)]", "\(what) is listed twice")
             } else {
                 beacons.append(entry)
             }
@@ -107,15 +110,26 @@ extension FleetConfig {
             if case .object(let broker)? = object["broker"], broker["url"] == nil {
                 r.fail(path + ".broker.url", "is required (the store broker's mqtt:// or mqtts:// URL)")
             }
-            stores.append(StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
-                                     ad: parseAd(object["ad"], at: path + ".ad", &r),
-                                     broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
-                                     bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r)))
+            var store = StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
+                                   ad: parseAd(object["ad"], at: path + ".ad", &r),
+                                   broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
+                                   bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r))
+            store.floorPlan = parseFloorPlan(object["floorPlan"], at: path + ".floorPlan", &r)
+            stores.append(store)
         }
 
         var rules: [Rule] = []
+        var ruleIndex: [String: Int] = [:]
         for (i, value) in (r.array(top["rules"], at: "rules") ?? []).enumerated() {
-            if let rule = parseRule(value, at: "rules[\(i)]", &r) { rules.append(rule) }
+            guard let rule = parseRule(value, at: "rules[\(i)]", &r) else { continue }
+            // The brain remembers what a rule did by its name (once, cooldowns): two rules with
+            // one name would share that memory.
+            if let first = ruleIndex[rule.name] {
+                r.fail("rules[\(i)].name", "\"\(rule.name)\" is also the name of rules[\(first)]; rule names must be unique")
+            } else {
+                ruleIndex[rule.name] = i
+            }
+            rules.append(rule)
         }
 
         var brain = BrainConfig()
@@ -136,9 +150,12 @@ extension FleetConfig {
         }
 
         let bridge = parseBridge(top["bridge"], &r)
+        checkPlacement(gateways, stores: stores, &r)
+        let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
         let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
-                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge)
+                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
+                                 homeAssistant: homeAssistant)
         checkBridging(config, &r)
         guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
         return config
@@ -152,11 +169,22 @@ extension FleetConfig {
         if let text = r.string(object["url"], at: path + ".url") {
             do { broker.url = try BrokerURL(parsing: text) } catch { r.fail(path + ".url", error.reason) }
         }
-        broker.clientId = r.string(object["clientId"], at: path + ".clientId")
-        if let id = broker.clientId, id.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
-            r.fail(path + ".clientId", "\"\(id)\" must be printable ASCII without spaces")
+        // One config serves every gateway and brain: a user or client id in it would be shared.
+        if object["clientId"] != nil {
+            r.fail(path + ".clientId", "a client id shared by every gateway and brain makes each take the others' "
+                   + "connection over; remove it: a gateway connects as beacon-gateway-<id>, a brain as "
+                   + "beacon-brain[-<stores>] or its --client-id")
         }
-        broker.username = r.string(object["username"], at: path + ".username") ?? broker.url.username
+        if object["username"] != nil {
+            r.fail(path + ".username", "a user name shared by every gateway and brain lets each speak for all of them; "
+                   + "remove it: a gateway logs in as its id, the brain as \"brain\" (beaconctl provision writes "
+                   + "their passwords and the ACL)")
+        }
+        if let user = broker.url.username {
+            r.fail(path + ".url", "the user \"\(user)\" would be shared by every gateway and brain; remove it (each "
+                   + "logs in as itself; --broker mqtt://user@host picks a user for one process)")
+            broker.url.username = nil
+        }
         broker.passwordFile = r.string(object["passwordFile"], at: path + ".passwordFile")
         if let tls = r.object(object["tls"], at: path + ".tls", keys: tlsKeys) {
             broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: path + ".tls.caFile"),
@@ -175,6 +203,8 @@ extension FleetConfig {
         if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
             broker.mqttVersion = MQTTVersion(rawValue: v)!
         }
+        broker.allowPlaintext = r.bool(object["allowPlaintext"], at: path + ".allowPlaintext") ?? false
+        if let refusal = broker.refusal { r.fail(path + ".url", refusal) }
         return broker
     }
 
@@ -251,8 +281,13 @@ extension FleetConfig {
     static func parseBeacon(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> BeaconEntry? {
         guard let o = r.object(value, at: path, keys: beaconKeys) else { return nil }
         let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
-        let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
-        let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        // Without major and minor the entry describes every beacon of the UUID.
+        let uuidOnly = o["major"] == nil && o["minor"] == nil
+        if (o["major"] == nil) != (o["minor"] == nil) {
+            r.fail(path, "major and minor go together (leave both out for every beacon of the UUID)")
+        }
+        let major = o["major"].flatMap { r.u16($0, at: path + ".major") }
+        let minor = o["minor"].flatMap { r.u16($0, at: path + ".minor") }
         let name = r.string(o["name"], at: path + ".name", maxLength: FleetConfig.maxNameLength)
         let power = r.integer(o["measuredPower"], at: path + ".measuredPower", in: -127...20)
         let latitude = r.number(o["latitude"], at: path + ".latitude", in: -90...90)
@@ -264,13 +299,19 @@ extension FleetConfig {
         if (o["latitude"] == nil) != (o["longitude"] == nil) {
             r.fail(path, "latitude and longitude go together")
         }
-        if (o["heading"] != nil || o["floor"] != nil) && o["latitude"] == nil {
-            r.fail(path, "heading and floor need latitude and longitude")
+        if uuidOnly {
+            if o["store"] != nil {
+                r.fail(path + ".store", "needs major and minor: the beacons of a UUID-only entry belong to their own major's store")
+            }
+            if o["ad"] != nil {
+                r.fail(path + ".ad", "needs major and minor (one beacon's offer); put an offer for all of them on their store")
+            }
         }
-        guard let uuid, let major, let minor else { return nil }
-        let location = latitude.flatMap { lat in
-            longitude.map { Location(latitude: lat, longitude: $0, heading: heading, floor: floor) }
-        }
+        let location: Location? = latitude != nil || longitude != nil || heading != nil || floor != nil
+            ? Location(latitude: latitude, longitude: longitude, heading: heading, floor: floor) : nil
+        guard let uuid else { return nil }
+        if uuidOnly { return BeaconEntry(uuid: uuid, name: name, measuredPower: power, location: location) }
+        guard let major, let minor else { return nil }
         return BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
                            location: location, store: store, ad: ad)
     }
@@ -307,12 +348,16 @@ extension FleetConfig {
         if let value = o["cooldown"] {
             cooldown = parseCooldown(value, at: path + ".cooldown", &r)
         }
+        let fallback = r.template(o["fallback"], at: path + ".fallback")
+        if o["fallback"] != nil, !actions.contains(where: \.usesTemplate) {
+            r.fail(path + ".fallback", "applies to the texts of greeting and publish actions; this rule has none")
+        }
         if let trigger, [Rule.Trigger.join, .leave].contains(trigger), rssiAbove != nil {
             r.fail(path + ".rssiAbove", "applies to beacon events (enter, exit, proximity), not to \(name)'s join/leave")
         }
         guard let trigger else { return nil }
         return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, rssiAbove: rssiAbove,
-                    actions: actions, once: once, cooldown: cooldown)
+                    actions: actions, once: once, cooldown: cooldown, fallback: fallback)
     }
 
     static func parseAction(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Action? {

@@ -97,6 +97,7 @@ func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: Strin
             "id": .string(gateway.id), "source": .string("btsnoop:\(directory)/\(gateway.id).log\(suffix)"),
             "zone": .string(gateway.id.prefix(1).uppercased() + gateway.id.dropFirst()),
             "position": .object(["x": .number(gateway.position.x), "y": .number(gateway.position.y)]),
+            "store": .number(Double(simulation.store)),
         ]
         if gateway.id == simulation.layout.zone(at: simulation.layout.door) { object["entrance"] = .bool(true) }
         if simulation.gatewaysAdvertise {
@@ -119,10 +120,13 @@ func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: Strin
         "gateways": .array(gatewayList),
         "beacons": .array(beacons),
         "stores": .array([.object(["major": .number(Double(simulation.store)), "name": .string("Simulated store"),
+                                   "floorPlan": .object(["width": .number(simulation.layout.width),
+                                                         "height": .number(simulation.layout.height)]),
                                    "ad": .object(["title": .string("Deal of the day"),
                                                   "text": .string("Two coffees for the price of one")])])]),
         "rules": .array([
             .object(["name": .string("welcome"), "when": .string("join"),
+                     "fallback": .string("Hello! Your coffee is on its way."),
                      "then": .array([.object(["do": .string("greeting"),
                                               "text": .string("Hello {customer}! A {favorite} is on its way.")])])]),
             .object(["name": .string("deal nearby"), "when": .string("proximity:near"),

@@ -46,11 +46,13 @@ struct AccessControlTests {
             ("ana", "beacons/1/2/observers/ana"), ("ana", "observers/ana/status"),
             ("brain", "beacons/1/2/ad"), ("brain", "observers/ana/inbox"), ("brain", "stores/1/roster"),
             ("operator", "fleet/config"), ("operator", "gateways/door/cmd"),
+            ("display", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
         ]
         let forbidden = [
             ("door", "beacons/1/2/presence/counter"), ("door", "gateways/counter/status"), ("door", "beacons/1/2/ad"),
             ("ana", "beacons/1/2/observers/ben"), ("ana", "beacons/1/2/ad"), ("ana", "observers/ben/inbox"),
             ("ana", "stores/1/roster"), ("display", "beacons/1/2/observers/ana"), ("counter", "gateways/door/health"),
+            ("display", "stores/1/roster"), ("display", "gateways/door/status"), ("display", "homeassistant/sensor/other/config"),
         ]
         for (user, topic) in forbidden { try await publish(broker, as: user, topic, "forbidden", in: dir) }
         for (user, topic) in allowed { try await publish(broker, as: user, topic, "allowed", in: dir) }
@@ -76,7 +78,7 @@ struct AccessControlTests {
         let capture = try dir.write("store.log", bytes: GatewayTests.capture(beacons: [(1, 0...10)], step: 0.5).bytes)
         let passwordFile = try dir.write("door-password", "pw-door\n")
         let config = try dir.write("fleet.json", """
-        {"broker": {"url": "mqtt://door@127.0.0.1:\(broker.port)", "passwordFile": "\(passwordFile)", "keepalive": 5},
+        {"broker": {"url": "mqtt://127.0.0.1:\(broker.port)", "passwordFile": "\(passwordFile)", "keepalive": 5},
          "gateways": [{"id": "door", "source": "btsnoop:\(capture)?loop"}]}
         """)
         let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door"], in: dir)
