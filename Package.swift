@@ -103,7 +103,7 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport",
+            dependencies: ["Telemetry", "BeaconKit", "Config", "HCI", "Gateway", "CommandLineSupport", "SystemCalls",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(

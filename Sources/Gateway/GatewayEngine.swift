@@ -41,6 +41,8 @@ public final class GatewayEngine: Sendable {
         var registry: BeaconRegistry
         var decoder = AdvertisementDecoder()
         var tracker: Tracker
+        /// The brain's per-window RSSI reports (`gateways/<id>/rssi`).
+        var reporter: RSSIReporter
         var outbox: Outbox
         var connected = false
         var sourceState = SourceState.starting
@@ -67,6 +69,7 @@ public final class GatewayEngine: Sendable {
         self.logger = logger
         state = Mutex(State(config: config, gateway: gateway, topics: config.topics,
                             registry: Self.registry(config), tracker: Self.tracker(config, gateway),
+                            reporter: RSSIReporter(interval: gateway.reportInterval),
                             outbox: Outbox(sightingLimit: gateway.queueLimit)))
     }
 
@@ -102,6 +105,8 @@ public final class GatewayEngine: Sendable {
     /// One HCI event from the source.
     public func handle(frame: HCIFrame) {
         state.withLock { s in
+            // Report windows that ended before this frame go first, then its advertisements.
+            report(&s, upTo: frame.time)
             // Timeouts due before this frame come out of `observe` first (TrackUpdate.timeouts).
             var decoder = s.decoder
             frame.event.withUnsafeBytes { bytes in
@@ -115,7 +120,10 @@ public final class GatewayEngine: Sendable {
 
     /// Time has reached `now` (source time): exits and stale proximities come due.
     public func advance(to now: Instant) {
-        state.withLock { s in expire(&s, at: now) }
+        state.withLock { s in
+            report(&s, upTo: now)
+            expire(&s, at: now)
+        }
     }
 
     public func sourceChanged(_ state: SourceState, detail: String) {
@@ -237,6 +245,8 @@ public final class GatewayEngine: Sendable {
             s.gateway.tracker = gateway.tracker
             s.gateway.healthInterval = gateway.healthInterval
             s.gateway.zone = gateway.zone
+            s.gateway.reportInterval = gateway.reportInterval
+            s.reporter.interval = gateway.reportInterval
             s.registry = Self.registry(config)
             var tracker = Self.tracker(config, gateway)
             // Keep what is in range; beacons the new allow-list rejects exit now.
@@ -263,6 +273,7 @@ public final class GatewayEngine: Sendable {
         }
         let update = s.tracker.observe(id, address: address, rssi: rssi, measuredPower: beacon.measuredPower,
                                        txPower: beacon.txPower, at: time)
+        s.reporter.add(id, rssi: rssi.map { Double($0) + s.tracker.settings.rssiOffset }, at: time)
         for timeout in update.timeouts { handle(&s, timeout) }
         if update.entered {
             logger.debug("enter", metadata: ["beacon": "\(id)"])
@@ -274,6 +285,20 @@ public final class GatewayEngine: Sendable {
             // Bytes straight to the client: no String, no second copy (raw mode sends every advert).
             let payload = Payloads.sightingBytes(update.track, gateway: gatewayID, entry: s.registry[id], at: time)
             send(&s, sighting: payload, topic: s.topics.sightings(of: id))
+        }
+    }
+
+    /// Publishes the report of every window that ended by `now`. Reports are for the brain
+    /// now: while the broker is away they are dropped, not queued (late ones would only be
+    /// taken as late).
+    private func report(_ s: inout State, upTo now: Instant) {
+        guard s.reporter.isEnabled else { return }
+        let tracker = s.tracker
+        let reports = s.reporter.close(upTo: now, gateway: gatewayID) { tracker.tracks[$0] }
+        guard s.connected else { return }
+        let topic = s.topics.rssiReports(ofGateway: gatewayID)
+        for report in reports {
+            _ = publish(&s, MQTTMessage(topic: topic, payload: Array(report.json.utf8), qos: 1, retain: false))
         }
     }
 

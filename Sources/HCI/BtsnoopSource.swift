@@ -39,24 +39,44 @@ public final class ReplayClock: SourceClock {
     func finish() { anchor.withLock { $0.finished = true } }
 }
 
+/// Where a replay sits in wall-clock time: capture time `origin` plays at wall-clock time
+/// `at`, and capture time `t` at `at + (t − origin) / speed`. Gateways replaying captures of
+/// the same store given the same timeline replay them together, however their captures
+/// begin and whenever each process starts; none starts before `at` (also at speed 0).
+public struct ReplayTimeline: Sendable, Equatable {
+    public var origin: Instant
+    public var at: Instant
+
+    public init(origin: Instant, at: Instant) {
+        self.origin = origin
+        self.at = at
+    }
+}
+
 /// Replays a btsnoop capture (datalink 1001, 1002 H4 or 2001 BlueZ monitor) as if a
 /// controller were sending its events now, at `speed` times real time (0: as fast as
 /// possible), optionally looping. Frames carry capture time (shifted by the capture's
 /// span on each loop so time keeps increasing).
+///
+/// Without a `timeline` the first frame plays when the replay starts; with one, every
+/// frame plays at its place on the shared timeline, and a replay that falls behind catches
+/// up rather than shifting its own origin.
 public struct BtsnoopSource: AdvertisingSource {
     public let path: String
     public let speed: Double
     public let loop: Bool
+    public let timeline: ReplayTimeline?
     private let replayClock: ReplayClock
     /// Largest wall-clock gap between in-band ticks, seconds.
     static let tickInterval = 0.1
     /// Longest a replay waits between two frames, wall-clock seconds, whatever the capture's gap.
     public static let longestPause = 5.0
 
-    public init(path: String, speed: Double = 1, loop: Bool = false) throws(BtsnoopError) {
+    public init(path: String, speed: Double = 1, loop: Bool = false, timeline: ReplayTimeline? = nil) throws(BtsnoopError) {
         self.path = path
         self.speed = speed
         self.loop = loop
+        self.timeline = timeline
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.read(path)
@@ -69,7 +89,7 @@ public struct BtsnoopSource: AdvertisingSource {
                 return reader.next()?.timestamp ?? .epoch
             }
         }.get()
-        replayClock = ReplayClock(speed: speed, start: start)
+        replayClock = ReplayClock(speed: speed, start: timeline?.origin ?? start)
     }
 
     public var name: String { SourceURI.btsnoop(path: path, speed: speed, loop: loop).description }
@@ -80,12 +100,23 @@ public struct BtsnoopSource: AdvertisingSource {
     public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(path) } catch { throw BtsnoopError("\(path): \(error)") }
-        output(.state(.running, detail: "replaying \(path) at \(speed == 0 ? "full speed" : "\(speed)×")"))
+        if let timeline {
+            // Everyone starts at the shared moment, also at full speed.
+            while case let wait = timeline.at.seconds(since: WallClock.now()), wait > 0 {
+                try await Task.sleep(nanoseconds: UInt64(min(wait, Self.tickInterval) * 1e9))
+            }
+        }
+        output(.state(.running, detail: "replaying \(path) at \(speed == 0 ? "full speed" : "\(speed)×")"
+                      + (timeline.map { " on a shared timeline (\($0.origin) plays at \($0.at))" } ?? "")))
         var offset = 0.0
         var pass = 0
         var lastTime: Instant?
         var wallAnchor = WallClock.monotonic()
         var virtualAnchor: Instant?
+        if let timeline {
+            virtualAnchor = timeline.origin
+            wallAnchor = WallClock.monotonic() - WallClock.now().seconds(since: timeline.at)
+        }
         repeat {
             let frames = try Self.events(in: bytes)
             guard let first = frames.first, let last = frames.last else { break }
@@ -96,7 +127,7 @@ public struct BtsnoopSource: AdvertisingSource {
                 if speed > 0 {
                     if virtualAnchor == nil { virtualAnchor = time; wallAnchor = WallClock.monotonic() }
                     var due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
-                    if due - WallClock.monotonic() > Self.longestPause {
+                    if timeline == nil, due - WallClock.monotonic() > Self.longestPause {
                         // A capture resumed after hours or months (the kept tail of an
                         // old log): skip ahead instead of sleeping; capture time still jumps.
                         wallAnchor -= due - WallClock.monotonic() - Self.longestPause
@@ -109,7 +140,7 @@ public struct BtsnoopSource: AdvertisingSource {
                         let virtualNow = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed
                         if virtualNow < time { output(.tick(virtualNow)) }
                     }
-                    if WallClock.monotonic() - due > 1 {
+                    if timeline == nil, WallClock.monotonic() - due > 1 {
                         // Fell behind (a slow consumer): re-anchor rather than rushing.
                         virtualAnchor = time
                         wallAnchor = WallClock.monotonic()

@@ -89,6 +89,36 @@ public enum FileSystem {
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// A new directory under `/tmp` (`mkdtemp`), `/tmp/<prefix>-XXXXXX`.
+    public static func temporaryDirectory(prefix: String) throws(SystemError) -> String {
+        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw SystemError(call: "mkdtemp", errno: errno, subject: "/tmp/\(prefix)-XXXXXX")
+        }
+        return String(cString: made)
+    }
+
+    /// `rm -r`: a directory and everything under it (symbolic links are removed, not followed).
+    public static func removeTree(_ path: String) throws(SystemError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw SystemError(call: "lstat", errno: errno, subject: path) }
+        if info.st_mode & S_IFMT == S_IFDIR {
+            guard let dir = opendir(path) else { throw SystemError(call: "opendir", errno: errno, subject: path) }
+            var names: [String] = []
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                if name != "." && name != ".." { names.append(name) }
+            }
+            closedir(dir)
+            for name in names { try removeTree(path + "/" + name) }
+            _ = try syscall("rmdir", subject: path) { rmdir(path) }
+        } else {
+            _ = try syscall("unlink", subject: path) { unlink(path) }
+        }
+    }
+
     /// `mkdir -p`.
     public static func makeDirectories(_ path: String, mode: UInt32 = 0o755) throws(SystemError) {
         var prefix = path.hasPrefix("/") ? "" : "."

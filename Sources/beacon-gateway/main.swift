@@ -1,9 +1,11 @@
 import ArgumentParser
+import BeaconKit
 import Config
 import CommandLineSupport
 import Gateway
 import HCI
 import Logging
+import SystemCalls
 import Telemetry
 
 struct BeaconGateway: AsyncParsableCommand {
@@ -56,6 +58,16 @@ struct BeaconGateway: AsyncParsableCommand {
     @Flag(name: .long, help: "Replay a btsnoop source in a loop.")
     var loop = false
 
+    @Option(name: .long, help: ArgumentHelp("Replays: the capture time that plays at --replay-at (default: the capture's "
+                                            + "first frame). Give every gateway of a store the same pair to replay "
+                                            + "their captures together.", valueName: "ISO-8601"))
+    var replayOrigin: String?
+
+    @Option(name: .long, help: ArgumentHelp("Replays: when --replay-origin plays, ISO-8601 or +SECONDS from now "
+                                            + "(default: when the replay starts); nothing plays before it.",
+                                            valueName: "TIME"))
+    var replayAt: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
@@ -64,6 +76,7 @@ struct BeaconGateway: AsyncParsableCommand {
     var metrics: String?
 
     func validate() throws {
+        _ = try timeline(now: .epoch)
         if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
             throw ValidationError("--metrics: \(error)")
         }
@@ -87,8 +100,13 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         if case .btsnoop(let path, let configuredSpeed, let configuredLoop) = uri {
             uri = .btsnoop(path: path, speed: speed ?? configuredSpeed, loop: loop || configuredLoop)
-        } else if speed != nil || loop {
-            throw CommandFailure("--speed and --loop apply to btsnoop: sources only")
+        } else if speed != nil || loop || replayOrigin != nil || replayAt != nil {
+            throw CommandFailure("--speed, --loop, --replay-origin and --replay-at apply to btsnoop: sources only")
+        }
+        var timeline = try timeline(now: WallClock.now())
+        if timeline != nil, timeline?.origin == .epoch, case .btsnoop(let path, _, _) = uri {
+            // --replay-at alone: the capture's own first frame plays then.
+            timeline?.origin = (try? BtsnoopSource(path: path).clock.now()) ?? .epoch
         }
         let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")
@@ -96,7 +114,7 @@ struct BeaconGateway: AsyncParsableCommand {
 
         let advertisingSource: any AdvertisingSource
         do {
-            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise)
+            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise, timeline: timeline)
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
@@ -111,6 +129,31 @@ struct BeaconGateway: AsyncParsableCommand {
         let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
         if let recorder = telemetry.recorder { service.onHealth = { recorder.record(healthJSON: $0) } }
         try await runService(service, also: telemetry.services, logger: logger)
+    }
+}
+
+extension BeaconGateway {
+    /// The shared replay timeline from --replay-origin and --replay-at, if either is given.
+    func timeline(now: Instant) throws -> ReplayTimeline? {
+        guard replayOrigin != nil || replayAt != nil else { return nil }
+        var origin = Instant.epoch
+        if let replayOrigin {
+            guard let value = Instant(iso8601: replayOrigin) else {
+                throw ValidationError("--replay-origin: \"\(replayOrigin)\" is not an ISO-8601 instant")
+            }
+            origin = value
+        }
+        var at = now
+        if let replayAt {
+            if replayAt.hasPrefix("+"), let seconds = Double(replayAt.dropFirst()), seconds >= 0, seconds < 86_400 {
+                at = now + seconds
+            } else if let value = Instant(iso8601: replayAt) {
+                at = value
+            } else {
+                throw ValidationError("--replay-at: \"\(replayAt)\" is neither ISO-8601 nor +SECONDS")
+            }
+        }
+        return ReplayTimeline(origin: origin, at: at)
     }
 }
 

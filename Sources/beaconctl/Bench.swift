@@ -133,11 +133,10 @@ struct Bench: AsyncParsableCommand {
         guard let baseline = Programs.sibling("mqtt-baseline") else {
             throw CommandFailure("mqtt-baseline is not beside beaconctl: build the whole package (swift build)", status: .failure)
         }
-        var template = Array("/tmp/beaconctl-bench-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw CommandFailure("mkdtemp: \(String(cString: strerror(errno)))", status: .failure)
+        let directory: String
+        do { directory = try FileSystem.temporaryDirectory(prefix: "beaconctl-bench") } catch {
+            throw CommandFailure("\(error)", status: .failure)
         }
-        let directory = String(cString: made)
         let broker = try await BenchBroker.start(in: directory)
         var run = BenchRun(settings: settings, baseline: baseline, directory: directory, broker: broker)
         do {
@@ -148,19 +147,7 @@ struct Bench: AsyncParsableCommand {
         }
         await broker.stop()
         run.report.print(json: json)
-        removeDirectory(directory)
-    }
-
-    func removeDirectory(_ path: String) {
-        guard let dir = opendir(path) else { return }
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { unlink(path + "/" + name) }
-        }
-        closedir(dir)
-        rmdir(path)
+        try? FileSystem.removeTree(directory)
     }
 }
 

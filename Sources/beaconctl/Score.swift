@@ -64,6 +64,9 @@ struct Score: AsyncParsableCommand {
     @Flag(name: .long, help: "Print one JSON object instead of the table.")
     var json = false
 
+    @Option(name: .long, help: "Longest a seed's replay may take, wall-clock seconds.")
+    var timeout = 600.0
+
     @Option(name: .long, help: ArgumentHelp("Keep each run's files (captures, config, truth, logs) under DIR.", valueName: "DIR"))
     var keep: String?
 
@@ -109,7 +112,14 @@ struct Score: AsyncParsableCommand {
     }
 
     func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .error
+            return handler
+        }
         let seeds = try seedList()
+        let temporary = try FileSystem.temporaryDirectory(prefix: "beaconctl-score")
+        defer { if keep == nil { try? FileSystem.removeTree(temporary) } }
         var results: [SeedResult] = []
         for (index, seed) in seeds.enumerated() {
             let simulation = try store.simulation(seed: seed)
@@ -119,7 +129,13 @@ struct Score: AsyncParsableCommand {
                 run = try InProcessStore.run(simulation, config: try config(for: simulation, directory: "/dev/null",
                                                                               broker: "mqtt://127.0.0.1").config)
             } else {
-                throw CommandFailure("only --in-process for now", status: .usage)
+                let directory = keep.map { "\($0)/seed-\(seed)" } ?? temporary + "/seed-\(seed)"
+                let store = ProcessStore(simulation: simulation, directory: directory,
+                                         configText: { broker in try config(for: simulation, directory: directory, broker: broker).text },
+                                         progress: { text in if !json { progress("seed \(seed) (\(index + 1) of \(seeds.count)): \(text)") } },
+                                         timeout: timeout)
+                run = try await store.run()
+                if keep == nil { try? FileSystem.removeTree(directory) }
             }
             let truth = simulation.truth
             let result = SeedResult(
