@@ -9,29 +9,84 @@ public import Config
 /// Everything parsed here comes from the network and is untrusted: a parser checks the type
 /// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
 
-/// A beacon as MQTT topics name it: topics carry major and minor but no UUID.
+/// A beacon as MQTT topics name it: an iBeacon or AltBeacon by major and minor (topics carry
+/// no UUID, `beacons/<major>/<minor>`), an Eddystone-UID beacon by namespace and instance
+/// (`eddystone/<namespace>/<instance>`).
 public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var major: UInt16
-    public var minor: UInt16
+    /// The Eddystone-UID beacon named; `nil` for an iBeacon or AltBeacon. When set, `major`
+    /// and `minor` are 0 and mean nothing: look here first.
+    public let eddystone: EddystoneKey?
+    public let major: UInt16
+    public let minor: UInt16
 
     public init(major: UInt16, minor: UInt16) {
+        eddystone = nil
         self.major = major
         self.minor = minor
     }
 
-    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
+    /// An Eddystone-UID beacon.
+    public init(_ eddystone: EddystoneKey) {
+        self.eddystone = eddystone
+        major = 0
+        minor = 0
+    }
 
-    /// `major/minor`, as in the topics.
-    public var description: String { "\(major)/\(minor)" }
+    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.init(EddystoneKey(namespace: namespace, instance: instance))
+    }
 
-    /// `{"major":…,"minor":…}`, the form every brain payload uses to name a beacon.
-    public var json: JSONValue { .object(["major": .number(Double(major)), "minor": .number(Double(minor))]) }
+    /// iBeacons first, by major and minor; then Eddystone beacons.
+    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool {
+        switch (lhs.eddystone, rhs.eddystone) {
+        case (nil, nil): (lhs.major, lhs.minor) < (rhs.major, rhs.minor)
+        case (nil, _?): true
+        case (_?, nil): false
+        case let (a?, b?): a < b
+        }
+    }
+
+    /// `major/minor`, or `namespace/instance`, as in the topics.
+    public var description: String { eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)" }
+
+    /// `{"major":…,"minor":…}`, or `{"namespace":…,"instance":…}` for an Eddystone beacon: the
+    /// form every brain payload uses to name a beacon.
+    public var json: JSONValue {
+        if let eddystone {
+            return .object(["namespace": .string(eddystone.namespace.description), "instance": .string(eddystone.instance.description)])
+        }
+        return .object(["major": .number(Double(major)), "minor": .number(Double(minor))])
+    }
+
+    /// Writes the beacon's identity keys into a payload: `major`, `minor`; or `namespace`, `instance`.
+    func write(into o: inout JSONWriter.ObjectWriter) {
+        if let eddystone {
+            o("namespace", eddystone.namespace.description)
+            o("instance", eddystone.instance.description)
+        } else {
+            o("major", Int(major))
+            o("minor", Int(minor))
+        }
+    }
 
     init(json value: JSONValue?, at path: String) throws(PayloadError) {
         let r = PayloadReader(path: path)
-        let object = try r.object(value)
-        major = try r.u16(object["major"], "major")
-        minor = try r.u16(object["minor"], "minor")
+        self = try r.beacon(r.object(value))
+    }
+}
+
+/// The identity of an Eddystone-UID beacon.
+public struct EddystoneKey: Hashable, Comparable, Sendable {
+    public var namespace: EddystoneNamespace
+    public var instance: EddystoneInstance
+
+    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.namespace = namespace
+        self.instance = instance
+    }
+
+    public static func < (lhs: EddystoneKey, rhs: EddystoneKey) -> Bool {
+        (lhs.namespace.high, lhs.namespace.low, lhs.instance.rawValue) < (rhs.namespace.high, rhs.namespace.low, rhs.instance.rawValue)
     }
 }
 
@@ -87,6 +142,19 @@ struct PayloadReader {
     func optionalNumber(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Double? {
         guard let value, value != .null else { return nil }
         return try number(value, key)
+    }
+
+    /// The beacon an object names: `major` and `minor`, or `namespace` and `instance` (20 and
+    /// 12 hex digits).
+    func beacon(_ object: JSONObject) throws(PayloadError) -> BeaconRef {
+        guard object["namespace"] != nil || object["instance"] != nil else {
+            return BeaconRef(major: try u16(object["major"], "major"), minor: try u16(object["minor"], "minor"))
+        }
+        let namespace = try string(object["namespace"], "namespace", maxLength: 20)
+        let instance = try string(object["instance"], "instance", maxLength: 12)
+        guard let ns = EddystoneNamespace(hex: namespace) else { throw PayloadError("\(name("namespace")) is not 20 hex digits") }
+        guard let id = EddystoneInstance(hex: instance) else { throw PayloadError("\(name("instance")) is not 12 hex digits") }
+        return BeaconRef(namespace: ns, instance: id)
     }
 
     func u16(_ value: JSONValue?, _ key: String) throws(PayloadError) -> UInt16 {
@@ -179,9 +247,9 @@ struct ViewPayload {
     init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
         let r = reader
         object = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
-        uuid = try r.uuid(object["uuid"], "uuid")
+        let ref = try r.beacon(object)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
+        uuid = beacon.eddystone == nil ? try r.uuid(object["uuid"], "uuid") : nil
         gateway = try r.segment(object["gateway"], "gateway")
         proximity = try r.proximity(object["proximity"], "proximity")
         rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
@@ -294,9 +362,8 @@ public struct FleetPresenceReport: Sendable, Equatable {
     func encode(volatile: Bool) -> String {
         var writer = JSONWriter(capacity: 256)
         writer.object { o in
-            o("uuid", uuid?.description)
-            o("major", Int(beacon.major))
-            o("minor", Int(beacon.minor))
+            if beacon.eddystone == nil { o("uuid", uuid?.description) }
+            beacon.write(into: &o)
             o("zone", zone)
             o("zoneName", zoneName)
             // Written directly: the signature is computed for every sighting the brain takes in.
@@ -318,10 +385,10 @@ public struct FleetPresenceReport: Sendable, Equatable {
     public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
         let r = PayloadReader(path: "")
         let o = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        let ref = try r.beacon(o)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
         self.beacon = ref
-        uuid = try r.uuid(o["uuid"], "uuid")
+        uuid = ref.eddystone == nil ? try r.uuid(o["uuid"], "uuid") : nil
         zone = try r.segment(o["zone"], "zone")
         zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
         proximity = try r.proximity(o["proximity"], "proximity")
@@ -819,17 +886,27 @@ public enum Base64 {
 // MARK: - Topics of the brain
 
 extension Topics {
-    public func beacon(_ ref: BeaconRef) -> String { topic("beacons/\(ref.major)/\(ref.minor)") }
+    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
+    public func beacon(_ ref: BeaconRef) -> String {
+        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
+        return topic("beacons/\(ref.major)/\(ref.minor)")
+    }
     public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
     public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
     public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
     public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
 
+    /// The part of the brain's record topics naming a beacon: `<major>/<minor>` or
+    /// `eddystone/<namespace>/<instance>`.
+    private func recordKey(_ ref: BeaconRef) -> String {
+        ref.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(ref.major)/\(ref.minor)"
+    }
+
     /// The brain's record of a visit (see `VisitRecord`).
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/\(ref.major)/\(ref.minor)") }
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
     /// The brain's record of an answered join (see `AnsweredRecord`).
     public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/\(ref.major)/\(ref.minor)/\(client)")
+        topic("brain/answered/" + recordKey(ref) + "/" + client)
     }
     /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
     public var brainEvents: String { topic("brain/events") }
@@ -852,14 +929,72 @@ extension Topics {
             guard !text.isEmpty, text.count <= 5, let value = UInt16(text), String(value) == text else { return nil }
             return value
         }
-        guard let major = u16(s[2]), let minor = u16(s[3]) else { return nil }
-        let ref = BeaconRef(major: major, minor: minor)
-        switch (s[1], s.count) {
-        case ("visits", 4): return .visit(ref)
-        case ("answered", 5):
-            let client = String(s[4])
+        let ref: BeaconRef
+        let rest: ArraySlice<Substring>
+        if s[2] == "eddystone" {
+            guard s.count >= 5, let eddystone = Self.eddystone(s[3], s[4]) else { return nil }
+            ref = BeaconRef(eddystone)
+            rest = s[5...]
+        } else {
+            guard let major = u16(s[2]), let minor = u16(s[3]) else { return nil }
+            ref = BeaconRef(major: major, minor: minor)
+            rest = s[4...]
+        }
+        switch (s[1], rest.count) {
+        case ("visits", 0): return .visit(ref)
+        case ("answered", 1):
+            let client = String(rest.first!)
             return Topics.problem(withSegment: client) == nil ? .answered(ref, client: client) : nil
         default: return nil
         }
+    }
+
+    /// What a beacon's topic is about.
+    public enum BeaconTopic: Sendable, Equatable {
+        /// A gateway's sighting.
+        case sighting
+        /// A gateway's retained view.
+        case gatewayPresence(gateway: String)
+        /// The brain's fleet presence.
+        case fleetPresence
+        /// An observer's join.
+        case observer(client: String)
+        /// The beacon's standing offer.
+        case ad
+    }
+
+    /// Parses a topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
+    /// `eddystone/<namespace>/<instance>[/…]` (lower-case hex, one topic per beacon).
+    public func parseBeacon(_ topic: String) -> (beacon: BeaconRef, about: BeaconTopic)? {
+        switch parse(topic) {
+        case .sighting(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .sighting)
+        case .gatewayPresence(let major, let minor, let gateway)?:
+            return (BeaconRef(major: major, minor: minor), .gatewayPresence(gateway: gateway))
+        case .fleetPresence(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .fleetPresence)
+        case .observer(let major, let minor, let client)?: return (BeaconRef(major: major, minor: minor), .observer(client: client))
+        case .ad(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .ad)
+        case _?: return nil
+        case nil: break
+        }
+        guard let s = segments(of: topic), s.count >= 3, s.count <= 5, s[0] == "eddystone",
+              let eddystone = Self.eddystone(s[1], s[2]) else { return nil }
+        let ref = BeaconRef(eddystone)
+        switch (s.count, s.count > 3 ? s[3] : "") {
+        case (3, _): return (ref, .sighting)
+        case (4, "presence"): return (ref, .fleetPresence)
+        case (4, "ad"): return (ref, .ad)
+        case (5, "presence"), (5, "observers"):
+            let name = String(s[4])
+            guard Topics.problem(withSegment: name) == nil else { return nil }
+            return (ref, s[3] == "presence" ? .gatewayPresence(gateway: name) : .observer(client: name))
+        default: return nil
+        }
+    }
+
+    /// Namespace and instance as topics write them: lower-case hex, 20 and 12 digits.
+    static func eddystone(_ namespace: Substring, _ instance: Substring) -> EddystoneKey? {
+        guard let ns = EddystoneNamespace(hex: String(namespace)), ns.description == namespace,
+              let id = EddystoneInstance(hex: String(instance)), id.description == instance else { return nil }
+        return EddystoneKey(namespace: ns, instance: id)
     }
 }
