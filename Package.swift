@@ -17,8 +17,6 @@ let package = Package(
         // The pure modules, for Benchmarks/; not a supported API.
         .library(name: "BeaconKit",
                  targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
-        // For Benchmarks/ (the gateway pipeline without a broker); not a supported API.
-        .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -43,8 +41,8 @@ let package = Package(
             swiftSettings: swiftSettings),
         // The fleet config: model, parser and validation, source and broker URLs.
         .target(name: "Config", dependencies: ["BeaconKit", "Tracking"], swiftSettings: swiftSettings),
-        // The gateway's decisions: sighting, presence and health payloads, the outage outbox.
-        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        // The gateway's decisions: GatewayEngine, its payloads, the outage outbox.
+        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Wire", "Tracking", "Config"], swiftSettings: swiftSettings),
         // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
         .target(name: "BrainCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
         // A synthetic store as captures, and the benchmarks' workloads.
@@ -59,32 +57,34 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
-        .target(name: "SystemCalls", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        .target(name: "SystemCalls", swiftSettings: swiftSettings),
+        // The one place the live clock is read.
+        .target(name: "LiveClock", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         .target(
             name: "HCI",
-            dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls",
+            dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls", "LiveClock",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "Config", "SystemCalls",
+            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls", "LiveClock",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "HCI", "MQTT",
+            dependencies: ["BeaconKit", "Wire", "Config", "GatewayCore", "SystemCalls", "HCI", "MQTT", "LiveClock",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "CommandLineSupport",
-            dependencies: ["Config", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "SystemCalls",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -93,7 +93,7 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["Config", "HCI", "Gateway", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Config", "HCI", "Gateway", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
@@ -104,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "beaconctl",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
-                           "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
+                           "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls", "LiveClock",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
@@ -115,18 +115,18 @@ let package = Package(
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["Config", "SystemCalls"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls"], path: "Tests/TestSupport"),
         // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
         .testTarget(
             name: "BeaconKitTests",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
             swiftSettings: swiftSettings),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
             dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
             swiftSettings: swiftSettings),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Config", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["BeaconKit", "Wire", "Config", "Simulation", "HCI", "MQTT", "Gateway", "TestSupport",

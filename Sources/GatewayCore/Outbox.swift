@@ -1,13 +1,13 @@
 public import BeaconKit
 
-/// What a gateway holds while the broker is away (SPEC §8): retained state (presence
-/// set or deleted) is kept, latest per topic, so no transition is lost; sightings are
-/// bounded and the oldest are dropped first, counted.
+/// What a gateway holds while the broker is away (README, "Broker outages"): retained
+/// state (presence set or deleted) is kept, latest per topic, so no transition is lost;
+/// sightings are bounded and the oldest are dropped first, counted.
 public struct Outbox: Sendable {
     public let sightingLimit: Int
-    private var retained: [String: OutgoingMessage] = [:]
+    private var retained: [String: MQTTMessage] = [:]
     private var retainedOrder: [String] = []
-    private var sightings: [OutgoingMessage] = []
+    private var sightings: [MQTTMessage] = []
     private var head = 0
     private var count = 0
     /// Sightings dropped because the queue was full.
@@ -21,12 +21,12 @@ public struct Outbox: Sendable {
     public var depth: Int { retained.count + count }
 
     /// Queues a retained state message; a later one for the same topic replaces it.
-    public mutating func keep(_ message: OutgoingMessage) {
+    public mutating func keep(_ message: MQTTMessage) {
         if retained.updateValue(message, forKey: message.topic) == nil { retainedOrder.append(message.topic) }
     }
 
     /// Queues a sighting, dropping the oldest when full.
-    public mutating func add(_ message: OutgoingMessage) {
+    public mutating func add(_ message: MQTTMessage) {
         if sightings.count < sightingLimit {
             sightings.append(message)
             count += 1
@@ -40,7 +40,7 @@ public struct Outbox: Sendable {
 
     /// Everything queued, state first (in the order first queued), then sightings oldest
     /// first; the outbox is empty afterwards.
-    public mutating func drain() -> [OutgoingMessage] {
+    public mutating func drain() -> [MQTTMessage] {
         var out = retainedOrder.compactMap { retained[$0] }
         for i in 0..<count { out.append(sightings[(head + i) % sightings.count]) }
         retained.removeAll()

@@ -1,5 +1,6 @@
 public import Config
 public import Logging
+public import BeaconKit
 
 /// Advertising reports from a controller reached as an H4 byte stream: `h4:unix:PATH`
 /// (BlueZ's `btproxy`, the `btvirt -s` emulator), `h4:tcp:HOST:PORT`, `h4:tty:DEV@BAUD`

@@ -6,6 +6,8 @@ import Musl
 import Wire
 import Config
 import SystemCalls
+import LiveClock
+import BeaconKit
 
 /// What a source's byte stream held besides well-framed events.
 public struct StreamStatistics: Sendable, Equatable {

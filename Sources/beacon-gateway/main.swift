@@ -4,6 +4,7 @@ import CommandLineSupport
 import Gateway
 import HCI
 import Logging
+import BeaconKit
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,7 @@
 import BeaconKit
 import CommandLineSupport
 import SystemCalls
+import LiveClock
 
 #if canImport(Glibc)
 import Glibc

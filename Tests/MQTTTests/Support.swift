@@ -2,6 +2,7 @@ import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// Everything a client reported, collected by one consuming task, for tests to wait on.
 final class EventLog: @unchecked Sendable {

@@ -3,30 +3,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-public import BeaconKit
-
-/// The only place the live clock is read; everything below takes `Instant`s as input.
-public enum WallClock {
-    public static func now() -> Instant {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Instant(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
-    }
-
-    /// Monotonic seconds, for measuring durations and rates.
-    public static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// CPU time used by this process, seconds.
-    public static func processCPU() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-}
 
 /// Facts about this process.
 public enum ProcessInfo {
