@@ -14,15 +14,25 @@ let package = Package(
         .executable(name: "beacon-gateway", targets: ["beacon-gateway"]),
         .executable(name: "beacon-brain", targets: ["beacon-brain"]),
         .executable(name: "beaconctl", targets: ["beaconctl"]),
+        .executable(name: "beacon-web", targets: ["beacon-web"]),
         // The pure modules, for Benchmarks/; not a supported API.
         .library(name: "BeaconKit",
                  targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
+        // beacon-web: the HTTP server, its sessions and bcrypt, TLS (Hummingbird also serves --metrics).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // The gateway's and brain's Prometheus endpoint (--metrics).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
@@ -93,12 +103,12 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["BeaconKit", "Config", "HCI", "Gateway", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
-            dependencies: ["Config", "Brain", "CommandLineSupport",
+            dependencies: ["Telemetry", "Config", "Brain", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
@@ -109,13 +119,53 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
+        // What people look at: the fleet's retained state as pages (pure: no I/O, no clock).
+        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Tracking", "Config", "BrainCore",
+                                                  .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: swiftSettings),
+        // The HTTP server over Hummingbird and the MQTT client that feeds it.
+        .target(
+            name: "WebServer",
+            dependencies: ["WebDisplay", "BeaconKit", "Config", "MQTT", "SystemCalls", "LiveClock",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HummingbirdCore", package: "hummingbird"),
+                           .product(name: "HummingbirdTLS", package: "hummingbird"),
+                           .product(name: "HTTPTypes", package: "swift-http-types"),
+                           .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                           .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        // Health figures as Prometheus metrics, served on /metrics (beacon-gateway, beacon-brain).
+        .target(
+            name: "Telemetry",
+            dependencies: ["BeaconKit",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Metrics", package: "swift-metrics"),
+                           .product(name: "CoreMetrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "beacon-web",
+            dependencies: ["WebServer", "WebDisplay", "CommandLineSupport", "SystemCalls", "BeaconKit", "Config",
+                           .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
         // The broker's ceiling in C over libmosquitto, run by `beaconctl bench` (docs/PERFORMANCE.md).
         .executableTarget(
             name: "mqtt-baseline",
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls", .product(name: "Logging", package: "swift-log")],
+                path: "Tests/TestSupport"),
         // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
         .testTarget(
             name: "BeaconKitTests",
@@ -127,10 +177,12 @@ let package = Package(
             dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
             swiftSettings: swiftSettings),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
+                    swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Config", "Simulation", "HCI", "MQTT", "Gateway", "TestSupport",
-                           "beacon-gateway", "beacon-brain", "beaconctl", "mqtt-baseline"],
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport",
+                           "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]
 )

@@ -36,6 +36,8 @@ public final class BrainService: Service, Sendable {
         public var settleLimit: Double = 10
         /// Seconds between `brain/health` messages.
         public var healthInterval: Double = 30
+        /// Called with each health payload as it is published (the metrics endpoint).
+        public var onHealth: (@Sendable (String) -> Void)?
         /// Seconds between timer ticks (expiring views and cooldowns).
         public var tickInterval: Double = 0.2
         public var limits = BrainCore.Limits()
@@ -232,8 +234,10 @@ public final class BrainService: Service, Sendable {
             emit(&s, s.core.advance(to: WallClock.now()))
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + options.healthInterval
-            send(&s, [s.core.health(client: clientSegment, version: Self.version, uptime: now - started,
-                                    published: s.published, publishFailures: s.publishFailures, at: WallClock.now())])
+            let health = s.core.health(client: clientSegment, version: Self.version, uptime: now - started,
+                                       published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
+            send(&s, [health])
+            options.onHealth?(health.text)
         }
     }
 

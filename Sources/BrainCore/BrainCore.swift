@@ -308,7 +308,7 @@ public struct BrainCore: Sendable {
         var begun: [BeaconRef] = []
         for ref in presence.beacons.keys.sorted() {
             let record = visitRecords[ref]
-            if let record { rules.restore(record.rules, for: RuleEngine.Scope(beacon: ref)) }
+            if let record { restore(record.rules, for: RuleEngine.Scope(beacon: ref)) }
             if let since = record?.since ?? retainedPresence[ref]?.since {
                 presence.restore(ref, since: since, zone: retainedPresence[ref]?.zone)
             } else {
@@ -323,7 +323,7 @@ public struct BrainCore: Sendable {
         for (key, pending) in pendingJoins.sorted(by: { $0.key < $1.key }) {
             let record = answeredRecords[key]
             let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
-            if let record { rules.restore(record.rules, for: scope) }
+            if let record { restore(record.rules, for: scope) }
             if offlineObservers.contains(key.client) {
                 // The observer died while no brain ran: its join ends now.
                 deleteJoinTopic(key)
@@ -347,7 +347,7 @@ public struct BrainCore: Sendable {
         }
         for (key, record) in answeredRecords.sorted(by: { $0.key < $1.key }) where pendingJoins[key] == nil {
             let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
-            rules.restore(record.rules, for: scope)
+            restore(record.rules, for: scope)
             if record.join != nil, let since = record.since {
                 // Left while no brain ran.
                 counters.leaves += 1
@@ -423,13 +423,7 @@ public struct BrainCore: Sendable {
             dirtyVisits.insert(ref)
             dirtyPresence.insert(ref)
         }
-        for scope in lingering {
-            if let client = scope.client {
-                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
-            } else {
-                dirtyVisits.insert(scope.beacon)
-            }
-        }
+        for scope in lingering { markRecordDirty(scope) }
         for key in observers.joins.keys {
             dirtyJoins.insert(key)
             touchRoster(key)
@@ -475,11 +469,7 @@ public struct BrainCore: Sendable {
         if !due.isEmpty { apply(due, at: now) }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
-            if let client = scope.client {
-                dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
-            } else {
-                dirtyVisits.insert(scope.beacon)
-            }
+            markRecordDirty(scope)
         }
         return finish(at: now)
     }
@@ -502,7 +492,10 @@ public struct BrainCore: Sendable {
         config = new
         index(new)
         presence.settings = Self.presenceSettings(new)
-        rules.rules = new.rules
+        for renamed in rules.replaceRules(with: new.rules) {
+            note(.info, "a renamed rule keeps what it did (once, cooldowns)", ["from": renamed.from, "to": renamed.to])
+            for scope in rules.scopes { markRecordDirty(scope) }
+        }
         bridges.configure(bridgedStores(new))
         counters.configsApplied += 1
         for ref in presence.beacons.keys.sorted() where !owns(ref) {
@@ -771,7 +764,7 @@ public struct BrainCore: Sendable {
                 dirtyPresence.insert(ref)
                 if isSettled, let held = heldVisits.removeValue(forKey: ref) {
                     // A visit held while its store was unknown goes on: no enter rules.
-                    rules.restore(held.rules, for: RuleEngine.Scope(beacon: ref))
+                    restore(held.rules, for: RuleEngine.Scope(beacon: ref))
                     presence.restore(ref, since: held.since, zone: nil)
                     resumed.insert(ref)
                 } else if isSettled {
@@ -952,7 +945,14 @@ public struct BrainCore: Sendable {
             case .greeting(let template):
                 for target in targets {
                     let values = variables(rule, ref, entry, fleet, target, at: now)
-                    inbox(target.client, .greeting(beacon: ref, text: Template.render(template, values), rule: rule.name), at: now)
+                    guard let text = rule.text(template, values) else {
+                        // "Hello ! A  is on its way." is worse than nothing.
+                        counters.actionsSkipped += 1
+                        note(.debug, "skipped a greeting whose template lacks values; give the rule a fallback",
+                             ["rule": rule.name, "client": target.client])
+                        continue
+                    }
+                    inbox(target.client, .greeting(beacon: ref, text: text, rule: rule.name), at: now)
                 }
             case .locationFix:
                 guard let location = entry?.location else {
@@ -969,8 +969,8 @@ public struct BrainCore: Sendable {
                     note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
                     continue
                 }
-                out.messages.append(MQTTMessage(topic: topic, text: Template.render(template, values), qos: qos,
-                                                 retain: retain))
+                out.messages.append(MQTTMessage(topic: topic, text: rule.text(template, values) ?? Template.render(template, values),
+                                                qos: qos, retain: retain))
             }
         }
     }
@@ -1166,7 +1166,7 @@ public struct BrainCore: Sendable {
     /// rules, and its record and fleet presence go.
     private mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
         let scope = RuleEngine.Scope(beacon: ref)
-        rules.restore(record.rules, for: scope)
+        restore(record.rules, for: scope)
         if let since = record.since {
             runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
         }
@@ -1176,6 +1176,24 @@ public struct BrainCore: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Puts back what a record says rules did; says so when it names rules the config lacks.
+    private mutating func restore(_ recorded: RuleMemory, for scope: RuleEngine.Scope) {
+        let unknown = rules.restore(recorded, for: scope)
+        guard !unknown.isEmpty else { return }
+        note(.notice, "a record names rules the config does not have (renamed or removed while no brain ran): "
+             + "their once and cooldown state is dropped", ["beacon": "\(scope.beacon)", "rules": unknown.joined(separator: ", ")])
+        markRecordDirty(scope)
+    }
+
+    /// The record of a scope (a visit's, or an answered join's) is to be written again.
+    private mutating func markRecordDirty(_ scope: RuleEngine.Scope) {
+        if let client = scope.client {
+            dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
+        } else {
+            dirtyVisits.insert(scope.beacon)
+        }
+    }
 
     private mutating func owned(_ ref: BeaconRef) -> Bool {
         if owns(ref) { return true }

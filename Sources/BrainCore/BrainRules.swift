@@ -63,9 +63,16 @@ public struct RuleEngine: Sendable {
 
     public func memory(for scope: Scope) -> RuleMemory? { memory[scope.beacon]?[scope] }
 
-    /// Puts back what a previous run recorded.
-    public mutating func restore(_ recorded: RuleMemory, for scope: Scope) {
-        set(recorded.isEmpty ? nil : recorded, for: scope)
+    /// Puts back what a previous run recorded. Memory of rules the config no longer has (a
+    /// rule renamed or removed while no brain ran) is dropped; returns their names.
+    @discardableResult
+    public mutating func restore(_ recorded: RuleMemory, for scope: Scope) -> [String] {
+        let names = Set(rules.map(\.name))
+        var kept = recorded
+        kept.fired = kept.fired.filter { names.contains($0.key) }
+        kept.disarmed = kept.disarmed.filter { names.contains($0.key) }
+        set(kept.isEmpty ? nil : kept, for: scope)
+        return Set(recorded.fired.keys).union(recorded.disarmed.keys).subtracting(names).sorted()
     }
 
     /// The rules that fire for `context`, in config order; their firing is remembered.
@@ -144,6 +151,41 @@ public struct RuleEngine: Sendable {
         set(state.isEmpty ? nil : state, for: scope)
         return !state.isEmpty
     }
+
+    /// Takes a new config's rules. What a rule did is remembered by its name, so a rule that
+    /// was only renamed (or moved, when it has no name of its own: its name is its path) keeps
+    /// its memory: an old name that is gone whose rule reappears unchanged under exactly one
+    /// new name passes its memory on. Returns the renames, old name first.
+    @discardableResult
+    public mutating func replaceRules(with new: [Rule]) -> [(from: String, to: String)] {
+        let oldNames = Set(rules.map(\.name))
+        let newNames = Set(new.map(\.name))
+        var renames: [(from: String, to: String)] = []
+        for old in rules where !newNames.contains(old.name) {
+            let matches = new.filter { candidate in
+                guard !oldNames.contains(candidate.name) else { return false }
+                var renamed = old
+                renamed.name = candidate.name
+                return renamed == candidate
+            }
+            if matches.count == 1 { renames.append((old.name, matches[0].name)) }
+        }
+        rules = new
+        guard !renames.isEmpty else { return [] }
+        for (beacon, scopes) in memory {
+            for (scope, var state) in scopes {
+                for (from, to) in renames {
+                    if let last = state.fired.removeValue(forKey: from) { state.fired[to] = last }
+                    if let count = state.disarmed.removeValue(forKey: from) { state.disarmed[to] = count }
+                }
+                memory[beacon]?[scope] = state
+            }
+        }
+        return renames
+    }
+
+    /// Every scope something is remembered in.
+    public var scopes: [Scope] { memory.values.flatMap(\.keys).sorted() }
 
     /// Forgets a scope entirely (its beacon is no longer this brain's to handle).
     public mutating func forget(_ scope: Scope) { set(nil, for: scope) }

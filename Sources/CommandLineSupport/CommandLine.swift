@@ -176,11 +176,12 @@ extension StringProtocol {
     }
 }
 
-/// Runs a daemon's service until SIGTERM or SIGINT shuts it down gracefully; a service
-/// that fails makes the program exit with status 1.
-public func runService(_ service: some Service, logger: Logger) async throws {
+/// Runs a daemon's service (and `others` beside it, e.g. a metrics endpoint) until SIGTERM
+/// or SIGINT shuts them down gracefully, the others first; a service that fails makes the
+/// program exit with status 1.
+public func runService(_ service: some Service, also others: [any Service] = [], logger: Logger) async throws {
     let group = ServiceGroup(configuration: .init(
-        services: [.init(service: service)],
+        services: [.init(service: service)] + others.map { .init(service: $0) },
         gracefulShutdownSignals: [.sigterm, .sigint],
         logger: logger))
     do {

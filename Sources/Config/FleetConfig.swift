@@ -20,6 +20,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var brain: BrainConfig
     /// How store brokers reach the central broker (`beaconctl bridge`, docs/fleet.md).
     public var bridge = BridgeSettings()
+    /// Home Assistant MQTT discovery (off unless the config turns it on).
+    public var homeAssistant = HomeAssistantConfig()
 
     public var topics: Topics { Topics(prefix: topicPrefix) }
 
@@ -136,6 +138,8 @@ public struct GatewayConfig: Sendable, Equatable {
     /// The store (a major in `stores`) the gateway stands in: it connects to that store's
     /// broker when the store has one, and its topics cross that store's bridge.
     public var store: UInt16?
+    /// Where it stands on its store's floor plan (`beacon-web`'s floor page).
+    public var position: FloorPosition?
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
                 scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, healthInterval: Double = 30,
@@ -202,6 +206,8 @@ public struct StoreEntry: Sendable, Equatable {
     public var name: String?
     /// The store-wide deal of the day, for beacons without an ad of their own.
     public var ad: JSONValue?
+    /// The floor's size, for `beacon-web`'s floor page.
+    public var floorPlan: FloorPlan?
     /// The store's own broker, bridged to the central one; `nil` when the store's gateways
     /// use the fleet's broker directly.
     public var broker: BrokerConfig?
@@ -265,6 +271,14 @@ public struct Rule: Sendable, Equatable {
         case locationFix
         /// A templated message to a templated topic.
         case publish(topic: String, template: String, retain: Bool, qos: Int)
+
+        /// Whether the action sends a templated text (the rule's `fallback` applies to it).
+        public var usesTemplate: Bool {
+            switch self {
+            case .greeting, .publish: true
+            case .ad, .locationFix: false
+            }
+        }
     }
 
     public enum Cooldown: Sendable, Equatable {
@@ -299,9 +313,15 @@ public struct Rule: Sendable, Equatable {
     /// At most once per visit (a beacon's presence, or an observer's join).
     public var once: Bool
     public var cooldown: Cooldown?
+    /// The text a greeting or a publish of this rule sends instead when its template uses a
+    /// variable without a value (a customer without a name, a beacon without a location), so
+    /// nobody reads "Hello ! A  is on its way.". Without one such a greeting is skipped.
+    public var fallback: String?
 
     public init(name: String, trigger: Trigger, beacons: [BeaconKey] = [], stores: [UInt16] = [], names: [String] = [],
-                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil) {
+                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil,
+                fallback: String? = nil) {
+        self.fallback = fallback
         self.name = name
         self.trigger = trigger
         self.beacons = beacons
@@ -343,6 +363,16 @@ public enum Template {
             rest = rest[rest.index(after: close)...]
         }
         return nil
+    }
+
+    /// Whether every variable the template uses has a non-empty value.
+    public static func isComplete(_ template: String, _ values: [String: String]) -> Bool {
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            guard let value = values[String(rest[rest.index(after: open)..<close])], !value.isEmpty else { return false }
+            rest = rest[rest.index(after: close)...]
+        }
+        return true
     }
 
     /// Replaces `{variable}` by its value; unknown or missing ones become empty.

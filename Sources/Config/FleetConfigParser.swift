@@ -3,16 +3,17 @@ import Tracking
 
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain", "bridge"]
+                          "stores", "rules", "brain", "bridge", "homeAssistant"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
-    static let gatewayKeys = ["id", "source", "zone", "store", "advertise"] + tuningKeys
-    static let storeKeys = ["major", "name", "ad", "broker", "bridge"]
+    static let gatewayKeys = ["id", "source", "zone", "store", "position", "advertise"] + tuningKeys
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad"]
-    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown"]
+    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
+                           "fallback"]
 
     /// Parses and validates a fleet config; throws every problem found.
     public static func parse(_ text: String) throws(ConfigErrors) -> FleetConfig {
@@ -66,6 +67,7 @@ extension FleetConfig {
             // config makes a gateway write messages the brain must refuse.
             gateway.zone = r.string(object["zone"], at: path + ".zone", maxLength: FleetConfig.maxNameLength)
             gateway.store = r.u16(object["store"], at: path + ".store")
+            gateway.position = parsePosition(object["position"], at: path + ".position", &r)
             if let advertise = object["advertise"] {
                 gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
             }
@@ -94,15 +96,26 @@ extension FleetConfig {
             if case .object(let broker)? = object["broker"], broker["url"] == nil {
                 r.fail(path + ".broker.url", "is required (the store broker's mqtt:// or mqtts:// URL)")
             }
-            stores.append(StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
-                                     ad: parseAd(object["ad"], at: path + ".ad", &r),
-                                     broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
-                                     bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r)))
+            var store = StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
+                                   ad: parseAd(object["ad"], at: path + ".ad", &r),
+                                   broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
+                                   bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r))
+            store.floorPlan = parseFloorPlan(object["floorPlan"], at: path + ".floorPlan", &r)
+            stores.append(store)
         }
 
         var rules: [Rule] = []
+        var ruleIndex: [String: Int] = [:]
         for (i, value) in (r.array(top["rules"], at: "rules") ?? []).enumerated() {
-            if let rule = parseRule(value, at: "rules[\(i)]", &r) { rules.append(rule) }
+            guard let rule = parseRule(value, at: "rules[\(i)]", &r) else { continue }
+            // The brain remembers what a rule did by its name (once, cooldowns): two rules with
+            // one name would share that memory.
+            if let first = ruleIndex[rule.name] {
+                r.fail("rules[\(i)].name", "\"\(rule.name)\" is also the name of rules[\(first)]; rule names must be unique")
+            } else {
+                ruleIndex[rule.name] = i
+            }
+            rules.append(rule)
         }
 
         var brain = BrainConfig()
@@ -112,9 +125,12 @@ extension FleetConfig {
         }
 
         let bridge = parseBridge(top["bridge"], &r)
+        checkPlacement(gateways, stores: stores, &r)
+        let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
         let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
-                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge)
+                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
+                                 homeAssistant: homeAssistant)
         checkBridging(config, &r)
         guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
         return config
@@ -280,12 +296,16 @@ extension FleetConfig {
         if let value = o["cooldown"] {
             cooldown = parseCooldown(value, at: path + ".cooldown", &r)
         }
+        let fallback = r.template(o["fallback"], at: path + ".fallback")
+        if o["fallback"] != nil, !actions.contains(where: \.usesTemplate) {
+            r.fail(path + ".fallback", "applies to the texts of greeting and publish actions; this rule has none")
+        }
         if let trigger, [Rule.Trigger.join, .leave].contains(trigger), rssiAbove != nil {
             r.fail(path + ".rssiAbove", "applies to beacon events (enter, exit, proximity), not to \(name)'s join/leave")
         }
         guard let trigger else { return nil }
         return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, rssiAbove: rssiAbove,
-                    actions: actions, once: once, cooldown: cooldown)
+                    actions: actions, once: once, cooldown: cooldown, fallback: fallback)
     }
 
     static func parseAction(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Action? {

@@ -50,10 +50,14 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     let sourceHasOwnTime: Bool
     /// What the fleet config last said this gateway advertises, to apply a change live.
     let configuredAdvertising: ConfiguredAdvertising
+    /// Called with each health payload as it is published (`--metrics`).
+    let onHealth: (@Sendable (String) -> Void)?
 
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
-                password: String?, configPath: String?, logger: Logger) throws(MQTTError) {
+                password: String?, configPath: String?, logger: Logger,
+                onHealth: (@Sendable (String) -> Void)? = nil) throws(MQTTError) {
         self.config = config
+        self.onHealth = onHealth
         self.gateway = gateway
         self.source = source
         self.sourceHasOwnTime = sourceHasOwnTime
@@ -154,7 +158,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                             self.state.withLock { s in
                                 let health = s.engine.health(at: WallClock.now(), uptime: now - started, version: Self.version,
                                                              sourceName: self.source.name, published: s.published)
-                                self.emit(&s, health)
+                                self.emit(&s, s.engine.publish(health))
+                                self.onHealth?(health.text)
                             }
                         }
                     }

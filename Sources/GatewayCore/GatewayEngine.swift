@@ -199,10 +199,11 @@ public struct GatewayEngine: Sendable {
         return out
     }
 
-    /// The health message on `gateways/<id>/health`, with rates since the previous one;
-    /// `published` is the service's count of messages handed to the broker.
+    /// The health message for `gateways/<id>/health`, with rates since the previous one;
+    /// `published` is the service's count of messages handed to the broker. Send it with
+    /// `publish`.
     public mutating func health(at now: Instant, uptime: Double, version: String, sourceName: String,
-                                published: Int) -> GatewayOutput {
+                                published: Int) -> MQTTMessage {
         let counters = decoder.counters
         var reportRate = 0.0
         var beaconRate = 0.0
@@ -218,7 +219,7 @@ public struct GatewayEngine: Sendable {
             advertsPerSecond: reportRate, decodedPerSecond: beaconRate, dropped: outbox.dropped,
             malformed: counters.malformed, queueDepth: outbox.depth, tracked: tracker.count,
             published: published, ts: now)
-        return publish(MQTTMessage(topic: topics.health(ofGateway: gatewayID), text: health.json, qos: 0, retain: true))
+        return MQTTMessage(topic: topics.health(ofGateway: gatewayID), text: health.json, qos: 0, retain: true)
     }
 
     /// A message of the service's own (a command's answer) through the engine's ordering

@@ -69,7 +69,10 @@ public struct RangeLine: Sendable, Equatable {
     /// The plain line: fixed fields in a fixed order, for people and for scripts.
     ///
     ///     E2C56DB5-DFFB-48D2-B060-D0F5A71096E0 major 1 minor 2  rssi -63 dBm  smoothed -61.2 dBm  ~1.80 m  near  Warmer
-    public var plainText: String {
+    public var plainText: String { text(words: .game) }
+
+    /// The plain line with the word from `words`.
+    public func text(words: HotColdWords) -> String {
         var fields = ["\(idText)"]
         if gone {
             fields.append("gone (not heard for \(Self.format(quietFor, decimals: 0)) s)")
@@ -84,7 +87,7 @@ public struct RangeLine: Sendable, Equatable {
             fields.append("distance n/a")
         }
         fields.append(proximity.rawValue)
-        fields.append(warmth.rawValue)
+        fields.append(words.word(for: self))
         return fields.joined(separator: "  ")
     }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Brain
 import CommandLineSupport
 import Logging
+import Telemetry
 import Config
 
 struct BeaconBrain: AsyncParsableCommand {
@@ -83,7 +84,14 @@ struct BeaconBrain: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
+    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+                                            valueName: "HOST:PORT"))
+    var metrics: String?
+
     func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
         _ = try parseStores()
     }
 
@@ -107,13 +115,16 @@ struct BeaconBrain: AsyncParsableCommand {
         try ConfigLoading.override(&fleet, broker: broker)
         let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-brain")
+        var options = BrainService.Options(clientID: BrainService.defaultClientID(config: fleet, stores: storeSet))
+        let telemetry = try MetricsSetup(address: metrics, kind: .brain, id: options.clientID, logger: logger)
+        if let recorder = telemetry.recorder { options.onHealth = { recorder.record(healthJSON: $0) } }
         let service: BrainService
         do {
-            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger)
+            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        try await runService(service, logger: logger)
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 

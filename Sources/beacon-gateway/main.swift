@@ -5,6 +5,7 @@ import Gateway
 import HCI
 import Logging
 import BeaconKit
+import Telemetry
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -56,6 +57,16 @@ struct BeaconGateway: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
+    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+                                            valueName: "HOST:PORT"))
+    var metrics: String?
+
+    func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
+    }
+
     func run() async throws {
         bootstrapLogging(logLevel)
         var fleet = try ConfigLoading.load(config)
@@ -86,15 +97,18 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
+        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
+        var onHealth: (@Sendable (String) -> Void)?
+        if let recorder = telemetry.recorder { onHealth = { recorder.record(healthJSON: $0) } }
         let service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
-                                         logger: logger)
+                                         logger: logger, onHealth: onHealth)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        try await runService(service, logger: logger)
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 

@@ -143,8 +143,8 @@ import Wire
         _ = engine.health(at: Self.t0, uptime: 0, version: "0.1.0", sourceName: "hci:0", published: 0)
         for i in 0..<20 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
         let health = engine.health(at: Self.t0 + 2, uptime: 2, version: "0.1.0", sourceName: "hci:0", published: 42)
-        let json = try? JSONParser().parse(health.messages[0].payload)
-        #expect(health.messages[0].topic == "gateways/door/health" && health.messages[0].retain)
+        let json = try? JSONParser().parse(health.payload)
+        #expect(health.topic == "gateways/door/health" && health.retain)
         #expect(json?["advertsPerSecond"] == .number(10))
         #expect(json?["published"] == .number(42))
         #expect(json?["tracked"] == .number(1))
