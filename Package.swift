@@ -68,8 +68,8 @@ let package = Package(
                        providers: [.apt(["libbluetooth-dev"])]),
 
         .target(name: "SystemCalls", swiftSettings: swiftSettings),
-        // The one place the live clock is read.
-        .target(name: "LiveClock", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        // The live time as an Instant: where the system clock meets the pure modules.
+        .target(name: "LiveClock", dependencies: ["BeaconKit", "SystemCalls"], swiftSettings: swiftSettings),
         .target(
             name: "HCI",
             dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls", "LiveClock",
@@ -77,7 +77,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls", "LiveClock",
+            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
@@ -171,7 +171,7 @@ let package = Package(
             name: "BeaconKitTests",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
             swiftSettings: swiftSettings),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
             dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],

@@ -109,12 +109,18 @@ public struct Topics: Sendable, Equatable {
     public var gatewayStatusFilter: String { topic("gateways/+/status") }
     public var observerStatusFilter: String { topic("observers/+/status") }
 
-    /// What the brain reads about the beacons of one store (`nil`: of every store):
-    /// sightings, fleet and gateway presence, ads, joins, and its own records.
+    /// What others publish about the beacons of one store (`nil`: of every store):
+    /// sightings, the gateways' presence, joins.
     public func beaconFilters(ofStore major: UInt16?) -> [String] {
         let m = major.map(String.init) ?? "+"
-        return ["beacons/\(m)/+", "beacons/\(m)/+/presence", "beacons/\(m)/+/presence/+", "beacons/\(m)/+/ad",
-                "beacons/\(m)/+/observers/+", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+"].map(topic)
+        return ["beacons/\(m)/+", "beacons/\(m)/+/presence/+", "beacons/\(m)/+/observers/+"].map(topic)
+    }
+
+    /// The brain's own retained topics about the beacons of one store (`nil`: of every
+    /// store): fleet presence, ads, its records of visits and answered joins.
+    public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
+        let m = major.map(String.init) ?? "+"
+        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+"].map(topic)
     }
 
     /// The roster of one store, or of every store.

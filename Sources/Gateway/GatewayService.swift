@@ -53,8 +53,9 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// Called with each health payload as it is published (`--metrics`).
     let onHealth: (@Sendable (String) -> Void)?
 
+    /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
-                password: String?, configPath: String?, logger: Logger,
+                password: String?, configPath: String?, logger: Logger, clientID: String? = nil,
                 onHealth: (@Sendable (String) -> Void)? = nil) throws(MQTTError) {
         self.config = config
         self.onHealth = onHealth
@@ -65,8 +66,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         self.logger = logger
         let topics = config.topics
         let broker = config.broker(forGateway: gateway.id)
-        var options = MQTTClientOptions(broker, clientID: broker.clientId ?? "beacon-gateway-\(gateway.id)",
-                                        password: password)
+        var options = MQTTClientOptions(broker, identity: BrokerIdentity.gatewayUser(gateway.id),
+                                        clientID: clientID ?? BrokerIdentity.gatewayClientID(gateway.id), password: password)
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
         var engine = GatewayEngine(config: config, gateway: gateway)
@@ -92,17 +93,20 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker(forGateway: gateway.id).url)",
         ])
         let started = WallClock.monotonic()
+        let notifier = ServiceNotifier.fromEnvironment()
+        notify(notifier, [.ready, .status("starting: \(source.name), broker \(config.broker.url)")])
 
         // A source that cannot run (missing capabilities, no Bluetooth in the kernel) ends
         // the gateway too, after the same clean exit as a shutdown, with its error.
         var failure: (any Error)?
         do {
-            try await runUntilShutdown(readBack: readBack, started: started)
+            try await runUntilShutdown(readBack: readBack, started: started, notifier: notifier)
         } catch is CancellationError {
             // Graceful shutdown: fall through to the clean-exit sequence.
         } catch {
             failure = error
         }
+        notify(notifier, [.stopping, .status("stopping: withdrawing presence")])
         logger.info("gateway stopping: withdrawing presence")
         input { $0.withdraw() }
         if !(await client.waitUntilPublished(timeout: 3)) {
@@ -114,10 +118,23 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     }
 
     /// The source, the broker's events and the timers, until shutdown cancels them.
-    func runUntilShutdown(readBack: [String], started: Double) async throws {
+    func runUntilShutdown(readBack: [String], started: Double, notifier: ServiceNotifier?) async throws {
         let sourceFinished = AtomicFlag()
+        let timers = Heartbeat()
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
+                if let notifier {
+                    let watchdog = ServiceWatchdog(notifier: notifier, loops: [
+                        .init("scan") { self.source.heartbeat?.lastRound },
+                        .init("mqtt") { self.client.heartbeat.lastRound },
+                        .init("timer") { timers.lastRound },
+                    ])
+                    group.addTask {
+                        await watchdog.run(status: { self.serviceStatus() }, failed: { error in
+                            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+                        })
+                    }
+                }
                 group.addTask {
                     if self.sourceHasOwnTime {
                         // A replay starts once the broker is reachable, so it publishes what a
@@ -142,6 +159,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 group.addTask {
                     var nextHealth = WallClock.monotonic() + 1
                     while !Task.isCancelled {
+                        timers.beat()
                         try await Task.sleep(nanoseconds: 100_000_000)
                         if !self.sourceHasOwnTime || sourceFinished.isSet {
                             let now = self.source.clock.now()
@@ -170,6 +188,21 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 // others first, that is forever.
                 while try await group.next() != nil {}
             }
+        }
+    }
+
+    /// One line for `systemctl status`: broker, source, beacons.
+    func serviceStatus() -> String {
+        let s = statistics
+        return "broker \(s.engine.connected ? "connected" : "not connected"); source \(source.name) \(s.engine.sourceState.rawValue); "
+            + "\(s.engine.tracked) beacons tracked, \(s.published) messages published"
+    }
+
+    func notify(_ notifier: ServiceNotifier?, _ fields: [ServiceNotifier.Field]) {
+        do {
+            try notifier?.send(fields)
+        } catch {
+            logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
         }
     }
 

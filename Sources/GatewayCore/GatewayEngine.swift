@@ -56,7 +56,7 @@ public struct GatewayEngine: Sendable {
     public private(set) var config: FleetConfig
     private var gateway: GatewayConfig
     private var topics: Topics
-    private var registry: [BeaconID: BeaconEntry]
+    private var registry: BeaconRegistry
     private var decoder = AdvertisementDecoder()
     private var tracker: Tracker
     private var outbox: Outbox
@@ -83,14 +83,13 @@ public struct GatewayEngine: Sendable {
         outbox = Outbox(sightingLimit: gateway.queueLimit)
     }
 
-    static func registry(_ config: FleetConfig) -> [BeaconID: BeaconEntry] {
-        Dictionary(config.beacons.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-    }
+    static func registry(_ config: FleetConfig) -> BeaconRegistry { config.registry }
 
     static func tracker(_ config: FleetConfig, _ gateway: GatewayConfig) -> Tracker {
-        Tracker(settings: gateway.tracker,
-                calibration: Dictionary(config.beacons.compactMap { entry in entry.measuredPower.map { (entry.id, $0) } },
-                                        uniquingKeysWith: { first, _ in first }))
+        let calibration = config.registry.calibration
+        var tracker = Tracker(settings: gateway.tracker, calibration: calibration.beacons)
+        tracker.uuidCalibration = calibration.uuids
+        return tracker
     }
 
     public var statistics: Statistics {

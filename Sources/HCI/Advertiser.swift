@@ -3,7 +3,6 @@ import Wire
 public import Config
 public import Logging
 import SystemCalls
-import LiveClock
 
 /// Makes a controller advertise an iBeacon (`beaconctl advertise`, gateways that are
 /// beacons too, and the tests' emulated beacons).

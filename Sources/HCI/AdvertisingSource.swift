@@ -1,6 +1,7 @@
 public import BeaconKit
 public import Config
 public import Wire
+public import SystemCalls
 
 /// What a source hands to its consumer.
 public enum SourceOutput: Sendable, Equatable {
@@ -39,9 +40,15 @@ public protocol AdvertisingSource: Sendable {
     /// `HCIError.unsupported` where there is no controller (replays), `HCIError.command`
     /// when the controller refused.
     func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange
+    /// Beats whenever the source's loop goes round (a live source at least every 0.2 s
+    /// while it runs, also while it waits to retry), for the service watchdog; `nil` for
+    /// sources whose pace follows their input (replays).
+    var heartbeat: Heartbeat? { get }
 }
 
 extension AdvertisingSource {
+    public var heartbeat: Heartbeat? { nil }
+
     public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
         throw HCIError.unsupported(source: name, reason: "there is no controller to advertise from")
     }

@@ -3,7 +3,6 @@ public import Wire
 public import Config
 import SystemCalls
 import Synchronization
-import LiveClock
 
 /// Virtual time of a replay: capture time advancing at the replay speed.
 ///

@@ -6,7 +6,6 @@ import Musl
 import Wire
 import Config
 import SystemCalls
-import LiveClock
 import BeaconKit
 
 /// What a source's byte stream held besides well-framed events.

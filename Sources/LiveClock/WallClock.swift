@@ -1,33 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 public import BeaconKit
+public import SystemCalls
 
-/// The only place BeaconBridge reads the live clock. The pure modules take time as input
-/// (`Instant`: the live clock's, or a capture's in a replay); the edges (sources,
-/// services, `beaconctl`) read it here, and nothing else in `Sources/` calls
-/// `clock_gettime`, `ContinuousClock.now` or `Date()`.
-public enum WallClock {
-    /// Wall-clock time (`CLOCK_REALTIME`): for timestamps in messages and the gateway's timers.
-    public static func now() -> Instant {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Instant(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
-    }
-
-    /// Monotonic seconds, for measuring durations and rates.
-    public static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// CPU time used by this process, seconds.
-    public static func processCPU() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+extension WallClock {
+    /// The live time as an `Instant`: where the system clock (`SystemCalls`) meets the pure
+    /// modules' time, for timestamps in messages and the gateway's and brain's timers.
+    public static func now() -> Instant { Instant(nanoseconds: nanosecondsSinceEpoch()) }
 }

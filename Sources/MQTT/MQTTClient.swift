@@ -1,8 +1,7 @@
 public import BeaconKit
 internal import CMosquitto
 import Synchronization
-import SystemCalls
-import LiveClock
+public import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +35,9 @@ public final class MQTTClient: Sendable {
     private let calls = Mutex<Bool>(false)
     private let stream: AsyncStream<MQTTEvent>
     private let continuation: AsyncStream<MQTTEvent>.Continuation
+    /// Beats every time the network thread goes round (at least once a second while it
+    /// runs, also between reconnection attempts), for the service watchdog.
+    public let heartbeat = Heartbeat()
 
     /// Creates the libmosquitto handle and applies the will, credentials, TLS and protocol
     /// version. Nothing touches the network before `start()`.
@@ -307,6 +309,7 @@ public final class MQTTClient: Sendable {
         var connectNow = state.withLock { $0.connectOnStart }
         var stopDeadline: Double?
         while true {
+            heartbeat.beat()
             if state.withLock({ $0.phase.networkThreadEnds }) {
                 // Stopping: give the DISCONNECT a moment to go out, then leave.
                 let deadline = stopDeadline ?? WallClock.monotonic() + 2
@@ -337,6 +340,7 @@ public final class MQTTClient: Sendable {
                 if !backOff() { break }
             }
         }
+        heartbeat.pause()
         let waiters = state.withLock { state in
             state.threadFinished = true
             state.connected = false
@@ -357,6 +361,7 @@ public final class MQTTClient: Sendable {
         let deadline = WallClock.monotonic() + delay
         while WallClock.monotonic() < deadline {
             if state.withLock({ $0.phase.networkThreadEnds }) { return false }
+            heartbeat.beat()
             usleep(20_000)
         }
         return !state.withLock { $0.phase.networkThreadEnds }

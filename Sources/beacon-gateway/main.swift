@@ -28,8 +28,11 @@ struct BeaconGateway: AsyncParsableCommand {
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
         The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
-        stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. Its
-        password comes from that broker's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+        stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. It
+        logs in as its id (user name GATEWAY, client id beacon-gateway-GATEWAY); the password comes from
+        BEACONBRIDGE_MQTT_PASSWORD, systemd's credential mqtt-password ($CREDENTIALS_DIRECTORY) or that
+        broker's passwordFile (beaconctl provision writes them). Connecting anonymously, in plaintext or
+        with tls.insecure is warned about at start.
 
         Example:
           beacon-gateway --config deploy/fleet.example.json --id door --source btsnoop:/tmp/store/door.log --loop
@@ -90,6 +93,7 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")
+        for risk in fleet.broker(forGateway: id).risks(hasPassword: password != nil) { logger.warning("\(risk)") }
 
         let advertisingSource: any AdvertisingSource
         do {

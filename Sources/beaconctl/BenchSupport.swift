@@ -1,7 +1,6 @@
 import BeaconKit
 import CommandLineSupport
 import SystemCalls
-import LiveClock
 
 #if canImport(Glibc)
 import Glibc

@@ -5,7 +5,6 @@ import HCI
 import Synchronization
 import SystemCalls
 import TestSupport
-import LiveClock
 
 /// One advertising report that carried an iBeacon, as a scanner decoded it.
 struct Sighting: Sendable, Equatable {
