@@ -2,91 +2,17 @@ public import BeaconKit
 public import Tracking
 public import Config
 
-/// The payloads the brain reads and writes (SPEC §5), as values with a strict parser and a
-/// stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
+/// The payloads the brain reads and writes (docs/brain.md, "What it reads" and "What it
+/// writes"), as values with a strict parser and a stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
 /// definition of every key.
 ///
 /// Everything parsed here comes from the network and is untrusted: a parser checks the type
 /// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
 
-/// A beacon as MQTT topics name it: an iBeacon or AltBeacon by major and minor (topics carry
-/// no UUID, `beacons/<major>/<minor>`), an Eddystone-UID beacon by namespace and instance
-/// (`eddystone/<namespace>/<instance>`).
-public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
-    /// The Eddystone-UID beacon named; `nil` for an iBeacon or AltBeacon. When set, `major`
-    /// and `minor` are 0 and mean nothing: look here first.
-    public let eddystone: EddystoneKey?
-    public let major: UInt16
-    public let minor: UInt16
-
-    public init(major: UInt16, minor: UInt16) {
-        eddystone = nil
-        self.major = major
-        self.minor = minor
-    }
-
-    /// An Eddystone-UID beacon.
-    public init(_ eddystone: EddystoneKey) {
-        self.eddystone = eddystone
-        major = 0
-        minor = 0
-    }
-
-    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
-        self.init(EddystoneKey(namespace: namespace, instance: instance))
-    }
-
-    /// iBeacons first, by major and minor; then Eddystone beacons.
-    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool {
-        switch (lhs.eddystone, rhs.eddystone) {
-        case (nil, nil): (lhs.major, lhs.minor) < (rhs.major, rhs.minor)
-        case (nil, _?): true
-        case (_?, nil): false
-        case let (a?, b?): a < b
-        }
-    }
-
-    /// `major/minor`, or `namespace/instance`, as in the topics.
-    public var description: String { eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)" }
-
-    /// `{"major":…,"minor":…}`, or `{"namespace":…,"instance":…}` for an Eddystone beacon: the
-    /// form every brain payload uses to name a beacon.
-    public var json: JSONValue {
-        if let eddystone {
-            return .object(["namespace": .string(eddystone.namespace.description), "instance": .string(eddystone.instance.description)])
-        }
-        return .object(["major": .number(Double(major)), "minor": .number(Double(minor))])
-    }
-
-    /// Writes the beacon's identity keys into a payload: `major`, `minor`; or `namespace`, `instance`.
-    func write(into o: inout JSONWriter.ObjectWriter) {
-        if let eddystone {
-            o("namespace", eddystone.namespace.description)
-            o("instance", eddystone.instance.description)
-        } else {
-            o("major", Int(major))
-            o("minor", Int(minor))
-        }
-    }
-
+extension BeaconRef {
     init(json value: JSONValue?, at path: String) throws(PayloadError) {
         let r = PayloadReader(path: path)
         self = try r.beacon(r.object(value))
-    }
-}
-
-/// The identity of an Eddystone-UID beacon.
-public struct EddystoneKey: Hashable, Comparable, Sendable {
-    public var namespace: EddystoneNamespace
-    public var instance: EddystoneInstance
-
-    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
-        self.namespace = namespace
-        self.instance = instance
-    }
-
-    public static func < (lhs: EddystoneKey, rhs: EddystoneKey) -> Bool {
-        (lhs.namespace.high, lhs.namespace.low, lhs.instance.rawValue) < (rhs.namespace.high, rhs.namespace.low, rhs.instance.rawValue)
     }
 }
 
@@ -880,121 +806,5 @@ public enum Base64 {
             i += 4
         }
         return out
-    }
-}
-
-// MARK: - Topics of the brain
-
-extension Topics {
-    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
-    public func beacon(_ ref: BeaconRef) -> String {
-        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
-        return topic("beacons/\(ref.major)/\(ref.minor)")
-    }
-    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
-    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
-    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
-    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
-
-    /// The part of the brain's record topics naming a beacon: `<major>/<minor>` or
-    /// `eddystone/<namespace>/<instance>`.
-    private func recordKey(_ ref: BeaconRef) -> String {
-        ref.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(ref.major)/\(ref.minor)"
-    }
-
-    /// The brain's record of a visit (see `VisitRecord`).
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
-    /// The brain's record of an answered join (see `AnsweredRecord`).
-    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/" + recordKey(ref) + "/" + client)
-    }
-    /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
-    public var brainEvents: String { topic("brain/events") }
-    /// One brain's counters, retained, refreshed periodically; per client id, since several
-    /// brains may share a broker.
-    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
-    /// Where a brain sends itself a marker after subscribing: when it comes back, the
-    /// broker has delivered every retained message of the subscriptions made before.
-    public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
-
-    /// A topic of the brain's own records.
-    public enum BrainRecordTopic: Sendable, Equatable {
-        case visit(BeaconRef)
-        case answered(BeaconRef, client: String)
-    }
-
-    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
-        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
-        func u16(_ text: Substring) -> UInt16? {
-            guard !text.isEmpty, text.count <= 5, let value = UInt16(text), String(value) == text else { return nil }
-            return value
-        }
-        let ref: BeaconRef
-        let rest: ArraySlice<Substring>
-        if s[2] == "eddystone" {
-            guard s.count >= 5, let eddystone = Self.eddystone(s[3], s[4]) else { return nil }
-            ref = BeaconRef(eddystone)
-            rest = s[5...]
-        } else {
-            guard let major = u16(s[2]), let minor = u16(s[3]) else { return nil }
-            ref = BeaconRef(major: major, minor: minor)
-            rest = s[4...]
-        }
-        switch (s[1], rest.count) {
-        case ("visits", 0): return .visit(ref)
-        case ("answered", 1):
-            let client = String(rest.first!)
-            return Topics.problem(withSegment: client) == nil ? .answered(ref, client: client) : nil
-        default: return nil
-        }
-    }
-
-    /// What a beacon's topic is about.
-    public enum BeaconTopic: Sendable, Equatable {
-        /// A gateway's sighting.
-        case sighting
-        /// A gateway's retained view.
-        case gatewayPresence(gateway: String)
-        /// The brain's fleet presence.
-        case fleetPresence
-        /// An observer's join.
-        case observer(client: String)
-        /// The beacon's standing offer.
-        case ad
-    }
-
-    /// Parses a topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
-    /// `eddystone/<namespace>/<instance>[/…]` (lower-case hex, one topic per beacon).
-    public func parseBeacon(_ topic: String) -> (beacon: BeaconRef, about: BeaconTopic)? {
-        switch parse(topic) {
-        case .sighting(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .sighting)
-        case .gatewayPresence(let major, let minor, let gateway)?:
-            return (BeaconRef(major: major, minor: minor), .gatewayPresence(gateway: gateway))
-        case .fleetPresence(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .fleetPresence)
-        case .observer(let major, let minor, let client)?: return (BeaconRef(major: major, minor: minor), .observer(client: client))
-        case .ad(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .ad)
-        case _?: return nil
-        case nil: break
-        }
-        guard let s = segments(of: topic), s.count >= 3, s.count <= 5, s[0] == "eddystone",
-              let eddystone = Self.eddystone(s[1], s[2]) else { return nil }
-        let ref = BeaconRef(eddystone)
-        switch (s.count, s.count > 3 ? s[3] : "") {
-        case (3, _): return (ref, .sighting)
-        case (4, "presence"): return (ref, .fleetPresence)
-        case (4, "ad"): return (ref, .ad)
-        case (5, "presence"), (5, "observers"):
-            let name = String(s[4])
-            guard Topics.problem(withSegment: name) == nil else { return nil }
-            return (ref, s[3] == "presence" ? .gatewayPresence(gateway: name) : .observer(client: name))
-        default: return nil
-        }
-    }
-
-    /// Namespace and instance as topics write them: lower-case hex, 20 and 12 digits.
-    static func eddystone(_ namespace: Substring, _ instance: Substring) -> EddystoneKey? {
-        guard let ns = EddystoneNamespace(hex: String(namespace)), ns.description == namespace,
-              let id = EddystoneInstance(hex: String(instance)), id.description == instance else { return nil }
-        return EddystoneKey(namespace: ns, instance: id)
     }
 }
