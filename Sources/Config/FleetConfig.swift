@@ -205,15 +205,20 @@ public struct BeaconEntry: Sendable, Equatable {
     public var store: UInt16
     /// The standing offer, published retained on `beacons/<major>/<minor>/ad`.
     public var ad: JSONValue?
+    /// The observer (app user name = client id) this beacon belongs to: a customer's own
+    /// beacon (key fob, phone). Only its owner may join it; `nil` for the store's beacons,
+    /// which an observer may join while one of its own beacons is in the store (docs/security.md).
+    public var owner: String?
 
     public init(id: BeaconID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil,
-                store: UInt16? = nil, ad: JSONValue? = nil) {
+                store: UInt16? = nil, ad: JSONValue? = nil, owner: String? = nil) {
         self.id = id
         self.name = name
         self.measuredPower = measuredPower
         self.location = location
         self.store = store ?? id.major ?? 0
         self.ad = ad
+        self.owner = owner
     }
 }
 
