@@ -82,6 +82,10 @@ public final class BrainService: Service, Sendable {
         var published = 0
         var publishFailures = 0
         var nextHealth: ContinuousClock.Instant?
+        /// Messages received at the last memory check, and when it was.
+        var receivedAtCheck = 0
+        var burstSince = 0
+        var nextMemoryCheck: ContinuousClock.Instant?
     }
 
     let client: MQTTClient
@@ -142,7 +146,7 @@ public final class BrainService: Service, Sendable {
 
     public func run() async throws {
         let filters = state.withLock { s in
-            s.subscribed = s.core.subscriptions + [syncTopic]
+            s.subscribed = wantedSubscriptions(s)
             return s.subscribed
         }
         try client.subscribe(filters, qos: 1)
@@ -224,7 +228,14 @@ public final class BrainService: Service, Sendable {
                 let queued = s.queued
                 s.queued = []
                 send(&s, queued)
-                if s.connections > 1 { emit(&s, s.core.reconnect(at: WallClock.now())) }
+                if s.connections > 1 {
+                    // Our own retained topics again, for the read-back (before the marker).
+                    s.subscribed = wantedSubscriptions(s)
+                    do { try client.subscribe(s.core.readBackSubscriptions, qos: 1) } catch {
+                        logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
+                    }
+                    emit(&s, s.core.reconnect(at: WallClock.now()))
+                }
                 send(&s, [s.core.onlineMessage,
                           OutgoingMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
@@ -263,6 +274,7 @@ public final class BrainService: Service, Sendable {
                 return
             }
             emit(&s, s.core.advance(to: WallClock.now()))
+            returnMemoryAfterABurst(&s, now: now)
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
@@ -276,11 +288,32 @@ public final class BrainService: Service, Sendable {
 
     // MARK: - Inside the lock
 
+    /// Once a burst (a join flood: thousands of messages) is over, what it allocated and the
+    /// brain has freed goes back to the system: checked every 2 s, trimmed when at least
+    /// `5,000` messages came since the last trim and fewer than 100 in the last 2 s.
+    private func returnMemoryAfterABurst(_ s: inout State, now: ContinuousClock.Instant) {
+        if let next = s.nextMemoryCheck, now < next { return }
+        s.nextMemoryCheck = now + .seconds(2)
+        let received = s.core.counters.received
+        let recent = received - s.receivedAtCheck
+        s.receivedAtCheck = received
+        s.burstSince += recent
+        guard s.burstSince >= 5_000, recent < 100 else { return }
+        s.burstSince = 0
+        Memory.returnFreeMemory()
+    }
+
     private func settle(_ s: inout State) {
         guard !s.synced else { return }
         s.synced = true
         emit(&s, s.core.settle(at: WallClock.now()))
         s.nextHealth = nil
+        // Settled: the brain is the authority on its own topics and needs no echo of them.
+        let readBack = s.core.readBackSubscriptions
+        s.subscribed = wantedSubscriptions(s)
+        do { try client.unsubscribe(readBack) } catch {
+            logger.warning("could not unsubscribe from the brain's own topics", metadata: ["error": "\(error)"])
+        }
     }
 
     private func emit(_ s: inout State, _ output: BrainOutput) {
@@ -319,8 +352,14 @@ public final class BrainService: Service, Sendable {
         }
     }
 
+    /// What the brain listens to: everything while reading the retained state back, then
+    /// only what others publish (and its sync marker).
+    private func wantedSubscriptions(_ s: State) -> [String] {
+        s.core.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.core.readBackSubscriptions)
+    }
+
     private func resubscribe(_ s: inout State) {
-        let wanted = s.core.subscriptions + [syncTopic]
+        let wanted = wantedSubscriptions(s)
         let gone = s.subscribed.filter { !wanted.contains($0) }
         let new = wanted.filter { !s.subscribed.contains($0) }
         s.subscribed = wanted

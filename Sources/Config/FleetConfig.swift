@@ -27,8 +27,12 @@ public struct FleetConfig: Sendable, Equatable {
 
     public func gateway(id: String) -> GatewayConfig? { gateways.first { $0.id == id } }
 
-    /// Registry lookup by full id; AltBeacon and iBeacon share the key space.
-    public func beacon(_ id: BeaconID) -> BeaconEntry? { beacons.first { $0.id == id } }
+    /// Registry lookup by full id (AltBeacon and iBeacon share the key space): the beacon's
+    /// own entry, else its UUID's.
+    public func beacon(_ id: BeaconID) -> BeaconEntry? { registry[id] }
+
+    /// The registry as lookups.
+    public var registry: BeaconRegistry { BeaconRegistry(beacons) }
 
     /// Whether a beacon passes the `uuids` allow-list.
     public func accepts(_ id: BeaconID) -> Bool {
@@ -171,54 +175,122 @@ public struct GatewayConfig: Sendable, Equatable {
     }
 }
 
-/// Where a beacon hangs (navigation beacons).
+/// Where a beacon hangs (navigation beacons). As the navigation library allowed, any part may
+/// be missing: a beacon may set only a heading, or only a floor; latitude and longitude go
+/// together.
 public struct Location: Sendable, Equatable {
-    public var latitude: Double
-    public var longitude: Double
+    public var latitude: Double?
+    public var longitude: Double?
     /// Degrees clockwise from north.
     public var heading: Double?
     public var floor: Int?
 
-    public init(latitude: Double, longitude: Double, heading: Double? = nil, floor: Int? = nil) {
+    public init(latitude: Double? = nil, longitude: Double? = nil, heading: Double? = nil, floor: Int? = nil) {
         self.latitude = latitude
         self.longitude = longitude
         self.heading = heading
         self.floor = floor
     }
 
-    /// The location-fix payload: `{"lat","lon","heading","floor"}`.
+    /// The location-fix payload: `{"lat","lon","heading","floor"}`, `null` for a missing part.
     public var json: JSONValue {
-        .object(["lat": .number(latitude), "lon": .number(longitude),
+        .object(["lat": latitude.map(JSONValue.number) ?? .null, "lon": longitude.map(JSONValue.number) ?? .null,
                  "heading": heading.map(JSONValue.number) ?? .null,
                  "floor": floor.map { .number(Double($0)) } ?? .null])
     }
 }
 
-/// One beacon of the registry.
+/// One entry of the registry: one beacon, or (as the navigation library registered beacons)
+/// every beacon of a proximity UUID.
 public struct BeaconEntry: Sendable, Equatable {
-    public var id: BeaconID
+    /// Which beacons an entry describes.
+    public enum Match: Hashable, Sendable {
+        /// One beacon.
+        case beacon(BeaconID)
+        /// Every iBeacon or AltBeacon of this proximity UUID, whatever its major and minor.
+        case uuid(BeaconUUID)
+    }
+
+    public var match: Match
     public var name: String?
     /// Calibrated RSSI at 1 m, dBm; overrides what the beacon advertises.
     public var measuredPower: Int?
     public var location: Location?
-    /// The store (a major) this beacon belongs to; its own major when absent.
+    /// The store (a major) this beacon belongs to; its own major when absent (a UUID-only
+    /// entry's beacons always belong to their own major's store: see `resolved(for:)`).
     public var store: UInt16
-    /// The standing offer, published retained on `beacons/<major>/<minor>/ad`.
+    /// The standing offer, published retained on `beacons/<major>/<minor>/ad` (one beacon's
+    /// entries only).
     public var ad: JSONValue?
     /// The observer (app user name = client id) this beacon belongs to: a customer's own
     /// beacon (key fob, phone). Only its owner may join it; `nil` for the store's beacons,
     /// which an observer may join while one of its own beacons is in the store (docs/security.md).
     public var owner: String?
 
+    /// The one beacon the entry describes; `nil` for a UUID-only entry.
+    public var id: BeaconID? {
+        if case .beacon(let id) = match { return id }
+        return nil
+    }
+
     public init(id: BeaconID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil,
                 store: UInt16? = nil, ad: JSONValue? = nil, owner: String? = nil) {
-        self.id = id
+        match = .beacon(id)
         self.name = name
         self.measuredPower = measuredPower
         self.location = location
         self.store = store ?? id.major ?? 0
         self.ad = ad
         self.owner = owner
+    }
+
+    /// An entry for every beacon of `uuid`.
+    public init(uuid: BeaconUUID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil) {
+        match = .uuid(uuid)
+        self.name = name
+        self.measuredPower = measuredPower
+        self.location = location
+        store = 0
+    }
+
+    /// The entry as it applies to the beacon `id`: a UUID-only entry names that beacon, and
+    /// its store is the beacon's major.
+    public func resolved(for id: BeaconID) -> BeaconEntry {
+        guard case .uuid = match else { return self }
+        var entry = self
+        entry.match = .beacon(id)
+        entry.store = id.major ?? 0
+        return entry
+    }
+}
+
+/// The registry as lookups: a beacon's own entry, else its UUID's.
+public struct BeaconRegistry: Sendable, Equatable {
+    private var exact: [BeaconID: BeaconEntry] = [:]
+    private var byUUID: [BeaconUUID: BeaconEntry] = [:]
+
+    public init(_ entries: [BeaconEntry]) {
+        for entry in entries {
+            switch entry.match {
+            case .beacon(let id): if exact[id] == nil { exact[id] = entry }
+            case .uuid(let uuid): if byUUID[uuid] == nil { byUUID[uuid] = entry }
+            }
+        }
+    }
+
+    /// The entry for one beacon: its own, else its UUID's (resolved for it).
+    public subscript(id: BeaconID) -> BeaconEntry? {
+        if let entry = exact[id] { return entry }
+        guard !byUUID.isEmpty, let uuid = id.uuid, let entry = byUUID[uuid] else { return nil }
+        return entry.resolved(for: id)
+    }
+
+    /// The UUID-only entry of `uuid`.
+    public func entry(forUUID uuid: BeaconUUID) -> BeaconEntry? { byUUID[uuid] }
+
+    /// Calibrated measured power (dBm at 1 m) by beacon, and by UUID for UUID-only entries.
+    public var calibration: (beacons: [BeaconID: Int], uuids: [BeaconUUID: Int]) {
+        (exact.compactMapValues(\.measuredPower), byUUID.compactMapValues(\.measuredPower))
     }
 }
 

@@ -88,8 +88,12 @@ extension FleetConfig {
                 // One user name space: an owner named like a gateway would log in as that gateway.
                 r.fail("beacons[\(i)].owner", "\"\(owner)\" is a gateway's id; an owner is an app's user name")
             }
-            if beacons.contains(where: { $0.id == entry.id }) {
-                r.fail("beacons[\(i)]", "\(entry.id) is listed twice")
+            if beacons.contains(where: { $0.match == entry.match }) {
+                let what = switch entry.match {
+                case .beacon(let id): "\(id)"
+                case .uuid(let uuid): "every beacon of \(uuid)"
+                }
+                r.fail("beacons[\(i)]", "\(what) is listed twice")
             } else {
                 beacons.append(entry)
             }
@@ -263,8 +267,13 @@ extension FleetConfig {
     static func parseBeacon(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> BeaconEntry? {
         guard let o = r.object(value, at: path, keys: beaconKeys) else { return nil }
         let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
-        let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
-        let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        // Without major and minor the entry describes every beacon of the UUID.
+        let uuidOnly = o["major"] == nil && o["minor"] == nil
+        if (o["major"] == nil) != (o["minor"] == nil) {
+            r.fail(path, "major and minor go together (leave both out for every beacon of the UUID)")
+        }
+        let major = o["major"].flatMap { r.u16($0, at: path + ".major") }
+        let minor = o["minor"].flatMap { r.u16($0, at: path + ".minor") }
         let name = r.string(o["name"], at: path + ".name", maxLength: FleetConfig.maxNameLength)
         let power = r.integer(o["measuredPower"], at: path + ".measuredPower", in: -127...20)
         let latitude = r.number(o["latitude"], at: path + ".latitude", in: -90...90)
@@ -280,13 +289,22 @@ extension FleetConfig {
         if (o["latitude"] == nil) != (o["longitude"] == nil) {
             r.fail(path, "latitude and longitude go together")
         }
-        if (o["heading"] != nil || o["floor"] != nil) && o["latitude"] == nil {
-            r.fail(path, "heading and floor need latitude and longitude")
+        if uuidOnly {
+            if o["store"] != nil {
+                r.fail(path + ".store", "needs major and minor: the beacons of a UUID-only entry belong to their own major's store")
+            }
+            if o["ad"] != nil {
+                r.fail(path + ".ad", "needs major and minor (one beacon's offer); put an offer for all of them on their store")
+            }
+            if o["owner"] != nil {
+                r.fail(path + ".owner", "needs major and minor: an owner owns one beacon")
+            }
         }
-        guard let uuid, let major, let minor else { return nil }
-        let location = latitude.flatMap { lat in
-            longitude.map { Location(latitude: lat, longitude: $0, heading: heading, floor: floor) }
-        }
+        let location: Location? = latitude != nil || longitude != nil || heading != nil || floor != nil
+            ? Location(latitude: latitude, longitude: longitude, heading: heading, floor: floor) : nil
+        guard let uuid else { return nil }
+        if uuidOnly { return BeaconEntry(uuid: uuid, name: name, measuredPower: power, location: location) }
+        guard let major, let minor else { return nil }
         return BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
                            location: location, store: store, ad: ad, owner: owner)
     }

@@ -51,6 +51,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "greeter")
+            o("live", brokerConnected)
             o("store", Int(store))
             o("name", storeName(store))
             o("now", now)
@@ -135,7 +136,7 @@ extension FleetState {
         let present = Dictionary(grouping: customers.customers(inStore: store), by: \.beacon)
         var registryNames: [BeaconRef: String] = [:]
         for entry in config.beacons {
-            if let major = entry.id.major, let minor = entry.id.minor, let name = entry.name {
+            if let major = entry.id?.major, let minor = entry.id?.minor, let name = entry.name {
                 registryNames[BeaconRef(major: major, minor: minor)] = name
             }
         }
@@ -169,6 +170,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "floor")
+            o("live", brokerConnected)
             o("store", Int(store))
             o("name", storeName(store))
             o("now", now)
@@ -244,6 +246,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 256 + 400 * ids.count)
         writer.object { o in
             o("page", "fleet")
+            o("live", brokerConnected)
             o("now", now)
             o("brain", brainOnline.map { $0 ? "online" : "offline" } ?? "unknown")
             o("attention", conditions.filter(\.needsAttention).count)

@@ -257,8 +257,8 @@ struct FleetConfigTests {
          "beacons[0].latitude: 91 is out of range -90…90"),
         (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "latitude": 1}]}"#,
          "beacons[0]: latitude and longitude go together"),
-        (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "floor": 1}]}"#,
-         "beacons[0]: heading and floor need latitude and longitude"),
+        (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "floor": 501}]}"#,
+         "beacons[0].floor: 501 is out of range -200…500"),
         (#"{"gateways": [{"id": "g", "advertise": {"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "intervalMs": 20}}]}"#,
          "gateways[0].advertise.intervalMs: 20 is out of range 100…10240"),
     ])

@@ -57,4 +57,32 @@ import Tracking
         let restarted = h.restarted(config: again, at: t(10))
         #expect(restarted.log.contains { $0.level == .notice && $0.metadata["rules"] == "deal of the day" })
     }
+
+    @Test func aUUIDOnlyEntryWithOnlyAHeadingNamesAnyBeaconOfItsUUIDAndFixesTheHeading() throws {
+        let marker = BeaconUUID("B9407F30-F5F8-466E-AFF9-25556B57FE6D")!
+        let text = testConfigText(rules: """
+            [ { "name": "where am I", "when": "proximity:immediate", "names": ["stairs"], "then": [ { "do": "locationFix" } ],
+                "cooldown": "after 5 updates at near" } ]
+            """).replacingOccurrences(of: #""beacons": ["#, with: #""beacons": [ { "uuid": "\#(marker)", "name": "stairs", "heading": 180 },"#)
+        var h = Harness(config: try FleetConfig.parse(text))
+        let stairs = BeaconRef(major: 300, minor: 5)
+        h.join("ana", stairs, at: t(1))
+        var writer = JSONWriter()
+        writer.object { o in
+            o("uuid", marker.description)
+            o("major", 300)
+            o("minor", 5)
+            o("gateway", "till")
+            o("rssiSmoothed", -50.0, places: 1)
+            o("proximity", "immediate")
+        }
+        h.publish(h.topics.beacon(stairs), writer.text, at: t(2))
+        let fix = try #require(h.inbox("ana").first { $0["type"] == .string("locationFix") })
+        #expect(fix["heading"] == .number(180))
+        #expect(fix["lat"] == .null)
+        #expect(fix["lon"] == .null)
+        #expect(fix["floor"] == .null)
+        #expect(h.core.entry(stairs, uuid: marker)?.store == 300, "its own major's store")
+        #expect(h.core.entry(stairs)?.name == nil, "without a UUID no UUID-only entry applies")
+    }
 }

@@ -146,6 +146,19 @@ struct BeaconWebTests {
         #expect(login2.status == 200 && login2.text.contains("Staff login") && !login2.text.contains("Ana"))
         #expect(try await Self.http(base + "/healthz", in: dir).text == "ok\n")
 
+        // The broker goes away: the pages say their data may be out of date, until it is back.
+        func live(_ value: Bool) async -> Bool {
+            await eventually(timeout: 40, interval: 0.2) {
+                (try? await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir))?.text
+                    .contains(#""live":\#(value)"#) == true
+            }
+        }
+        #expect(await live(true))
+        await broker.kill()
+        #expect(await live(false), "\(web.diagnostics)")
+        try await broker.restart()
+        #expect(await live(true), "\(web.diagnostics)")
+
         // Logging out ends the session.
         #expect(try await Self.http(base + "/logout", cookies: jar, form: "", in: dir).status == 303)
         #expect(try await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir).status == 401)
