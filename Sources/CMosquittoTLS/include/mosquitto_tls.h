@@ -14,7 +14,8 @@ typedef struct bb_tls_report {
 } bb_tls_report;
 
 /// Makes the handshake of `ssl` (libmosquitto's `mosquitto_ssl_get`, right after a
-/// connection attempt began) record into `report`, which must outlive the connection.
+/// connection attempt began), and of every later connection made with its context, record
+/// into `report`, which must outlive the client.
 /// (libmosquitto 2.0.11 cannot take a context of our own: with MOSQ_OPT_SSL_CTX its
 /// certificate check never finds its client and refuses every broker.)
 void bb_tls_watch(void *ssl, bb_tls_report *report);
