@@ -444,6 +444,7 @@ public struct BrainCore: Sendable {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
+        bridges.reconnected()
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -454,6 +455,9 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
+        // A bridged store whose status the broker no longer holds (it lost its retained
+        // messages) is unknown until its bridge says 1 again.
+        for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
         for ref in presence.beacons.keys {
             dirtyVisits.insert(ref)
             dirtyPresence.insert(ref)
@@ -824,7 +828,11 @@ public struct BrainCore: Sendable {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
-                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                guard isSettled else { break }
+                if !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                if !resumed.contains(ref), let fleet = presence[ref] {
+                    runRules(.update, beacon: ref, fleet: fleet, since: fleet.since, at: now)
+                }
             }
         }
     }
@@ -1024,6 +1032,7 @@ public struct BrainCore: Sendable {
             values["gateway"] = fleet.zone
             values["proximity"] = fleet.proximity.rawValue
             values["distance"] = fleet.zoneView?.distance.map { fixed($0, places: 2) }
+            values["rssi"] = fleet.zoneView?.rssiSmoothed.map { fixed($0, places: 1) }
         }
         if let join {
             values["client"] = join.client

@@ -136,10 +136,15 @@ public final class MosquittoBroker: @unchecked Sendable {
         arguments += payload.isEmpty ? ["-n"] : ["-m", payload]
         if retain { arguments.append("-r") }
         let command = namespace?.wrap(program, arguments) ?? (program: program, arguments: arguments)
-        guard let process = try? ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto_pub") else {
-            return false
+        // A loaded machine can make one attempt fail (a connection timed out); try again.
+        for _ in 0..<3 {
+            guard let process = try? ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto_pub") else {
+                return false
+            }
+            if await process.waitForExit(timeout: 60) == 0 { return true }
+            await process.stop()
         }
-        return await process.waitForExit(timeout: 15) == 0
+        return false
     }
 
     /// Writes a Mosquitto password file with `mosquitto_passwd -b -c` and returns its path.
