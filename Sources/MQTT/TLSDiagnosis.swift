@@ -1,4 +1,4 @@
-public import Config
+public import BeaconKit
 
 /// Why a TLS connection to the broker failed, in words that say which check failed.
 ///
