@@ -115,14 +115,21 @@ public struct StoreSimulation: Sendable {
 
     /// Captures keyed by gateway id (H4 datalink, one or two reports per event).
     ///
-    /// Each gateway hears at its own phase of the advertising interval (gateway `k` of `n`
-    /// `k/n` of an interval later), as scanners that are not in step do. Replayed side by side
-    /// (`beacon-gateway --start-at`), two gateways then never report at the same instant, so
-    /// their messages reach the brain in the same order on every run.
+    /// Every capture begins at `start` with its controller's reset completing, as a capture
+    /// of a gateway starting up does, so the captures of one store share their first instant.
+    /// Each gateway then hears at its own phase of the advertising interval (gateway `k` of
+    /// `n` `k/n` of an interval later), as scanners that are not in step do. Replayed side by
+    /// side (`beacon-gateway --start-at`: first frames at the same wall-clock time), two
+    /// gateways never report at the same instant, so their messages reach the brain in the
+    /// same order on every run.
     public func captures() -> [String: BtsnoopWriter] {
         var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
         let visits = self.visits
-        var writers = Dictionary(uniqueKeysWithValues: gateways.map { ($0.id, BtsnoopWriter(datalink: .h4)) })
+        var writers = Dictionary(uniqueKeysWithValues: gateways.map { gateway in
+            var writer = BtsnoopWriter(datalink: .h4)
+            writer.appendEvent(HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue), at: start)
+            return (gateway.id, writer)
+        })
         let step = 1 / rate
         var t = 0.0
         while t < duration {

@@ -47,7 +47,8 @@ public struct BtsnoopSource: AdvertisingSource {
     public let loop: Bool
     /// The wall-clock time at which the capture's first frame plays (`nil`: as soon as the
     /// replay starts). Gateways replaying captures of one store with the same value stay in
-    /// step, whenever each process happened to start.
+    /// step, whenever each process happened to start: one that starts late or falls behind
+    /// catches up rather than shifting its timeline.
     public let startsAt: Instant?
     private let replayClock: ReplayClock
     /// Largest wall-clock gap between in-band ticks, seconds.
@@ -110,7 +111,7 @@ public struct BtsnoopSource: AdvertisingSource {
                         wallAnchor = WallClock.monotonic() + (startsAt.map { $0.seconds(since: WallClock.now()) } ?? 0)
                     }
                     var due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
-                    if due - WallClock.monotonic() > Self.longestPause {
+                    if lastTime != nil, due - WallClock.monotonic() > Self.longestPause {
                         // A capture resumed after hours or months (the kept tail of an
                         // old log): skip ahead instead of sleeping; capture time still jumps,
                         // and the ticks of the part skipped are due no more.
@@ -129,8 +130,9 @@ public struct BtsnoopSource: AdvertisingSource {
                     }
                     let wait = due - WallClock.monotonic()
                     if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
-                    if WallClock.monotonic() - due > 1 {
-                        // Fell behind (a slow consumer): re-anchor rather than rushing.
+                    if startsAt == nil, WallClock.monotonic() - due > 1 {
+                        // Fell behind (a slow consumer): re-anchor rather than rushing. A
+                        // replay meant to be in step with others (--start-at) catches up instead.
                         virtualAnchor = time
                         wallAnchor = WallClock.monotonic()
                     }

@@ -22,8 +22,8 @@ struct BeaconGateway: AsyncParsableCommand {
         and a retained fleet/config. A gateway whose config has "advertise" is a beacon while it scans.
 
         Sources: hci:0 (kernel adapter), h4:unix:/path, h4:tcp:host:port, h4:tty:/dev/ttyAMA0@115200,
-        btsnoop:/path/capture.log (replay; --speed, --loop, --start-at: gateways replaying captures of
-        one store, such as those of beaconctl simulate, with the same --start-at stay in step).
+        btsnoop:/path/capture.log (replay; --speed, --loop, --start-at: gateways replaying captures that
+        begin at the same instant, as beaconctl simulate's do, with the same --start-at stay in step).
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
         The broker password comes from the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
