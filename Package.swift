@@ -14,7 +14,10 @@ let package = Package(
         .executable(name: "beacon-gateway", targets: ["beacon-gateway"]),
         .executable(name: "beacon-brain", targets: ["beacon-brain"]),
         .executable(name: "beaconctl", targets: ["beaconctl"]),
-        .library(name: "BeaconKit", targets: ["BeaconKit"]),
+        .executable(name: "beacon-web", targets: ["beacon-web"]),
+        // The pure modules, for Benchmarks/; not a supported API.
+        .library(name: "BeaconKit",
+                 targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
         // For Benchmarks/ (the gateway pipeline without a broker); not a supported API.
         .library(name: "Gateway", targets: ["Gateway"]),
     ],
@@ -23,12 +26,38 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
+        // beacon-web only: the HTTP server, its sessions and bcrypt, TLS.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
-        // Pure Swift: no C, no I/O, no clock of its own.
+        // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
+        // depends only on those listed before it.
+        //
+        // The base: Instant, JSON, hex and UUIDs, beacon identities and formats, topics,
+        // the one message type.
+        .target(name: "BeaconKit", swiftSettings: swiftSettings),
+        // Bytes on the wire: HCI commands and events, H4 framing, advertising data, the
+        // decoder, btsnoop captures.
+        .target(name: "Wire", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        // RSSI to presence: the filter, distance, proximity, the tracker, hot/cold ranging.
         .target(
-            name: "BeaconKit",
-            dependencies: [.product(name: "RealModule", package: "swift-numerics")],
+            name: "Tracking",
+            dependencies: ["BeaconKit", "Wire", .product(name: "RealModule", package: "swift-numerics")],
+            swiftSettings: swiftSettings),
+        // The fleet config: model, parser and validation, source and broker URLs.
+        .target(name: "Config", dependencies: ["BeaconKit", "Tracking"], swiftSettings: swiftSettings),
+        // The gateway's decisions: sighting, presence and health payloads, the outage outbox.
+        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
+        .target(name: "BrainCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        // A synthetic store as captures, and the benchmarks' workloads.
+        .target(
+            name: "Simulation",
+            dependencies: ["BeaconKit", "Wire", .product(name: "RealModule", package: "swift-numerics")],
             swiftSettings: swiftSettings),
 
         // Thin system-library wrappers; everything above them is Swift.
@@ -40,29 +69,29 @@ let package = Package(
         .target(name: "SystemCalls", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         .target(
             name: "HCI",
-            dependencies: ["BeaconKit", "CBlueZ", "SystemCalls",
+            dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
+            dependencies: ["CMosquitto", "BeaconKit", "Config", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
-            dependencies: ["BeaconKit", "HCI", "MQTT",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "HCI", "MQTT",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "MQTT", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "CommandLineSupport",
-            dependencies: ["BeaconKit", "SystemCalls",
+            dependencies: ["Config", "SystemCalls",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -71,20 +100,48 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["Gateway", "CommandLineSupport",
+            dependencies: ["Config", "HCI", "Gateway", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
-            dependencies: ["Brain", "CommandLineSupport",
+            dependencies: ["Config", "Brain", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
+                           "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        // What people look at: the fleet's retained state as pages (pure: no I/O, no clock).
+        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Tracking", "Config", "BrainCore",
+                                                  .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: swiftSettings),
+        // The HTTP server over Hummingbird and the MQTT client that feeds it.
+        .target(
+            name: "WebServer",
+            dependencies: ["WebDisplay", "BeaconKit", "Config", "MQTT", "SystemCalls",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HummingbirdCore", package: "hummingbird"),
+                           .product(name: "HummingbirdTLS", package: "hummingbird"),
+                           .product(name: "HTTPTypes", package: "swift-http-types"),
+                           .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                           .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "beacon-web",
+            dependencies: ["WebServer", "WebDisplay", "CommandLineSupport", "SystemCalls", "BeaconKit", "Config",
+                           .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         // The broker's ceiling in C over libmosquitto, run by `beaconctl bench` (docs/PERFORMANCE.md).
         .executableTarget(
@@ -92,15 +149,24 @@ let package = Package(
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls"], path: "Tests/TestSupport"),
-        .testTarget(name: "BeaconKitTests", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "BrainTests", dependencies: ["Brain", "BeaconKit", "MQTT", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: ["Config", "SystemCalls"], path: "Tests/TestSupport"),
+        // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
+        .testTarget(
+            name: "BeaconKitTests",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
+            swiftSettings: swiftSettings),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrainTests",
+            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
+            swiftSettings: swiftSettings),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Config", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
+                    swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "HCI", "MQTT", "Gateway", "TestSupport",
-                           "beacon-gateway", "beacon-brain", "beaconctl", "mqtt-baseline"],
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "TestSupport",
+                           "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]
 )

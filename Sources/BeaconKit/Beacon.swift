@@ -5,7 +5,7 @@ public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
     public init(rawValue: UInt64) { self.rawValue = rawValue & 0xFFFF_FFFF_FFFF }
 
     /// Reads the 6 little-endian bytes HCI uses; the caller checked the bounds.
-    init(littleEndian bytes: UnsafeRawBufferPointer, at offset: Int) {
+    package init(littleEndian bytes: UnsafeRawBufferPointer, at offset: Int) {
         precondition(offset >= 0 && offset + 6 <= bytes.count, "an address needs 6 bytes")
         let low = UInt64(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
         let high = UInt64(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt16.self).littleEndian)
@@ -149,7 +149,7 @@ public struct EddystoneURL: Hashable, Sendable {
 
     static let maxEncodedLength = 17
 
-    init?(txPower: Int8, scheme: UInt8, encoded bytes: UnsafeRawBufferPointer) {
+    package init?(txPower: Int8, scheme: UInt8, encoded bytes: UnsafeRawBufferPointer) {
         guard scheme < Self.schemes.count, bytes.count <= Self.maxEncodedLength else { return nil }
         self.txPower = txPower
         self.scheme = scheme
@@ -323,7 +323,7 @@ public enum BeaconID: Hashable, Sendable, Comparable, CustomStringConvertible {
 }
 
 extension String {
-    func leftPadded(to width: Int, with pad: Character = "0") -> String {
+    package func leftPadded(to width: Int, with pad: Character = "0") -> String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
 }

@@ -10,7 +10,7 @@ public struct BeaconUUID: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// Reads 16 big-endian bytes; the caller guarantees they exist.
-    init(bytes: UnsafeRawBufferPointer, at offset: Int) {
+    package init(bytes: UnsafeRawBufferPointer, at offset: Int) {
         precondition(offset >= 0 && offset + 16 <= bytes.count, "a UUID needs 16 bytes")
         high = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self).bigEndian
         low = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self).bigEndian

@@ -1,6 +1,6 @@
 /// A point in wall-clock time: nanoseconds since 1970-01-01T00:00:00Z.
 ///
-/// BeaconKit never reads a clock: callers pass `Instant`s in (the live clock at the
+/// The pure modules never read a clock: callers pass `Instant`s in (the live clock at the
 /// edges, a capture's timestamps in a replay), which is what makes replays and tests
 /// deterministic.
 public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {

@@ -406,6 +406,9 @@ public struct JSONWriter {
     /// Empties the writer and keeps its storage for the next text.
     public mutating func removeAll() { length = 0 }
 
+    /// Ends a line of JSON lines.
+    public mutating func newline() { append(0x0A) }
+
     /// Hands `body` room for `count` more bytes.
     @inline(__always)
     mutating func reserve(_ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {
@@ -655,7 +658,7 @@ public struct JSONWriter {
 
     /// Fixed-point output without going through `Double.description` (no exponent, no
     /// `-0`): `-61.25`, `1.3`, `0`.
-    mutating func writeFixed(_ value: Double, places: Int) {
+    package mutating func writeFixed(_ value: Double, places: Int) {
         var scale: Int64 = 1
         for _ in 0..<places { scale *= 10 }
         // Beyond 2^63 the fixed-point conversion would trap; such a number has no

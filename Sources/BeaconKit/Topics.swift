@@ -19,7 +19,7 @@ public struct Topics: Sendable, Equatable {
         return nil
     }
 
-    func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
+    package func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
 
     /// `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`.
     public func beacon(_ id: BeaconID) -> String {
@@ -65,6 +65,9 @@ public struct Topics: Sendable, Equatable {
     public func inbox(of client: String) -> String { topic("observers/\(client)/inbox") }
     public func roster(ofStore major: UInt16) -> String { topic("stores/\(major)/roster") }
     public var brainStatus: String { topic("brain/status") }
+    /// A store broker's bridge to the central broker: Mosquitto's `1` while connected, `0`
+    /// (the bridge's will) when not.
+    public func bridgeStatus(ofStore major: UInt16) -> String { topic("stores/\(major)/bridge") }
 
     /// Subscription filter for one gateway's own retained presence (read back on start).
     public func presenceFilter(seenBy gateway: String) -> [String] {
@@ -96,6 +99,7 @@ public struct Topics: Sendable, Equatable {
         case observerStatus(String)
         case inbox(String)
         case roster(UInt16)
+        case bridgeStatus(UInt16)
         case fleetConfig
         case brainStatus
     }
@@ -152,8 +156,12 @@ public struct Topics: Sendable, Equatable {
             default: return nil
             }
         case (3, "stores"):
-            guard let major = u16(s[1]), s[2] == "roster" else { return nil }
-            return .roster(major)
+            guard let major = u16(s[1]) else { return nil }
+            switch s[2] {
+            case "roster": return .roster(major)
+            case "bridge": return .bridgeStatus(major)
+            default: return nil
+            }
         case (2, "fleet") where s[1] == "config": return .fleetConfig
         case (2, "brain") where s[1] == "status": return .brainStatus
         default: return nil

@@ -1,4 +1,6 @@
-public import BeaconKit
+import BeaconKit
+public import Config
+public import BrainCore
 public import Logging
 public import MQTT
 public import ServiceLifecycle
@@ -12,12 +14,17 @@ import SystemCalls
 /// under one `Mutex`, in arrival order, and what it produces is published inside it, so
 /// messages leave in the order the core decided.
 ///
-/// Per connection the core starts afresh and rebuilds its state from the retained
-/// messages (SPEC §5: no database): after subscribing, the brain publishes a marker to
-/// `brain/sync/<client id>`; when it comes back, the broker has delivered every retained
-/// message of the earlier subscriptions and the core settles. Should the marker not come
-/// back (an ACL forbids it), the brain settles after `settleQuiet` seconds without a
-/// retained message, and at the latest after `settleLimit`.
+/// On its first connection the core rebuilds its state from the retained messages (SPEC §5:
+/// no database): after subscribing, the brain publishes a marker to `brain/sync/<client id>`;
+/// when it comes back, the broker has delivered every retained message of the earlier
+/// subscriptions and the core settles. Should the marker not come back (an ACL forbids it),
+/// the brain settles after `settleQuiet` seconds without a retained message, and at the
+/// latest after `settleLimit`.
+///
+/// After a lost connection the core keeps its state and reads the retained state back the
+/// same way (`BrainCore.reconnect`), so nothing it answered is answered again and nothing
+/// that ended during the outage goes unanswered. What the core decides while the connection
+/// is down waits in a bounded queue (`outageQueueLimit`) and goes out first on reconnect.
 public final class BrainService: Service, Sendable {
     public static let version = "0.1.0"
 
@@ -34,6 +41,11 @@ public final class BrainService: Service, Sendable {
         public var limits = BrainCore.Limits()
         /// Seconds between reconnection attempts (doubling from the lower bound).
         public var reconnectDelay: ClosedRange<Double> = 1...30
+        /// Wills held back and what must be seen again after a reconnect (docs/brain.md).
+        public var recovery = ConnectionRecovery.Settings()
+        /// Messages decided while disconnected and kept for the reconnect; the oldest go
+        /// first when it is full (counted in `publishFailures`).
+        public var outageQueueLimit = 10_000
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -56,6 +68,10 @@ public final class BrainService: Service, Sendable {
     struct State {
         var core: BrainCore
         var connected = false
+        /// The retained state of this connection has been read (the sync marker came back).
+        var synced = false
+        /// Decided while disconnected, to publish on reconnect.
+        var queued: [OutgoingMessage] = []
         var connections = 0
         var connectedAt: ContinuousClock.Instant?
         var lastRetained: ContinuousClock.Instant?
@@ -101,7 +117,8 @@ public final class BrainService: Service, Sendable {
         let options = options ?? Options(clientID: Self.defaultClientID(config: config, stores: stores))
         self.options = options
         self.logger = logger
-        let core = BrainCore(config: config, stores: stores, limits: options.limits)
+        var core = BrainCore(config: config, stores: stores, limits: options.limits)
+        core.recovery.settings = options.recovery
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)
@@ -116,7 +133,7 @@ public final class BrainService: Service, Sendable {
     public var statistics: Statistics {
         let dropped = client.droppedEvents
         return state.withLock { s in
-            Statistics(counters: s.core.counters, settled: s.core.isSettled, connected: s.connected,
+            Statistics(counters: s.core.counters, settled: s.core.isSettled && s.synced, connected: s.connected,
                        connections: s.connections, beacons: s.core.presence.beacons.count, joins: s.core.observers.count,
                        published: s.published, publishFailures: s.publishFailures, droppedEvents: dropped)
         }
@@ -165,16 +182,16 @@ public final class BrainService: Service, Sendable {
         case .connected:
             state.withLock { s in
                 s.connections += 1
-                if s.connections > 1 {
-                    // Start afresh: what changed while disconnected is only in the retained state.
-                    let counters = s.core.counters
-                    s.core = BrainCore(config: s.core.config, stores: s.core.stores, limits: options.limits)
-                    s.core.counters = counters
-                }
                 s.connected = true
+                s.synced = false
                 s.connectedAt = .now
                 s.lastRetained = nil
                 s.syncToken = "\(s.connections)-\(WallClock.now().nanoseconds)"
+                // What was decided during the outage first, in its order.
+                let queued = s.queued
+                s.queued = []
+                send(&s, queued)
+                if s.connections > 1 { emit(&s, s.core.reconnect(at: WallClock.now())) }
                 send(&s, [s.core.onlineMessage,
                           OutgoingMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
@@ -204,7 +221,7 @@ public final class BrainService: Service, Sendable {
         state.withLock { s in
             guard s.connected, let connectedAt = s.connectedAt else { return }
             let now = ContinuousClock.now
-            if !s.core.isSettled {
+            if !s.synced {
                 let quiet = now - (s.lastRetained ?? connectedAt) >= .seconds(options.settleQuiet)
                 if quiet || now - connectedAt >= .seconds(options.settleLimit) {
                     logger.notice("settling without the sync marker", metadata: ["quiet": "\(quiet)"])
@@ -225,7 +242,8 @@ public final class BrainService: Service, Sendable {
     // MARK: - Inside the lock
 
     private func settle(_ s: inout State) {
-        guard !s.core.isSettled else { return }
+        guard !s.synced else { return }
+        s.synced = true
         emit(&s, s.core.settle(at: WallClock.now()))
         s.nextHealth = nil
     }
@@ -237,19 +255,32 @@ public final class BrainService: Service, Sendable {
     }
 
     private func send(_ s: inout State, _ messages: [OutgoingMessage]) {
-        for message in messages {
+        guard s.connected else { return queue(&s, messages[...]) }
+        for (index, message) in messages.enumerated() {
             do {
                 try client.publish(MQTTMessage(topic: message.topic, text: message.payload, qos: message.qos,
                                                retain: message.retain))
                 s.published += 1
             } catch {
-                s.publishFailures += 1
                 if error.isNoConnection {
-                    logger.debug("not connected; dropped a message", metadata: ["topic": "\(message.topic)"])
-                } else {
-                    logger.warning("publish failed", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
+                    // The connection went before we heard of it: this and the rest wait.
+                    logger.debug("not connected; queued for the reconnect", metadata: ["topic": "\(message.topic)"])
+                    return queue(&s, messages[index...])
                 }
+                s.publishFailures += 1
+                logger.warning("publish failed", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
             }
+        }
+    }
+
+    /// Keeps messages for the reconnect: an answer decided from a message that arrived just
+    /// before the connection went is still owed. Bounded; the oldest go first.
+    private func queue(_ s: inout State, _ messages: ArraySlice<OutgoingMessage>) {
+        s.queued += messages
+        let excess = s.queued.count - options.outageQueueLimit
+        if excess > 0 {
+            s.queued.removeFirst(excess)
+            s.publishFailures += excess
         }
     }
 

@@ -1,5 +1,5 @@
 public import ArgumentParser
-public import BeaconKit
+public import Config
 public import Logging
 public import ServiceLifecycle
 import UnixSignals
@@ -129,15 +129,25 @@ public enum ConfigLoading {
         }
     }
 
-    /// Applies `--broker URL`.
-    public static func override(_ config: inout FleetConfig, broker: String?) throws {
+    /// Applies `--broker URL` to the fleet's broker, or with `gateway` to that gateway's
+    /// broker (its store's when the store has one).
+    public static func override(_ config: inout FleetConfig, broker: String?, gateway: String? = nil) throws {
         guard let broker else { return }
+        let url: BrokerURL
         do {
-            let url = try BrokerURL(parsing: broker)
-            config.broker.url = url
-            if let user = url.username { config.broker.username = user }
+            url = try BrokerURL(parsing: broker)
         } catch {
             throw CommandFailure("--broker: \(error.reason)")
+        }
+        func apply(_ target: inout BrokerConfig) {
+            target.url = url
+            if let user = url.username { target.username = user }
+        }
+        if let gateway, let major = config.gateway(id: gateway)?.store,
+           let index = config.stores.firstIndex(where: { $0.major == major && $0.broker != nil }) {
+            apply(&config.stores[index].broker!)
+        } else {
+            apply(&config.broker)
         }
     }
 

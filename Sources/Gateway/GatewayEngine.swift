@@ -1,4 +1,8 @@
 public import BeaconKit
+public import Wire
+public import Tracking
+public import Config
+import GatewayCore
 public import HCI
 public import Logging
 public import MQTT
@@ -225,7 +229,9 @@ public final class GatewayEngine: Sendable {
             var needsRestart: [String] = []
             if gateway.source != s.gateway.source { needsRestart.append("source") }
             if gateway.scan != s.gateway.scan { needsRestart.append("scan") }
-            if config.broker != s.config.broker { needsRestart.append("broker") }
+            if config.broker(forGateway: gatewayID) != s.config.broker(forGateway: gatewayID) {
+                needsRestart.append("broker")
+            }
             if config.topicPrefix != s.config.topicPrefix { needsRestart.append("topicPrefix") }
             let previousTracks = s.tracker.tracks
             s.config = config

@@ -1,4 +1,5 @@
-public import BeaconKit
+import BeaconKit
+public import Config
 public import HCI
 public import Logging
 public import MQTT
@@ -34,7 +35,8 @@ public struct GatewayService: Service, CustomStringConvertible {
         self.configPath = configPath
         self.logger = logger
         let topics = config.topics
-        var options = MQTTClientOptions(config.broker, clientID: config.broker.clientId ?? "beacon-gateway-\(gateway.id)",
+        let broker = config.broker(forGateway: gateway.id)
+        var options = MQTTClientOptions(broker, clientID: broker.clientId ?? "beacon-gateway-\(gateway.id)",
                                         password: password)
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
@@ -53,7 +55,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         try client.subscribe(readBack + [topics.commands(ofGateway: gateway.id), topics.fleetConfig], qos: 1)
         try client.start()
         logger.info("gateway starting", metadata: [
-            "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker.url)",
+            "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker(forGateway: gateway.id).url)",
         ])
         let started = WallClock.monotonic()
 

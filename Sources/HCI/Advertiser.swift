@@ -1,4 +1,6 @@
 public import BeaconKit
+import Wire
+public import Config
 public import Logging
 import SystemCalls
 

@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Config
 
 /// One HCI event as a source delivers it, starting at the event code (no H4 type byte).
 public struct HCIFrame: Sendable, Equatable {

@@ -1,4 +1,6 @@
 import BeaconKit
+import Wire
+import Config
 import Logging
 
 /// A link with the context every command needs: when to give up, where events that

@@ -1,4 +1,4 @@
-public import BeaconKit
+public import Config
 public import Logging
 
 /// Advertising reports from a controller reached as an H4 byte stream: `h4:unix:PATH`

@@ -3,7 +3,9 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-public import BeaconKit
+import BeaconKit
+public import Wire
+public import Config
 public import SystemCalls
 
 /// Why a live source or the advertiser could not do its work, said so that an operator

@@ -3,7 +3,8 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import BeaconKit
+import Wire
+import Config
 import SystemCalls
 
 /// What a source's byte stream held besides well-framed events.

@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-public import BeaconKit
+public import Config
 import CBlueZ
 public import Logging
 import SystemCalls

@@ -1,7 +1,9 @@
-import BeaconKit
+import Wire
+import Config
 import Logging
 import Synchronization
 import SystemCalls
+import BeaconKit
 
 /// The engine behind `H4Source` and `KernelHCISource`: open, set the controller up,
 /// deliver events, restore on the way out; on loss, report and retry with back-off.

@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Config
 public import Logging
 import SystemCalls
 

@@ -1,4 +1,5 @@
 import BeaconKit
+import Config
 internal import CMosquitto
 import Synchronization
 import SystemCalls

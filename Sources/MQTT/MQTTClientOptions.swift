@@ -1,4 +1,4 @@
-public import BeaconKit
+public import Config
 
 /// How an `MQTTClient` connects. Fixed once the client is made.
 public struct MQTTClientOptions: Sendable {

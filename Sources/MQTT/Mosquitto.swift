@@ -1,4 +1,4 @@
-import BeaconKit
+import Config
 internal import CMosquitto
 
 #if canImport(Glibc)

@@ -1,8 +1,8 @@
 import ArgumentParser
-import BeaconKit
 import Brain
 import CommandLineSupport
 import Logging
+import Config
 
 struct BeaconBrain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,7 +13,9 @@ struct BeaconBrain: AsyncParsableCommand {
           beacons/<major>/<minor>                  sightings, from every gateway
           beacons/<major>/<minor>/presence/<gw>    each gateway's retained view
           gateways/<gw>/status                     "offline" (last will): drop
-                                                   that gateway's views at once
+                                                   that gateway's views 3 s later
+                                                   unless it is back (a broker
+                                                   that stops sends every will)
           beacons/<major>/<minor>/observers/<id>   retained joins:
               {"state":"joined","profile":{"name","favorite","photo"}}
               (profile optional; photo a base64 JPEG of at most 20 KiB);
@@ -22,6 +24,10 @@ struct BeaconBrain: AsyncParsableCommand {
                                                    every join of that observer
           fleet/config                             applied live when valid;
                                                    reported when not
+          stores/<major>/bridge                    a store broker's bridge: "0"
+                                                   holds that store's presence as
+                                                   it was until "1" and its replay
+                                                   (docs/fleet.md)
           brain/visits/#, brain/answered/#         its own records (restarts)
 
         Writes:
@@ -34,15 +40,18 @@ struct BeaconBrain: AsyncParsableCommand {
                                              "locationFix"|"error",...}: the ad
                                              on every join, rule actions, and
                                              errors for rejected joins
-          stores/<store>/roster              retained greeter view: who is in,
-                                             name, favorite, photo topic
+          stores/<store>/customers/<id>      retained greeter view, one customer
+                                             each: name, favorite, photo topic
+          stores/<store>/roster              retained summary: count and the 50
+                                             latest arrivals, at most 1/s
           brain/status                       retained "online"; "offline" as
                                              last will and on shutdown
           brain/visits/<major>/<minor>       retained records of what was
           brain/answered/<major>/<minor>/<id>  answered, so a restarted brain
                                              answers nothing twice
           brain/health/<client id>           counters, retained, every 30 s
-          brain/events                       reports on fleet/config
+          brain/events                       reports on fleet/config and on
+                                             rejected input (rate-limited)
           brain/sync/<client id>             a marker to itself: the retained
                                              state has been read
           and whatever the config's rules publish ("do": "publish").

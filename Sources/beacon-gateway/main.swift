@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconKit
+import Config
 import CommandLineSupport
 import Gateway
 import HCI
@@ -26,7 +27,9 @@ struct BeaconGateway: AsyncParsableCommand {
         begin at the same instant, as beaconctl simulate's do, with the same --start-at stay in step).
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
-        The broker password comes from the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+        The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
+        stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. Its
+        password comes from that broker's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
 
         Example:
           beacon-gateway --config deploy/fleet.example.json --id door --source btsnoop:/tmp/store/door.log --loop
@@ -41,7 +44,7 @@ struct BeaconGateway: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Override the config's source.", valueName: "URI"))
     var source: String?
 
-    @Option(name: .long, help: ArgumentHelp("Override the config's broker: mqtt://[user@]host[:port] or mqtts://…",
+    @Option(name: .long, help: ArgumentHelp("Override the gateway's broker: mqtt://[user@]host[:port] or mqtts://…",
                                             valueName: "URL"))
     var broker: String?
 
@@ -62,7 +65,7 @@ struct BeaconGateway: AsyncParsableCommand {
     func run() async throws {
         bootstrapLogging(logLevel)
         var fleet = try ConfigLoading.load(config)
-        try ConfigLoading.override(&fleet, broker: broker)
+        try ConfigLoading.override(&fleet, broker: broker, gateway: id)
         guard let gateway = fleet.gateway(id: id) else {
             let known = fleet.gateways.map(\.id)
             throw CommandFailure("\(config) has no gateway \"\(id)\"" +
@@ -86,7 +89,7 @@ struct BeaconGateway: AsyncParsableCommand {
             }
             return instant
         }
-        let password = try ConfigLoading.password(for: fleet.broker)
+        let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")
 
         let advertisingSource: any AdvertisingSource

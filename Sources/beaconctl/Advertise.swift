@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconKit
+import Config
 import CommandLineSupport
 import HCI
 import Logging

@@ -1,5 +1,8 @@
 import ArgumentParser
 import BeaconKit
+import Wire
+import Config
+import Simulation
 import Brain
 import CommandLineSupport
 import Gateway
@@ -10,6 +13,7 @@ import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
+import BrainCore
 #endif
 
 struct Bench: AsyncParsableCommand {

@@ -1,8 +1,9 @@
 import ArgumentParser
-import BeaconKit
 import CommandLineSupport
 import MQTT
 import SystemCalls
+import BeaconKit
+import Config
 
 struct Config: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,6 +29,11 @@ struct Config: AsyncParsableCommand {
                       + "\(config.beacons.count) beacon\(config.beacons.count == 1 ? "" : "s"), "
                       + "\(config.stores.count) store\(config.stores.count == 1 ? "" : "s"), "
                       + "\(config.rules.count) rule\(config.rules.count == 1 ? "" : "s"); broker \(config.broker.url)")
+            let bridged = config.bridgedStores.map(\.major)
+            if !bridged.isEmpty {
+                printLine("\(bridged.count) store broker\(bridged.count == 1 ? "" : "s") bridged to \(config.bridgeURL) "
+                          + "(stores \(bridged.map(String.init).joined(separator: ", "))): beaconctl bridge \(path) --store N")
+            }
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }

@@ -1,5 +1,7 @@
 import ArgumentParser
 import BeaconKit
+import Wire
+import GatewayCore
 import CommandLineSupport
 import SystemCalls
 

@@ -1,5 +1,7 @@
 import ArgumentParser
 import BeaconKit
+import Config
+import BrainCore
 import CommandLineSupport
 import MQTT
 import SystemCalls

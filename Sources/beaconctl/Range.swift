@@ -1,5 +1,7 @@
 import ArgumentParser
 import BeaconKit
+import Wire
+import Tracking
 import CommandLineSupport
 import HCI
 import Logging
@@ -8,6 +10,7 @@ import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
+import Config
 #endif
 
 struct RangeCommand: AsyncParsableCommand {
@@ -20,7 +23,9 @@ struct RangeCommand: AsyncParsableCommand {
         beacon's measured power; an estimate), the proximity class (immediate, near, far) and
         the word of a hide-and-seek game: HOT! (immediate), Warmer (closing in, or near and
         not moving away), Cold (far, or moving away), Freezing (10 m or more and not closing
-        in). A beacon not heard for --exit-timeout seconds gets a last "gone" line.
+        in). --words original says what the original hot/cold app said, from the proximity
+        class alone: Hot! (immediate), Warm! (near), Cold! (far), Freezing! (unknown: no
+        signal strength, or not heard lately). A beacon not heard for --exit-timeout seconds gets a last "gone" line.
         Controllers that report no signal strength (RSSI 127, like BlueZ's emulator) give
         "rssi n/a" and no distance.
 
@@ -36,6 +41,7 @@ struct RangeCommand: AsyncParsableCommand {
           beaconctl range --source hci:0
           beaconctl range --source hci:0 --uuid E2C56DB5-DFFB-48D2-B060-D0F5A71096E0
           beaconctl range --source btsnoop:capture.log --speed 0 --plain
+          beaconctl range --source hci:0 --words original
         """)
 
     @Option(name: .long, help: ArgumentHelp("hci:N, h4:… or btsnoop:FILE.", valueName: "URI"))
@@ -55,6 +61,16 @@ struct RangeCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Stop after S seconds (of the source's time).", valueName: "S"))
     var duration: Double?
+
+    @Option(name: .long, help: ArgumentHelp("game (distance and trend: HOT!, Warmer, Cold, Freezing) or original "
+                                            + "(the proximity class: Hot!, Warm!, Cold!, Freezing!).", valueName: "WORDS"),
+            transform: { text in
+                guard let words = HotColdWords(rawValue: text) else {
+                    throw ValidationError("--words: \"\(text)\" is neither game nor original")
+                }
+                return words
+            })
+    var words: HotColdWords = .game
 
     @Flag(name: .long, help: "Plain lines even on a terminal.")
     var plain = false
@@ -87,7 +103,7 @@ struct RangeCommand: AsyncParsableCommand {
         let signals = await trapStopSignals()
         let settings = TrackerSettings(exitTimeout: exitTimeout, pathLossExponent: pathLoss)
         let view = RangeView(monitor: RangeMonitor(settings: settings, uuid: filter),
-                             display: RangeDisplay(terminal: !plain && isatty(1) == 1, source: uri.description),
+                             display: RangeDisplay(terminal: !plain && isatty(1) == 1, source: uri.description, words: words),
                              stopAfter: duration)
         let source = advertisingSource
         var failure: (any Error)?
@@ -199,11 +215,13 @@ final class RangeView: Sendable {
 struct RangeDisplay: Sendable {
     let terminal: Bool
     let source: String
+    let words: HotColdWords
     private var lastStatus = ""
 
-    init(terminal: Bool, source: String) {
+    init(terminal: Bool, source: String, words: HotColdWords = .game) {
         self.terminal = terminal
         self.source = source
+        self.words = words
     }
 
     mutating func status(_ text: String) {
@@ -215,7 +233,7 @@ struct RangeDisplay: Sendable {
         guard terminal else {
             // hh:mm:ss (UTC) of the report, so the lines of one second read as one group.
             let clock = time.iso8601.dropFirst(11).prefix(8)
-            for line in lines { printLine("\(clock)  \(line.plainText)") }
+            for line in lines { printLine("\(clock)  \(line.text(words: words))") }
             return
         }
         var screen = "\u{1B}[H\u{1B}[2J"
@@ -223,7 +241,7 @@ struct RangeDisplay: Sendable {
         screen += "\u{1B}[2m\(lastStatus)\u{1B}[0m\n\n"
         if lines.isEmpty { screen += "listening… no iBeacon heard yet\n" }
         for line in lines {
-            screen += Self.colour(line.warmth, gone: line.gone) + line.plainText + "\u{1B}[0m\n"
+            screen += Self.colour(words.warmth(for: line), gone: line.gone) + line.text(words: words) + "\u{1B}[0m\n"
         }
         printLine(String(screen.dropLast()))
     }

@@ -1,7 +1,10 @@
 import ArgumentParser
 import BeaconKit
+import Config
+import Simulation
 import CommandLineSupport
 import SystemCalls
+import Wire
 
 struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -122,6 +125,7 @@ struct Simulate: ParsableCommand {
                                                       "text": .string("Two coffees for the price of one")])])]),
             "rules": .array([
                 .object(["name": .string("welcome"), "when": .string("join"),
+                         "fallback": .string("Hello! Your coffee is on its way."),
                          "then": .array([.object(["do": .string("greeting"),
                                                   "text": .string("Hello {customer}! A {favorite} is on its way.")])])]),
                 .object(["name": .string("deal at the counter"), "when": .string("proximity:immediate"),

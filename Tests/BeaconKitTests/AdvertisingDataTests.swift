@@ -1,4 +1,6 @@
 import BeaconKit
+import Wire
+import Simulation
 import Testing
 
 /// Apple's AirLocate sample UUID, the one every iBeacon tutorial uses.

@@ -1,4 +1,6 @@
 import BeaconKit
+import Wire
+import Simulation
 import Testing
 
 /// The three real captures in `Tests/Fixtures/captures` (origins in its README.md), read with

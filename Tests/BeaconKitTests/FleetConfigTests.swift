@@ -1,4 +1,6 @@
 import BeaconKit
+import Tracking
+import Config
 import Testing
 
 @Suite("Fleet config")
@@ -209,7 +211,7 @@ struct FleetConfigTests {
          #"beacons[0].colour: unknown key (known: uuid, major, minor, name, measuredPower, latitude, longitude, heading, floor, store, ad)"#),
         (#"{"brain": {"zoneMargn": 1}}"#, #"brain.zoneMargn: unknown key (did you mean "zoneMargin"?)"#),
         (#"{"brain": {"zone": 1}}"#, #"brain.zone: unknown key (known: zoneMargin, zoneUpdates)"#),
-        (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain)"#),
+        (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant)"#),
     ])
     func unknownKeys(_ json: String, _ error: String) {
         #expect(Self.errors(json) == [error])

@@ -1,4 +1,7 @@
 import BeaconKit
+import Wire
+import Config
+import Simulation
 import Testing
 
 /// Deterministic fuzzing of every parser that reads untrusted bytes: 178,060 inputs (40,000

@@ -1,4 +1,5 @@
 import BeaconKit
+import Wire
 import Testing
 
 /// A real H4 byte stream: the records of `btsnoop-decoder_hci.log` (datalink 1002, every

@@ -1,4 +1,5 @@
 import BeaconKit
+import Wire
 import Testing
 
 @Suite("HCI events")

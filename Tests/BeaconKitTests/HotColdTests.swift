@@ -1,4 +1,6 @@
 import BeaconKit
+import Wire
+import Tracking
 import Testing
 
 /// The hide-and-seek words and `RangeMonitor`, the core of `beaconctl range`.

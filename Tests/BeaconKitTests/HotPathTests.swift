@@ -1,4 +1,9 @@
 import BeaconKit
+import Wire
+import Tracking
+import Config
+import GatewayCore
+import Simulation
 import Testing
 
 /// The paths the benchmarks measure (decode, track, sighting JSON), pinned byte for byte so

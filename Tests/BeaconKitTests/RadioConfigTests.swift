@@ -1,4 +1,5 @@
 import BeaconKit
+import Config
 import Testing
 
 /// The radio settings of the fleet config: the scan watchdog and the advertise object,

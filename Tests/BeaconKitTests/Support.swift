@@ -1,4 +1,5 @@
 import BeaconKit
+import Wire
 import Foundation
 
 /// Bytes from a hex string written as in the sources we quote (spaces allowed).

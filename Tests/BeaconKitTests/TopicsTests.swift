@@ -1,4 +1,5 @@
 import BeaconKit
+import Config
 import Testing
 
 @Suite("Topics and endpoints")

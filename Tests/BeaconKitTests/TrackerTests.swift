@@ -1,4 +1,8 @@
 import BeaconKit
+import Wire
+import Tracking
+import GatewayCore
+import Simulation
 import Foundation
 import Testing
 

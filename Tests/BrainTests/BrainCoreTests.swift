@@ -1,4 +1,7 @@
 import BeaconKit
+import Tracking
+import Config
+import BrainCore
 import Foundation
 import Testing
 
@@ -13,13 +16,17 @@ struct Harness {
 
     /// A brain that starts on `retained` state and settles at `now`.
     init(config: FleetConfig = testConfig(), stores: Set<UInt16> = [], retained: [String: String] = [:], at now: Instant = t(0)) {
-        core = BrainCore(config: config, stores: stores)
-        topics = config.topics
+        self.init(core: BrainCore(config: config, stores: stores), retained: retained, at: now)
+    }
+
+    init(core: BrainCore, retained: [String: String] = [:], at now: Instant = t(0)) {
+        self.core = core
+        topics = core.topics
         self.retained = retained
         for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) {
-            apply(core.receive(topic: topic, payload: Array(payload.utf8), retained: true, at: now))
+            apply(self.core.receive(topic: topic, payload: Array(payload.utf8), retained: true, at: now))
         }
-        apply(core.settle(at: now))
+        apply(self.core.settle(at: now))
     }
 
     /// The same broker with a new brain (the old one crashed or was restarted).
@@ -135,6 +142,12 @@ struct Harness {
         h.join("ada", window, at: t(1))
         h.join("bob", window, at: t(1))
         h.publish("observers/ada/status", "offline", retain: true, at: t(5))
+        // Held for the grace (a broker that shuts down publishes every will at once)…
+        #expect(h.retained[h.topics.observer("ada", of: counter)] != nil)
+        h.advance(to: t(7.9))
+        #expect(h.core.counters.leaves == 0)
+        // …then every join of the client ends.
+        h.advance(to: t(8))
         #expect(h.retained[h.topics.observer("ada", of: counter)] == nil)
         #expect(h.retained[h.topics.observer("ada", of: window)] == nil)
         #expect(h.retained[h.topics.observer("bob", of: window)] != nil)
@@ -142,8 +155,23 @@ struct Harness {
         #expect(h.core.counters.leaves == 2)
         // The deletions come back to the brain; nothing more happens.
         let before = h.sent.count
-        h.leave("ada", counter, at: t(6))
+        h.leave("ada", counter, at: t(9))
         #expect(h.sent.count == before)
+    }
+
+    @Test func aWillFollowedByTheClientComingBackWithinTheGraceChangesNothing() {
+        var h = Harness()
+        h.join("ada", counter, at: t(1))
+        h.announce(counter, by: "door", rssi: -70, at: t(1))
+        h.publish("observers/ada/status", "offline", retain: true, at: t(5))
+        h.publish("gateways/door/status", "offline", retain: true, at: t(5))
+        h.publish("observers/ada/status", "online", retain: true, at: t(6))
+        h.see(counter, by: "door", rssi: -70, at: t(6))
+        let before = h.sent.count
+        h.advance(to: t(20))
+        #expect(h.core.counters.leaves == 0)
+        #expect(h.core.presence[counter] != nil)
+        #expect(h.sent[before...].allSatisfy { !$0.retain || !$0.payload.isEmpty }, "nothing deleted")
     }
 
     @Test func aRosterListsAClientOnceWithTheirFirstTime() throws {
@@ -185,6 +213,91 @@ struct Harness {
         #expect(h.roster?["customers"]?.arrayValue?.first?["favorite"] == .string("cortado"))
     }
 
+    // MARK: Floods
+
+    @Test func everyCustomerHasARetainedTopicAndTheRosterIsABoundedSummary() throws {
+        var limits = BrainCore.Limits()
+        limits.rosterLimit = 2
+        var h = Harness(core: BrainCore(config: testConfig(), limits: limits))
+        h.join("ada", counter, joinJSON(photo: photo(100)), at: t(1))
+        h.join("bob", window, joinJSON(name: "Bob"), at: t(2))
+        h.join("cy", window, joinJSON(name: "Cy"), at: t(3))
+        let ada = try #require(h.retainedJSON(h.topics.customer("ada", ofStore: 100)))
+        #expect(ada.objectValue?.keys == ["client", "name", "favorite", "photo", "beacon", "since"])
+        #expect(ada["photo"] == .string("beacons/100/1/observers/ada"))
+        #expect(ada["since"] == .string(t(1).iso8601))
+        let roster = try #require(h.roster)
+        #expect(roster["count"] == .number(3))
+        #expect(roster["customers"]?.arrayValue?.map { $0["client"] } == [.string("bob"), .string("cy")])
+        #expect(try Roster(parsing: roster).customers.last == Roster.Customer(parsing: try #require(h.retainedJSON("stores/100/customers/cy"))))
+        h.leave("ada", counter, at: t(4))
+        #expect(h.retained[h.topics.customer("ada", ofStore: 100)] == nil)
+        #expect(h.roster?["count"] == .number(2))
+    }
+
+    @Test func rosterSummariesAreDebouncedPerStore() throws {
+        var h = Harness()
+        let summaries = { (h: Harness) in h.sent.filter { $0.topic == h.topics.roster(ofStore: 100) }.count }
+        h.join("ada", counter, at: t(1))
+        #expect(summaries(h) == 1, "the first change after a quiet spell goes out at once")
+        for (i, client) in ["bob", "cy", "dee"].enumerated() { h.join(client, window, at: t(1.1 + 0.1 * Double(i))) }
+        #expect(summaries(h) == 1)
+        #expect(h.retained[h.topics.customer("dee", ofStore: 100)] != nil, "customers are not held back")
+        h.advance(to: t(1.9))
+        #expect(summaries(h) == 1)
+        h.advance(to: t(2))
+        #expect(summaries(h) == 2)
+        #expect(h.roster?["count"] == .number(4))
+        h.advance(to: t(5))
+        #expect(summaries(h) == 2, "nothing changed")
+    }
+
+    /// The O(change) guard: what one join costs on the wire must not grow with the roster.
+    @Test func aJoinCostsTheSameBytesWhateverTheRosterHolds() {
+        var h = Harness()
+        func bytesFor(joins range: Range<Int>) -> (bytes: Int, messages: Int, largest: Int) {
+            let start = h.sent.count
+            for i in range {
+                // 50 joins a second, as in a flood; summaries are then folded per second.
+                h.join("client-\(i)", BeaconRef(major: 100, minor: UInt16(1 + i % 50)), at: t(1 + Double(i) / 50))
+            }
+            h.advance(to: t(1 + Double(range.upperBound) / 50 + 1))
+            let sent = h.sent[start...]
+            return (sent.reduce(0) { $0 + $1.topic.utf8.count + $1.payload.utf8.count }, sent.count,
+                    sent.map { $0.payload.utf8.count }.max() ?? 0)
+        }
+        let first = bytesFor(joins: 0..<500)
+        let later = bytesFor(joins: 4500..<5000)
+        _ = bytesFor(joins: 500..<4500)
+        let last = bytesFor(joins: 5000..<5500)
+        #expect(h.roster?["count"] == .number(5500))
+        #expect(last.messages <= first.messages + 2, "\(first) \(last)")
+        // O(roster) would make the 5,000th join cost ten times the 500th.
+        #expect(Double(later.bytes) <= 1.2 * Double(first.bytes), "\(first) \(later)")
+        #expect(Double(last.bytes) <= 1.2 * Double(first.bytes), "\(first) \(last)")
+        #expect(last.largest < 16 * 1024, "no message grows with the roster")
+    }
+
+    @Test func aClientMakingTooManyJoinsIsRefusedUntilItEarnsAnother() {
+        var h = Harness()
+        for minor in 1...10 { h.join("mal", BeaconRef(major: 100, minor: UInt16(minor)), at: t(1)) }
+        #expect(h.core.observers.count == 10)
+        h.join("mal", BeaconRef(major: 100, minor: 11), at: t(1))
+        #expect(h.core.observers.count == 10)
+        let refusal = h.inbox("mal").last
+        #expect(refusal?["type"] == .string("error"))
+        #expect(refusal?["error"] == .string("too many joins from mal: at most 10 at once, then one every 6 s; publish the join again later"))
+        #expect(h.core.counters.joinsThrottled == 1)
+        // A retained join delivered again costs nothing; others keep joining.
+        h.join("mal", BeaconRef(major: 100, minor: 1), at: t(2))
+        h.join("ada", counter, at: t(2))
+        #expect(h.inbox("ada").first?["type"] == .string("ad"))
+        // 6 s later one more.
+        h.join("mal", BeaconRef(major: 100, minor: 11), at: t(7.1))
+        #expect(h.core.observers.count == 12)
+        #expect(h.core.counters.joinsThrottled == 1)
+    }
+
     // MARK: Presence
 
     @Test func fleetPresenceFollowsTheZoneAndIsDeletedWhenAbsentEverywhere() throws {
@@ -214,12 +327,14 @@ struct Harness {
         #expect(h.retained[h.topics.visitRecord(of: counter)] == nil)
     }
 
-    @Test func gatewayLastWillEndsItsVisitsAtOnce() {
+    @Test func gatewayLastWillEndsItsVisitsAfterTheGrace() {
         var h = Harness()
         h.announce(counter, by: "door", rssi: -70, at: t(1))
         h.announce(window, by: "door", rssi: -70, at: t(1))
         h.announce(window, by: "till", rssi: -80, .far, at: t(1))
         h.publish("gateways/door/status", "offline", retain: true, at: t(2))
+        #expect(h.retained[h.topics.presence(of: counter)] != nil, "held for the grace")
+        h.advance(to: t(5))
         #expect(h.retained[h.topics.presence(of: counter)] == nil)
         #expect(h.retainedJSON(h.topics.presence(of: window))?["zone"] == .string("till"))
     }
@@ -433,10 +548,36 @@ struct Harness {
         #expect(h.core.observers.count == 1)
         #expect(h.retained == retainedBefore, "no retained state changed")
         #expect(h.inbox("ada").filter { $0["type"] == .string("error") }.count == bad.count + 1)
-        #expect(h.sent.filter { $0.topic == "brain/events" }.count == bad.count + 1)
+        let events = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json)
+        #expect(events.filter { $0["event"] == .string("config") }.count == bad.count + 1)
+        // Every other rejected input is reported: 20 a second one by one, the rest in a summary.
+        let rejected = h.core.counters.rejected + h.core.counters.unknownTopics - (bad.count + 1)
+        let single = events.filter { $0["event"] == .string("rejected") && $0["kind"] != nil }
+        #expect(single.count == 20)
+        #expect(single.first?["kind"] == .string("sighting"))
+        #expect(single.first?["topic"] == .string("beacons/100/1"))
+        #expect(single.first?["bytes"] == .number(8))
+        h.advance(to: t(3.5))
+        let summary = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json).last
+        #expect(summary?["suppressed"] == .number(Double(rejected - 20)))
+        #expect(summary?["since"] == .string(t(2).iso8601))
         // Still answering.
         h.join("zoe", counter, at: t(3))
         #expect(h.inbox("zoe").first?["type"] == .string("ad"))
+    }
+
+    @Test func anOversizedConfigIsReportedAndTheLastGoodOneKept() {
+        var limits = BrainCore.Limits(maxConfigPayload: 1000)
+        limits.eventsPerSecond = 5
+        var h = Harness(core: BrainCore(config: testConfig(), limits: limits))
+        h.publish("fleet/config", String(repeating: " ", count: 2000) + "{}", retain: true, at: t(1))
+        let events = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json)
+        #expect(events.contains { $0["event"] == .string("config") && $0["status"] == .string("rejected")
+            && $0["errors"] == .array([.string("fleet/config: payload of 2002 bytes exceeds 1000")]) })
+        #expect(events.contains { $0["event"] == .string("rejected") && $0["kind"] == .string("oversized")
+            && $0["topic"] == .string("fleet/config") && $0["bytes"] == .number(2002) })
+        #expect(h.core.counters.configsRejected == 1)
+        #expect(h.core.config == testConfig())
     }
 
     // MARK: Config and stores

@@ -1,4 +1,5 @@
 import BeaconKit
+import Config
 import Brain
 import Foundation
 import Logging

@@ -1,9 +1,11 @@
-import BeaconKit
+import BrainCore
 import Brain
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
+import Tracking
 
 /// The brain against a real Mosquitto: each test starts its own broker on a free port and
 /// stops exactly what it started.

@@ -1,5 +1,7 @@
 import BeaconKit
+import BrainCore
 import Testing
+import Tracking
 
 func newFleet() -> FleetPresence { FleetPresence(settings: .init(zoneMargin: 4, zoneUpdates: 3, sightingTimeout: 30)) }
 

@@ -1,5 +1,8 @@
 import BeaconKit
+import Config
+import BrainCore
 import Testing
+import Tracking
 
 @Suite struct JoinValidationTests {
     @Test func aJoinWithAFullProfile() throws {

@@ -1,5 +1,8 @@
 import BeaconKit
+import Config
+import BrainCore
 import Testing
+import Tracking
 
 @Suite struct RuleEngineTests {
     let counterEntry = BeaconEntry(id: BeaconID(uuid: storeUUID, major: 100, minor: 1), name: "counter")

@@ -1,4 +1,7 @@
 import BeaconKit
+import Tracking
+import Config
+import BrainCore
 import Foundation
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).

@@ -1,4 +1,5 @@
 import BeaconKit
+import Wire
 import Foundation
 import HCI
 import Synchronization

@@ -1,9 +1,11 @@
-import BeaconKit
+import Wire
+import Config
 import Foundation
 import HCI
 import SystemCalls
 import TestSupport
 import Testing
+import BeaconKit
 
 /// The live sources and the advertiser against BlueZ's emulated controllers (`btvirt -s`
 /// with the AF_ALG shim), each test with a btvirt of its own.

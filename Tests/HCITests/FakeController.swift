@@ -1,4 +1,6 @@
 import BeaconKit
+import Wire
+import Config
 import Foundation
 import HCI
 import Synchronization

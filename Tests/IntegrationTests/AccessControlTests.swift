@@ -1,7 +1,7 @@
-import BeaconKit
 import Foundation
 import TestSupport
 import Testing
+import Wire
 
 /// The example ACL in deploy/mosquitto holds on a real Mosquitto: a gateway publishes only
 /// its own topics, observers only their own joins, the brain alone publishes ads.
@@ -46,11 +46,13 @@ struct AccessControlTests {
             ("ana", "beacons/1/2/observers/ana"), ("ana", "observers/ana/status"),
             ("brain", "beacons/1/2/ad"), ("brain", "observers/ana/inbox"), ("brain", "stores/1/roster"),
             ("operator", "fleet/config"), ("operator", "gateways/door/cmd"),
+            ("display", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
         ]
         let forbidden = [
             ("door", "beacons/1/2/presence/counter"), ("door", "gateways/counter/status"), ("door", "beacons/1/2/ad"),
             ("ana", "beacons/1/2/observers/ben"), ("ana", "beacons/1/2/ad"), ("ana", "observers/ben/inbox"),
             ("ana", "stores/1/roster"), ("display", "beacons/1/2/observers/ana"), ("counter", "gateways/door/health"),
+            ("display", "stores/1/roster"), ("display", "gateways/door/status"), ("display", "homeassistant/sensor/other/config"),
         ]
         for (user, topic) in forbidden { try await publish(broker, as: user, topic, "forbidden", in: dir) }
         for (user, topic) in allowed { try await publish(broker, as: user, topic, "allowed", in: dir) }

@@ -1,8 +1,10 @@
 import BeaconKit
+import Wire
 import Foundation
 import HCI
 import TestSupport
 import Testing
+import Config
 
 /// The gateway against real parts: mosquitto on a free loopback port, btvirt's
 /// emulated controllers over H4, and the built `beacon-gateway` executable.

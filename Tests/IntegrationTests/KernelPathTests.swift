@@ -1,7 +1,7 @@
-import BeaconKit
 import Foundation
 import TestSupport
 import Testing
+import BeaconKit
 
 /// The kernel path, end to end, on a real Linux kernel: `scripts/qemu-bluetooth` boots
 /// Debian's kernel in QEMU with two emulated controllers (`btvirt -l2` through

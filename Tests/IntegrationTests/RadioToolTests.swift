@@ -1,8 +1,10 @@
 import BeaconKit
+import Wire
 import Foundation
 import HCI
 import TestSupport
 import Testing
+import Config
 
 /// `beaconctl advertise`, `beaconctl range` and the gateway as an emitter, against
 /// btvirt's emulated controllers over H4 and generated captures (the kernel path is

@@ -1,4 +1,5 @@
 @testable import BeaconKit
+@testable import Config
 import Foundation
 import TestSupport
 import Testing
@@ -27,7 +28,9 @@ struct SchemaTests {
         #expect(keys(defs?["tuning"]).union(keys(defs?["gateway"])) == Set(FleetConfig.gatewayKeys))
         #expect(keys(defs?["beacon"]) == Set(FleetConfig.beaconKeys))
         #expect(keys(defs?["rule"]) == Set(FleetConfig.ruleKeys))
-        #expect(keys(defs?["store"]) == ["major", "name", "ad"])
+        #expect(keys(defs?["store"]) == Set(FleetConfig.storeKeys))
+        #expect(keys(defs?["store"]?["properties"]?["bridge"]) == Set(FleetConfig.storeBridgeKeys))
+        #expect(keys(schema["properties"]?["bridge"]) == Set(FleetConfig.bridgeKeys))
         #expect(keys(schema["properties"]?["brain"]) == ["zoneMargin", "zoneUpdates"])
         let triggers = defs?["rule"]?["properties"]?["when"]?["enum"]?.arrayValue?.compactMap(\.stringValue)
         #expect(triggers == Rule.Trigger.names)
@@ -69,6 +72,9 @@ struct SchemaTests {
             #"{"broker": {"url": "mqtt://localhost", "tls": {"certFile": "c.pem"}}}"#,
             #"{"defaults": {"pathLossExponent": 9}}"#,
             #"{"brain": {"zoneUpdates": 0}}"#,
+            #"{"stores": [{"major": 1, "broker": {"username": "u"}}]}"#,
+            #"{"stores": [{"major": 1, "broker": {"url": "mqtt://s1"}, "bridge": {"passwordFile": "/p"}}]}"#,
+            #"{"bridge": {"keepalive": 2}}"#,
         ]
         for document in rejected {
             #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }

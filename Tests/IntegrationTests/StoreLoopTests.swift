@@ -1,4 +1,6 @@
 import BeaconKit
+import Wire
+import Simulation
 import Foundation
 import TestSupport
 import Testing

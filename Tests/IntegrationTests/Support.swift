@@ -1,4 +1,5 @@
 import BeaconKit
+import Wire
 import Foundation
 import TestSupport
 import Testing
@@ -18,12 +19,12 @@ func writeFleet(_ directory: TemporaryDirectory, broker: MosquittoBroker, gatewa
 
 /// Starts a built executable of this package.
 func startProgram(_ name: String, _ arguments: [String], in directory: TemporaryDirectory,
-                  environment: [String: String] = [:]) throws -> ChildProcess {
+                  environment: [String: String] = [:], stdin: FileHandle? = nil) throws -> ChildProcess {
     let path = Programs.built(name)
     guard FileManager.default.isExecutableFile(atPath: path) else {
         throw TestFailure("\(path) is not built: run `swift build` first")
     }
-    return try ChildProcess(path, arguments, environment: environment, in: directory, name: name)
+    return try ChildProcess(path, arguments, environment: environment, in: directory, name: name, stdin: stdin)
 }
 
 struct TestFailure: Error, CustomStringConvertible {

@@ -1,8 +1,8 @@
-import BeaconKit
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import Config
 
 /// Publishing and subscribing against a real Mosquitto, observed by `mosquitto_sub`.
 @Suite("Publish and subscribe")

@@ -1,4 +1,3 @@
-import BeaconKit
 import Foundation
 import MQTT
 import TestSupport

@@ -1,4 +1,4 @@
-import BeaconKit
+import Config
 import Foundation
 import MQTT
 import TestSupport

@@ -1,4 +1,4 @@
-import BeaconKit
+import Config
 import Foundation
 import SystemCalls
 
@@ -13,6 +13,9 @@ public final class MosquittoBroker: @unchecked Sendable {
 
     public let port: UInt16
     public let directory: TemporaryDirectory
+    /// The network namespace it runs in (listening on every address there); `nil`: the
+    /// machine's own, on 127.0.0.1 only.
+    public let namespace: NetworkNamespace?
     public let configPath: String
     public let logPath: String
     private let lock = NSLock()
@@ -26,12 +29,12 @@ public final class MosquittoBroker: @unchecked Sendable {
     /// connections. `extraConfig` is appended (a password file, `allow_anonymous false`, …).
     /// `port` picks the port (a client was told it before the broker existed); by default a free one.
     public static func start(in directory: TemporaryDirectory, extraConfig: String = "",
-                             port: UInt16? = nil) async throws -> MosquittoBroker {
+                             port: UInt16? = nil, namespace: NetworkNamespace? = nil) async throws -> MosquittoBroker {
         var failure: (any Error)?
         // Another process may take the free port before mosquitto binds it: try another.
         for _ in 0..<(port == nil ? 3 : 1) {
             let broker = try MosquittoBroker(port: try port ?? FreePort.allocate(), directory: directory,
-                                             extraConfig: extraConfig)
+                                             extraConfig: extraConfig, namespace: namespace)
             do {
                 try await broker.launch()
                 return broker
@@ -43,13 +46,16 @@ public final class MosquittoBroker: @unchecked Sendable {
         throw failure!
     }
 
-    private init(port: UInt16, directory: TemporaryDirectory, extraConfig: String) throws {
+    private init(port: UInt16, directory: TemporaryDirectory, extraConfig: String,
+                 namespace: NetworkNamespace?) throws {
         self.port = port
         self.directory = directory
-        logPath = directory.file("mosquitto-\(port).log")
+        self.namespace = namespace
+        let label = namespace.map { "\($0.name)-\(port)" } ?? "\(port)"
+        logPath = directory.file("mosquitto-\(label).log")
         var lines = [
             "# A broker for one test, written by TestSupport.MosquittoBroker.",
-            "listener \(port) 127.0.0.1",
+            namespace == nil ? "listener \(port) 127.0.0.1" : "listener \(port) 0.0.0.0",
             "persistence false",
             "log_dest file \(logPath)",
             "log_type all",
@@ -61,7 +67,7 @@ public final class MosquittoBroker: @unchecked Sendable {
         if geteuid() == 0 { lines.append("user root") }
         if !extraConfig.contains("allow_anonymous") { lines.append("allow_anonymous true") }
         lines.append(extraConfig)
-        configPath = try directory.write("mosquitto-\(port).conf", lines.joined(separator: "\n") + "\n")
+        configPath = try directory.write("mosquitto-\(label).conf", lines.joined(separator: "\n") + "\n")
     }
 
     /// The running broker process, if any.
@@ -108,15 +114,32 @@ public final class MosquittoBroker: @unchecked Sendable {
             throw StartError(description: "mosquitto is not installed (apt install mosquitto)")
         }
         let (configPath, directory) = (configPath, directory)
-        let process = try ChildProcess(program, ["-c", configPath], in: directory, name: "mosquitto")
+        let command = namespace?.wrap(program, ["-c", configPath]) ?? (program: program, arguments: ["-c", configPath])
+        let process = try ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto")
         lock.withLock { current = process }
-        let port = port
+        let (port, inNamespace) = (port, namespace != nil)
         let up = await eventually(timeout: 10, interval: 0.02) {
-            !process.isRunning || Loopback.acceptsConnections(port: port)
+            !process.isRunning || (inNamespace ? NetworkNamespace.isListening(pid: process.pid, port: port)
+                                               : Loopback.acceptsConnections(port: port))
         }
         guard up, process.isRunning else {
-            throw StartError(description: "mosquitto did not come up on 127.0.0.1:\(port)\n\(diagnostics)")
+            throw StartError(description: "mosquitto did not come up on port \(port)\n\(diagnostics)")
         }
+    }
+
+    /// Publishes one message with `mosquitto_pub` (in the broker's namespace) and waits until
+    /// it is sent; whether it was.
+    @discardableResult
+    public func publish(_ topic: String, _ payload: String, retain: Bool = false, qos: Int = 1) async -> Bool {
+        guard let program = Programs.system("mosquitto_pub") else { return false }
+        var arguments = ["-h", "127.0.0.1", "-p", String(port), "-q", String(qos), "-t", topic]
+        arguments += payload.isEmpty ? ["-n"] : ["-m", payload]
+        if retain { arguments.append("-r") }
+        let command = namespace?.wrap(program, arguments) ?? (program: program, arguments: arguments)
+        guard let process = try? ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto_pub") else {
+            return false
+        }
+        return await process.waitForExit(timeout: 15) == 0
     }
 
     /// Writes a Mosquitto password file with `mosquitto_passwd -b -c` and returns its path.
@@ -152,19 +175,21 @@ public final class MosquittoSubscriber: @unchecked Sendable {
     public let process: ChildProcess
 
     /// Starts a subscriber on `filters` and returns once the broker has acknowledged them.
-    public static func start(broker: MosquittoBroker, filters: [String], qos: Int = 1,
+    /// `clientID`: a persistent session under that id (`-c`), so what is published while the
+    /// broker restarts is delivered once it reconnects.
+    public static func start(broker: MosquittoBroker, filters: [String], qos: Int = 1, clientID: String? = nil,
                              in directory: TemporaryDirectory) async throws -> MosquittoSubscriber {
         guard let program = Programs.system("mosquitto_sub") else {
             throw MosquittoBroker.StartError(description: "mosquitto_sub is not installed (apt install mosquitto-clients)")
         }
         var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-q", String(qos), "-d",
-                         "-i", "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
+                         "-i", clientID ?? "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
+        if clientID != nil { arguments.append("-c") }
         for filter in filters { arguments += ["-t", filter] }
-        let process = if let stdbuf = Programs.system("stdbuf") {
-            try ChildProcess(stdbuf, ["-oL", program] + arguments, in: directory, name: "mosquitto_sub")
-        } else {
-            try ChildProcess(program, arguments, in: directory, name: "mosquitto_sub")
-        }
+        var command = if let stdbuf = Programs.system("stdbuf") { (stdbuf, ["-oL", program] + arguments) }
+                      else { (program, arguments) }
+        if let namespace = broker.namespace { command = namespace.wrap(command.0, command.1) }
+        let process = try ChildProcess(command.0, command.1, in: directory, name: "mosquitto_sub")
         let subscriber = MosquittoSubscriber(process: process)
         let subscribed = await eventually(timeout: 10, interval: 0.02) {
             !process.isRunning || process.stdout.contains("received SUBACK")

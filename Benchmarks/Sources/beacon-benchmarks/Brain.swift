@@ -1,4 +1,10 @@
 import BeaconKit
+import Wire
+import Tracking
+import Config
+import GatewayCore
+import BrainCore
+import Simulation
 
 extension Workloads {
     /// The brain's core taking in sightings (`BrainCore.receive` on `beacons/<major>/<minor>`),

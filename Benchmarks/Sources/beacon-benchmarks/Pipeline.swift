@@ -1,4 +1,6 @@
 import BeaconKit
+import Config
+import Simulation
 import Gateway
 import HCI
 import Logging

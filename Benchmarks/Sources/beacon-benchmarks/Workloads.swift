@@ -1,4 +1,9 @@
 import BeaconKit
+import Wire
+import Tracking
+import Config
+import GatewayCore
+import Simulation
 
 /// HCI events packed into one buffer, as a source hands them over one at a time.
 struct PackedEvents {

@@ -1,4 +1,7 @@
 import BeaconKit
+import Wire
+import Config
+import Simulation
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,0 +1,1314 @@
+public import BeaconKit
+public import Config
+import Tracking
+
+/// Something the brain's core wants logged; the core itself never logs.
+public struct BrainLogEntry: Sendable, Equatable {
+    public enum Level: String, Sendable { case debug, info, notice, warning, error }
+    public var level: Level
+    public var message: String
+    public var metadata: [String: String]
+
+    public init(_ level: Level, _ message: String, _ metadata: [String: String] = [:]) {
+        self.level = level
+        self.message = message
+        self.metadata = metadata
+    }
+}
+
+/// What one input led to.
+public struct BrainOutput: Sendable, Equatable {
+    /// To publish, in this order.
+    public var messages: [OutgoingMessage] = []
+    public var log: [BrainLogEntry] = []
+    /// `BrainCore.subscriptions` changed (a new config moved beacons between stores).
+    public var subscriptionsChanged = false
+
+    public init() {}
+}
+
+/// What the brain counts. Every input that is dropped is counted here, once.
+public struct BrainCounters: Sendable, Equatable {
+    /// The kind of input, by topic.
+    public enum Input: String, Sendable, CaseIterable, Comparable {
+        case sighting, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
+        case fleetPresence, ad, roster, record, bridgeStatus
+
+        public static func < (lhs: Input, rhs: Input) -> Bool { lhs.rawValue < rhs.rawValue }
+    }
+
+    /// Messages received.
+    public var received = 0
+    /// Payloads over the size limit, dropped before parsing.
+    public var oversized = 0
+    /// Payloads that were not valid JSON, not the documented shape, or contradicted their topic.
+    public var malformed: [Input: Int] = [:]
+    /// Topics outside the contract.
+    public var unknownTopics = 0
+    /// Messages about beacons of stores this brain does not handle (`--stores`).
+    public var foreign = 0
+    public var joinsAccepted = 0
+    /// Joins answered with an error (oversized, malformed or over the client's rate; the
+    /// first two also counted above).
+    public var joinsRejected = 0
+    /// Joins refused because their client made too many (`BrainCore.Limits.joinBurst`).
+    public var joinsThrottled = 0
+    public var leaves = 0
+    public var rulesFired = 0
+    /// Actions a rule could not carry out: no ad or location for the beacon, a rendered
+    /// topic that is not a valid topic.
+    public var actionsSkipped = 0
+    public var inboxMessages = 0
+    public var configsApplied = 0
+    public var configsRejected = 0
+
+    public init() {}
+
+    /// Every input dropped as bad.
+    public var rejected: Int { oversized + malformed.values.reduce(0, +) }
+}
+
+/// The brain: fleet presence, observers, rules, roster and the records that let a
+/// restarted brain carry on, as one value fed with MQTT messages and time.
+///
+/// Life cycle per broker connection: `receive` every message of the subscriptions (the
+/// retained ones arrive first), then `settle` once the retained messages are in. Until then
+/// the core only collects state (and answers nothing), because a retained join may arrive
+/// before the record saying it was answered. `settle` reconciles: visits and joins that
+/// the records show as answered carry on silently; the ones begun while no brain ran are
+/// answered now; the ones ended meanwhile are closed. After that every input is handled as
+/// it comes, and `advance` lets time pass. Pure: no I/O, no clock.
+public struct BrainCore: Sendable {
+    /// Bounds on untrusted input.
+    public struct Limits: Sendable, Equatable {
+        /// Largest payload parsed, bytes; larger ones are counted and dropped.
+        public var maxPayload: Int
+        /// Largest fleet config accepted from `fleet/config`, bytes.
+        public var maxConfigPayload: Int
+        /// Deepest JSON nesting accepted (fleet config excepted).
+        public var maxDepth: Int
+        /// Customers listed in a `stores/<store>/roster` summary (the latest arrivals).
+        public var rosterLimit = 50
+        /// Seconds between two summaries of one store's roster: the first change after a
+        /// quiet spell goes out at once, later ones are folded into one at the end.
+        public var rosterInterval = 1.0
+        /// Joins (new ones or changed profiles) one client may make at once…
+        public var joinBurst = 10
+        /// …and seconds after which it may make one more (0: no limit).
+        public var joinInterval = 6.0
+        /// Rejected inputs reported one by one on `brain/events` per second; the rest are
+        /// counted in a summary.
+        public var eventsPerSecond = 20
+
+        public init(maxPayload: Int = 64 * 1024, maxConfigPayload: Int = 4 * 1024 * 1024, maxDepth: Int = 8) {
+            self.maxPayload = maxPayload
+            self.maxConfigPayload = maxConfigPayload
+            self.maxDepth = maxDepth
+        }
+    }
+
+    public private(set) var config: FleetConfig
+    /// The stores (majors) this brain handles; empty for all.
+    public let stores: Set<UInt16>
+    public let limits: Limits
+    public let topics: Topics
+    public private(set) var presence: FleetPresence
+    public private(set) var observers = ObserverRegistry()
+    public private(set) var rules: RuleEngine
+    public var counters = BrainCounters()
+    public private(set) var isSettled = false
+    /// The bridges of stores with a broker of their own: which stores' presence is on hold.
+    public private(set) var bridges = StoreBridges()
+    /// What must be seen again after a reconnect, and wills held back (see `ConnectionRecovery`).
+    public var recovery = ConnectionRecovery()
+    /// Reading the retained state back after a reconnect (`reconnect`), until `settle`.
+    public var isReadingBack: Bool { recovery.isReadingBack }
+    /// Retained messages of the brain's own topics only tell what the broker holds.
+    private var readingBack: Bool { !isSettled || recovery.isReadingBack }
+
+    private var registry: [BeaconRef: [BeaconEntry]] = [:]
+    private var storeEntries: [UInt16: StoreEntry] = [:]
+    /// `gateways[].store`, by gateway id.
+    private var gatewayStores: [String: UInt16] = [:]
+    /// Visits whose views were missing at settling while their store was unknown: decided
+    /// when the store is back (a view coming back continues the visit).
+    private var heldVisits: [BeaconRef: VisitRecord] = [:]
+
+    // Collected while settling.
+    private var visitRecords: [BeaconRef: VisitRecord] = [:]
+    private var answeredRecords: [ObserverJoin.Key: AnsweredRecord] = [:]
+    private var retainedPresence: [BeaconRef: FleetPresenceReport] = [:]
+    private var pendingJoins: [ObserverJoin.Key: (request: JoinRequest, fingerprint: String)] = [:]
+    private var pendingErrors: [ObserverJoin.Key: String] = [:]
+    private var offlineObservers: Set<String> = []
+
+    /// What the broker holds on the brain's own retained topics, as signatures (see
+    /// `signature(of:)`): lets the brain publish only changes and delete what it left behind.
+    private var known: [String: String] = [:]
+    /// Scopes whose visit or join ended while a cooldown in seconds still runs.
+    private var lingering: Set<RuleEngine.Scope> = []
+    private var dirtyPresence: Set<BeaconRef> = []
+    private var dirtyVisits: Set<BeaconRef> = []
+    private var dirtyJoins: Set<ObserverJoin.Key> = []
+    private var dirtyStores: Set<UInt16> = []
+    /// Clients whose entry in a store's roster may have changed.
+    private var dirtyCustomers: Set<RosterBook.Key> = []
+    public private(set) var rosterBook = RosterBook()
+    /// When each store's next roster summary may go out.
+    private var rosterDue: [UInt16: Instant] = [:]
+    private var joinLimiter: JoinRateLimiter
+    private var rejections: RejectionReports
+    /// The size of the input being handled, for reports.
+    private var inputBytes = 0
+    private var out = BrainOutput()
+
+    public init(config: FleetConfig, stores: Set<UInt16> = [], limits: Limits = .init()) {
+        self.config = config
+        self.stores = stores
+        self.limits = limits
+        topics = config.topics
+        presence = FleetPresence(settings: Self.presenceSettings(config))
+        rules = RuleEngine(rules: config.rules)
+        joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
+        rejections = RejectionReports(perSecond: limits.eventsPerSecond)
+        index(config)
+        bridges.configure(bridgedStores(config))
+    }
+
+    // MARK: - Queries
+
+    /// The registry entry of a beacon; with a UUID, only an entry with that UUID.
+    public func entry(_ ref: BeaconRef, uuid: BeaconUUID? = nil) -> BeaconEntry? {
+        guard let entries = registry[ref] else { return nil }
+        guard let uuid else { return entries.first }
+        return entries.first { $0.id.uuid == uuid }
+    }
+
+    /// The store (a major) a beacon belongs to: its registry `store`, else its major.
+    public func store(of ref: BeaconRef) -> UInt16 { registry[ref]?.first?.store ?? ref.major }
+
+    /// Whether this brain handles the beacon (`--stores`).
+    public func owns(_ ref: BeaconRef) -> Bool { stores.isEmpty || stores.contains(store(of: ref)) }
+
+    /// The beacon's standing offer: its registry entry's ad, else its store's. Keyed by
+    /// major/minor like the `ad` topic, so the reply to a join and the retained ad agree.
+    public func ad(of ref: BeaconRef) -> JSONValue? {
+        entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
+    }
+
+    /// The majors whose topics this brain needs: its stores and the majors of registry
+    /// beacons assigned to them; `nil` for every major.
+    public var majors: [UInt16]? {
+        guard !stores.isEmpty else { return nil }
+        var majors = stores
+        for ref in registry.keys where owns(ref) { majors.insert(ref.major) }
+        return majors.sorted()
+    }
+
+    /// The topic filters to subscribe to.
+    public var subscriptions: [String] {
+        var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("observers/+/status")]
+        let majors = self.majors.map { $0.map(String.init) } ?? ["+"]
+        for major in majors {
+            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence", "beacons/\(major)/+/presence/+",
+                        "beacons/\(major)/+/ad", "beacons/\(major)/+/observers/+",
+                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
+        }
+        if stores.isEmpty {
+            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
+        } else {
+            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        }
+        if !config.bridgedStores.isEmpty {
+            filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
+                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatus(ofStore:))
+        }
+        return filters
+    }
+
+    /// `brain/status` `online`, retained; the will says `offline`.
+    public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
+    public var offlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
+
+    /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
+    /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
+    /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
+    /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
+    public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
+                       at now: Instant) -> OutgoingMessage {
+        var writer = JSONWriter()
+        let c = counters
+        writer.object { o in
+            o("version", version)
+            o("uptime", uptime, places: 1)
+            o("stores", stores.isEmpty ? JSONValue.null : .array(stores.sorted().map { .number(Double($0)) }))
+            o("settled", isSettled)
+            o("unknownStores", .array(bridges.unknownStores.map { .number(Double($0)) }))
+            o("beacons", presence.beacons.count)
+            o("joins", observers.count)
+            o("received", c.received)
+            o("oversized", c.oversized)
+            o("malformed", .object(JSONObject(c.malformed.sorted { $0.key < $1.key }.map {
+                (key: $0.key.rawValue, value: .number(Double($0.value)))
+            })))
+            o("unknownTopics", c.unknownTopics)
+            o("foreign", c.foreign)
+            o("joinsAccepted", c.joinsAccepted)
+            o("joinsRejected", c.joinsRejected)
+            o("joinsThrottled", c.joinsThrottled)
+            o("leaves", c.leaves)
+            o("rulesFired", c.rulesFired)
+            o("actionsSkipped", c.actionsSkipped)
+            o("inboxMessages", c.inboxMessages)
+            o("configsApplied", c.configsApplied)
+            o("configsRejected", c.configsRejected)
+            o("published", published)
+            o("publishFailures", publishFailures)
+            o("ts", now)
+        }
+        return OutgoingMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
+    }
+
+    // MARK: - Inputs
+
+    /// One MQTT message. `retained`: the broker delivered it from its store (state from
+    /// before this connection) rather than as it was published.
+    public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
+        counters.received += 1
+        lastTime = max(lastTime, now)
+        inputBytes = payload.count
+        let isConfig = topic == topics.fleetConfig
+        let limit = isConfig ? limits.maxConfigPayload : limits.maxPayload
+        if payload.count > limit {
+            counters.oversized += 1
+            note(.debug, "dropped an oversized payload", ["topic": String(topic.prefix(200)), "bytes": "\(payload.count)"])
+            let reason = "payload of \(payload.count) bytes exceeds \(limit)"
+            reportRejected("oversized", topic: topic, reason: reason)
+            if isConfig {
+                counters.configsRejected += 1
+                report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
+                note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
+            }
+            if case .observer(let major, let minor, let client)? = topics.parse(topic) {
+                let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
+                if owns(key.beacon) {
+                    reject(key, reason: "join payload of \(payload.count) bytes exceeds \(limits.maxPayload)", at: now)
+                }
+            }
+            return finish(at: now)
+        }
+        if let parsed = topics.parse(topic) {
+            route(parsed, topic: topic, payload: payload, retained: retained, at: now)
+        } else if let record = topics.parseBrainRecord(topic) {
+            readRecord(record, topic: topic, payload: payload, retained: retained)
+        } else if let (store, client) = topics.parseCustomer(topic) {
+            readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
+        } else {
+            unknownTopic(topic)
+        }
+        return finish(at: now)
+    }
+
+    /// The retained messages are in: reconcile them and start answering (see the type's
+    /// documentation). Calling it again does nothing.
+    public mutating func settle(at now: Instant) -> BrainOutput {
+        guard !isSettled else {
+            if recovery.isReadingBack { readBackComplete(at: now) }
+            return finish(at: now)
+        }
+        isSettled = true
+        bridges.settle(at: now)
+
+        // Visits the records show as answered carry on silently.
+        var begun: [BeaconRef] = []
+        for ref in presence.beacons.keys.sorted() {
+            let record = visitRecords[ref]
+            if let record { restore(record.rules, for: RuleEngine.Scope(beacon: ref)) }
+            if let since = record?.since ?? retainedPresence[ref]?.since {
+                presence.restore(ref, since: since, zone: retainedPresence[ref]?.zone)
+            } else {
+                presence.restore(ref, since: now, zone: nil)
+                begun.append(ref)
+            }
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
+        }
+
+        // Joins: carry on the answered ones, answer the new ones, close the ended ones.
+        for (key, pending) in pendingJoins.sorted(by: { $0.key < $1.key }) {
+            let record = answeredRecords[key]
+            let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
+            if let record { restore(record.rules, for: scope) }
+            if offlineObservers.contains(key.client) {
+                // The observer died while no brain ran: its join ends now.
+                deleteJoinTopic(key)
+                if record?.join != nil, let since = record?.since {
+                    let join = ObserverJoin(key: key, profile: pending.request.profile, since: since,
+                                            fingerprint: pending.fingerprint)
+                    counters.leaves += 1
+                    runRules(.leave, beacon: key.beacon, join: join, at: now)
+                }
+                if rules.retire(scope, at: now) { lingering.insert(scope) }
+                dirtyJoins.insert(key)
+            } else if let record, record.join != nil {
+                let join = ObserverJoin(key: key, profile: pending.request.profile, since: record.since ?? now,
+                                        fingerprint: pending.fingerprint)
+                observers.insert(join)
+                dirtyJoins.insert(key)
+                touchRoster(key)
+            } else if allowJoin(key, at: now) {
+                accept(key, pending.request, fingerprint: pending.fingerprint, at: now)
+            }
+        }
+        for (key, record) in answeredRecords.sorted(by: { $0.key < $1.key }) where pendingJoins[key] == nil {
+            let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
+            restore(record.rules, for: scope)
+            if record.join != nil, let since = record.since {
+                // Left while no brain ran.
+                counters.leaves += 1
+                runRules(.leave, beacon: key.beacon,
+                         join: ObserverJoin(key: key, profile: nil, since: since, fingerprint: record.join ?? ""), at: now)
+            }
+            if rules.retire(scope, at: now) { lingering.insert(scope) }
+            dirtyJoins.insert(key)
+        }
+
+        // Visits begun or ended while no brain ran, now that the observers are known.
+        for ref in begun {
+            var events: [FleetEvent] = [.enter(ref)]
+            if let proximity = presence[ref]?.proximity, proximity != .unknown {
+                events.append(.proximity(ref, from: .unknown, to: proximity))
+            }
+            handle(events, at: now)
+        }
+        for (ref, record) in visitRecords.sorted(by: { $0.key < $1.key }) where presence[ref] == nil {
+            if record.since != nil, bridges.isUnknown(store(of: ref)) {
+                // Its store's bridge is down: the visit may well go on.
+                heldVisits[ref] = record
+                continue
+            }
+            endVisit(ref, record, at: now)
+        }
+
+        for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
+            inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
+        }
+        markLeftovers()
+        visitRecords = [:]
+        answeredRecords = [:]
+        retainedPresence = [:]
+        pendingJoins = [:]
+        pendingErrors = [:]
+        offlineObservers = []
+        syncAds()
+        note(.info, "settled from retained state", [
+            "beacons": "\(presence.beacons.count)", "joins": "\(observers.count)",
+        ])
+        return finish(at: now)
+    }
+
+    /// The broker connection is back after being lost. A brain that had settled keeps its
+    /// state: it is the authority on what it answered, and the broker may have lost its
+    /// records (a broker without persistence) or hold stale ones. It reads the retained
+    /// state again while handling what comes live, and `settle` ends the read-back: then it
+    /// republishes whatever of its retained topics the broker lacks, and visits and joins
+    /// not seen again end once their gateways and observers are back (`ConnectionRecovery`).
+    /// A brain that had not settled yet starts its collection again.
+    public mutating func reconnect(at now: Instant) -> BrainOutput {
+        guard isSettled else {
+            var fresh = BrainCore(config: config, stores: stores, limits: limits)
+            fresh.counters = counters
+            fresh.recovery = ConnectionRecovery(settings: recovery.settings)
+            self = fresh
+            return BrainOutput()
+        }
+        recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
+                             joins: Array(observers.joins.keys))
+        known = [:]
+        note(.info, "reconnected; reading the retained state back",
+             ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
+        return finish(at: now)
+    }
+
+    /// The end of a read-back after a reconnect: every retained topic of ours is checked
+    /// against what the broker holds (`known`).
+    private mutating func readBackComplete(at now: Instant) {
+        recovery.readBackComplete(at: now)
+        for ref in presence.beacons.keys {
+            dirtyVisits.insert(ref)
+            dirtyPresence.insert(ref)
+        }
+        for scope in lingering { markRecordDirty(scope) }
+        for key in observers.joins.keys {
+            dirtyJoins.insert(key)
+            touchRoster(key)
+        }
+        for (store, _) in rosterBook.stores { dirtyStores.insert(store) }
+        markLeftovers()
+        rosterDue = [:]
+        syncAds()
+        let pending = recovery.pending
+        note(.info, "read the retained state back", ["unconfirmedViews": "\(pending.views)", "unconfirmedJoins": "\(pending.joins)"])
+    }
+
+    /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
+    private mutating func markLeftovers() {
+        for topic in known.keys {
+            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
+            case (.roster(let store)?, _): dirtyStores.insert(store)
+            case (nil, nil):
+                if let (store, client) = topics.parseCustomer(topic) {
+                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                }
+            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
+            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
+            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
+            default: break
+            }
+        }
+    }
+
+    /// Time passes: views known from sightings expire, cooldowns in seconds run out.
+    public mutating func advance(to now: Instant) -> BrainOutput {
+        for text in rejections.roll(at: now) { event(text) }
+        joinLimiter.prune(at: now)
+        guard isSettled else { return finish(at: now) }
+        for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
+        if bridges.unknownStores.isEmpty {
+            handle(presence.advance(to: now), at: now)
+        } else {
+            let (bridges, storeOf) = (self.bridges, viewStore)
+            handle(presence.advance(to: now) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
+        }
+        let due = recovery.due(at: now)
+        if !due.isEmpty { apply(due, at: now) }
+        for scope in lingering.sorted() where !rules.retire(scope, at: now) {
+            lingering.remove(scope)
+            markRecordDirty(scope)
+        }
+        return finish(at: now)
+    }
+
+    /// Applies a new fleet config: registry, stores, ads, rules and zone tuning change live;
+    /// the topic prefix and the broker need a restart (reported, not applied).
+    public mutating func apply(_ newConfig: FleetConfig, origin: String, at now: Instant) -> BrainOutput {
+        applyConfig(newConfig, origin: origin, at: now)
+        return finish(at: now)
+    }
+
+    private mutating func applyConfig(_ newConfig: FleetConfig, origin: String, at now: Instant) {
+        var new = newConfig
+        var needsRestart: [String] = []
+        if new.topicPrefix != config.topicPrefix { needsRestart.append("topicPrefix") }
+        new.topicPrefix = config.topicPrefix
+        new.broker = config.broker
+        guard new != config else { return }
+        let subscriptionsBefore = subscriptions
+        config = new
+        index(new)
+        presence.settings = Self.presenceSettings(new)
+        for renamed in rules.replaceRules(with: new.rules) {
+            note(.info, "a renamed rule keeps what it did (once, cooldowns)", ["from": renamed.from, "to": renamed.to])
+            for scope in rules.scopes { markRecordDirty(scope) }
+        }
+        bridges.configure(bridgedStores(new))
+        counters.configsApplied += 1
+        for ref in presence.beacons.keys.sorted() where !owns(ref) {
+            presence.forget(ref)
+            rules.forget(RuleEngine.Scope(beacon: ref))
+        }
+        for key in observers.joins.keys.sorted() where !owns(key.beacon) {
+            observers.remove(key)
+            rules.forget(RuleEngine.Scope(beacon: key.beacon, client: key.client))
+        }
+        out.subscriptionsChanged = subscriptions != subscriptionsBefore
+        if isSettled {
+            syncAds()
+            // Beacons may have moved between stores: every roster entry is checked again.
+            rosterBook.removeAll()
+            for key in observers.joins.keys { touchRoster(key) }
+            for topic in known.keys {
+                guard let (store, client) = topics.parseCustomer(topic) else { continue }
+                dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+                dirtyStores.insert(store)
+            }
+            for store in storeEntries.keys { dirtyStores.insert(store) }
+        }
+        report(status: "applied", origin: origin, details: needsRestart.isEmpty ? [:] : ["needsRestart": needsRestart],
+               at: now)
+        note(.info, "applied a new fleet config", ["origin": origin, "rules": "\(new.rules.count)",
+                                                   "beacons": "\(new.beacons.count)"])
+        if !needsRestart.isEmpty {
+            note(.warning, "fleet config changes that need a restart were not applied",
+                 ["settings": needsRestart.joined(separator: ", ")])
+        }
+    }
+
+    // MARK: - Routing
+
+    private mutating func route(_ parsed: Topics.Parsed, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
+        switch parsed {
+        case .sighting(let major, let minor):
+            let ref = BeaconRef(major: major, minor: minor)
+            guard owned(ref) else { return }
+            guard let json = json(payload, .sighting, topic) else { return }
+            do {
+                let report = try SightingReport(parsing: json, topic: ref)
+                let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
+                recovery.gatewayIsLive(report.gateway, at: now)
+                handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                recovery.confirmView(ref, gateway: report.gateway, live: true)
+                // Any gateway's proximity is in the fleet presence; its signature decides.
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
+            } catch {
+                malformed(.sighting, topic, error.reason)
+            }
+
+        case .gatewayPresence(let major, let minor, let gateway):
+            let ref = BeaconRef(major: major, minor: minor)
+            guard owned(ref) else { return }
+            if !retained { recovery.gatewayIsLive(gateway, at: now) }
+            if payload.isEmpty {
+                handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+                recovery.viewEnded(ref, gateway: gateway)
+                return
+            }
+            // Left behind by a gateway found offline after a reconnect: only it can say.
+            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
+            guard let json = json(payload, .gatewayPresence, topic) else { return }
+            do {
+                let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
+                handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
+            } catch {
+                malformed(.gatewayPresence, topic, error.reason)
+            }
+
+        case .gatewayStatus(let gateway):
+            switch String(decoding: payload, as: UTF8.self) {
+            case "online":
+                if !retained { recovery.gatewayIsLive(gateway, at: now) }
+                handle(presence.gatewayStatus(gateway, online: true), at: now)
+            case "offline" where isSettled && retained:
+                // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
+                // Its views wait for the gateway to come back (or the reconnect grace).
+                recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
+            case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+                note(.info, "gateway offline: dropping its views unless it is back within the grace",
+                     ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
+            case "offline":
+                dropGateway(gateway, at: now)
+            case "": break
+            default: malformed(.gatewayStatus, topic, "expected online or offline")
+            }
+            if isSettled, let major = gatewayStores[gateway] {
+                bridgeChanged(bridges.gatewayStatus(gateway, store: major), at: now)
+            }
+
+        case .bridgeStatus(let major):
+            guard stores.isEmpty || stores.contains(major) else {
+                counters.foreign += 1
+                return
+            }
+            let text = String(decoding: payload, as: UTF8.self)
+            guard text == "1" || text == "0" else {
+                if !payload.isEmpty { malformed(.bridgeStatus, topic, "expected 1 or 0 (Mosquitto's bridge notification)") }
+                return
+            }
+            if isSettled {
+                bridgeChanged(bridges.status(major, connected: text == "1", live: !retained, at: now), at: now)
+            } else {
+                bridges.remember(major, connected: text == "1", live: !retained)
+            }
+
+        case .observer(let major, let minor, let client):
+            let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
+            guard owned(key.beacon) else { return }
+            if !retained {
+                offlineObservers.remove(client)
+                recovery.observerIsLive(client, at: now)
+            }
+            if payload.isEmpty {
+                if isSettled {
+                    leave(key, deleteTopic: false, at: now)
+                    recovery.joinEnded(key)
+                } else {
+                    pendingJoins[key] = nil
+                    pendingErrors[key] = nil
+                }
+                return
+            }
+            let request: JoinRequest
+            do {
+                request = try JoinRequest(parsing: payload)
+            } catch {
+                malformed(.join, topic, error.reason)
+                reject(key, reason: error.reason, at: now)
+                return
+            }
+            let fingerprint = JoinRequest.fingerprint(payload)
+            if isSettled {
+                join(key, request, fingerprint: fingerprint, at: now)
+            } else {
+                pendingJoins[key] = (request, fingerprint)
+                pendingErrors[key] = nil
+            }
+
+        case .observerStatus(let client):
+            switch String(decoding: payload, as: UTF8.self) {
+            case "online":
+                offlineObservers.remove(client)
+                if !retained { recovery.observerIsLive(client, at: now) }
+            case "offline" where isSettled && retained:
+                recovery.retainedOffline(observer: client, joins: observers.joins(ofClient: client).map(\.key))
+            case "offline" where isSettled && recovery.hold(offlineObserver: client, at: now):
+                break
+            case "offline" where isSettled:
+                endJoins(of: client, at: now)
+            case "offline":
+                offlineObservers.insert(client)
+            case "": break
+            default: malformed(.observerStatus, topic, "expected online or offline")
+            }
+
+        case .fleetConfig:
+            guard !payload.isEmpty else { return }
+            let document: JSONValue
+            do {
+                document = try JSONParser(maxDepth: 64).parse(payload)
+            } catch {
+                return rejectConfig([error.description], at: now)
+            }
+            do {
+                let new = try FleetConfig.parse(document)
+                // The retained config comes again on every reconnect: only a change is news.
+                if new != config { applyConfig(new, origin: "fleet/config", at: now) }
+            } catch {
+                rejectConfig(error.errors.map(\.description), at: now)
+            }
+
+        case .fleetPresence(let major, let minor):
+            let ref = BeaconRef(major: major, minor: minor)
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            guard let json = json(payload, .fleetPresence, topic) else { return }
+            do {
+                let report = try FleetPresenceReport(parsing: json, topic: ref)
+                if !isSettled { retainedPresence[ref] = report }
+                known[topic] = report.signature
+            } catch {
+                known[topic] = ""
+                malformed(.fleetPresence, topic, error.reason)
+            }
+
+        case .ad(let major, let minor):
+            let ref = BeaconRef(major: major, minor: minor)
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            known[topic] = String(decoding: payload, as: UTF8.self)
+
+        case .roster(let store):
+            guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+            guard let json = json(payload, .roster, topic) else {
+                known[topic] = ""
+                return
+            }
+            do {
+                known[topic] = try Roster(parsing: json).json(at: nil)
+            } catch {
+                known[topic] = ""
+                malformed(.roster, topic, error.reason)
+            }
+
+        case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
+            unknownTopic(topic)
+        }
+    }
+
+    private mutating func readRecord(_ record: Topics.BrainRecordTopic, topic: String, payload: [UInt8], retained: Bool) {
+        let ref: BeaconRef = switch record {
+        case .visit(let ref), .answered(let ref, _): ref
+        }
+        // After settling the brain is the authority on its records; what comes back is its own
+        // echo, or (read back after a reconnect) only tells what the broker holds.
+        guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+        guard let json = json(payload, .record, topic) else {
+            known[topic] = ""
+            return
+        }
+        do {
+            switch record {
+            case .visit(let ref):
+                let value = try VisitRecord(parsing: json)
+                if !isSettled { visitRecords[ref] = value }
+                known[topic] = value.json
+            case .answered(let ref, let client):
+                let value = try AnsweredRecord(parsing: json)
+                if !isSettled { answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value }
+                known[topic] = value.json
+            }
+        } catch {
+            known[topic] = ""
+            malformed(.record, topic, error.reason)
+        }
+    }
+
+    /// A customer topic of ours on the broker (read back while settling).
+    private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
+        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+        guard let json = json(payload, .roster, topic) else {
+            known[topic] = ""
+            return
+        }
+        do {
+            known[topic] = try Roster.Customer(parsing: json).json.jsonText
+        } catch {
+            known[topic] = ""
+            malformed(.roster, topic, error.reason)
+        }
+    }
+
+    // MARK: - Presence events
+
+    private mutating func handle(_ events: [FleetEvent], at now: Instant) {
+        var resumed: Set<BeaconRef> = []
+        for event in events {
+            let ref = event.beacon
+            switch event {
+            case .enter:
+                dirtyVisits.insert(ref)
+                dirtyPresence.insert(ref)
+                if isSettled, let held = heldVisits.removeValue(forKey: ref) {
+                    // A visit held while its store was unknown goes on: no enter rules.
+                    restore(held.rules, for: RuleEngine.Scope(beacon: ref))
+                    presence.restore(ref, since: held.since, zone: nil)
+                    resumed.insert(ref)
+                } else if isSettled {
+                    let scope = RuleEngine.Scope(beacon: ref)
+                    if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
+                    runRules(.enter, beacon: ref, fleet: presence[ref], since: presence[ref]?.since ?? now, at: now)
+                }
+            case .exit(let last):
+                recovery.beaconLeft(ref)
+                dirtyVisits.insert(ref)
+                dirtyPresence.insert(ref)
+                if isSettled {
+                    runRules(.exit, beacon: ref, fleet: last, since: last.since, at: now)
+                    let scope = RuleEngine.Scope(beacon: ref)
+                    if rules.retire(scope, at: now) { lingering.insert(scope) }
+                }
+            case .zoneChanged, .viewsChanged:
+                dirtyPresence.insert(ref)
+            case .proximity(_, _, let to):
+                dirtyPresence.insert(ref)
+                if isSettled, to != .unknown, !resumed.contains(ref), let fleet = presence[ref] {
+                    runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
+                }
+            case .update(_, let proximity):
+                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+            }
+        }
+    }
+
+    // MARK: - Outages and last wills
+
+    private mutating func dropGateway(_ gateway: String, at now: Instant) {
+        note(.info, "gateway offline: dropping its views", ["gateway": gateway])
+        handle(presence.gatewayStatus(gateway, online: false), at: now)
+    }
+
+    /// The observer's last will: every join ends and its retained joins are deleted, so the
+    /// profiles leave the broker.
+    private mutating func endJoins(of client: String, at now: Instant) {
+        let joins = observers.joins(ofClient: client)
+        if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
+        for join in joins { leave(join.key, deleteTopic: true, at: now) }
+    }
+
+    private mutating func apply(_ due: ConnectionRecovery.Due, at now: Instant) {
+        for gateway in due.offlineGateways { dropGateway(gateway, at: now) }
+        for client in due.offlineObservers { endJoins(of: client, at: now) }
+        let (bridges, storeOf) = (self.bridges, viewStore)
+        for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
+            // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
+            note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
+            handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+        }
+        for key in due.joins {
+            note(.info, "a join not seen again after the reconnect ends", ["beacon": "\(key.beacon)", "client": key.client])
+            leave(key, deleteTopic: false, at: now)
+        }
+    }
+
+    // MARK: - Observers
+
+    private mutating func join(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
+        if var existing = observers[key] {
+            recovery.confirmJoin(key, live: true)
+            guard existing.fingerprint != fingerprint else { return }
+            // The same observer re-published its join (a new profile): no new ad.
+            let since = existing.since
+            guard allowJoin(key, at: now) else { return }
+            existing = ObserverJoin(key: key, profile: request.profile, since: since, fingerprint: fingerprint)
+            observers.insert(existing)
+            dirtyJoins.insert(key)
+            touchRoster(key)
+            return
+        }
+        guard allowJoin(key, at: now) else { return }
+        accept(key, request, fingerprint: fingerprint, at: now)
+    }
+
+    private mutating func accept(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
+        let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
+        if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
+        let join = ObserverJoin(key: key, profile: request.profile, since: now, fingerprint: fingerprint)
+        observers.insert(join)
+        counters.joinsAccepted += 1
+        inbox(key.client, .ad(beacon: key.beacon, ad: ad(of: key.beacon), rule: nil), at: now)
+        runRules(.join, beacon: key.beacon, join: join, at: now)
+        dirtyJoins.insert(key)
+        touchRoster(key)
+        note(.debug, "join answered", ["beacon": "\(key.beacon)", "client": key.client])
+    }
+
+    private mutating func leave(_ key: ObserverJoin.Key, deleteTopic: Bool, at now: Instant) {
+        guard let join = observers.remove(key) else { return }
+        counters.leaves += 1
+        runRules(.leave, beacon: key.beacon, join: join, at: now)
+        let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
+        if rules.retire(scope, at: now) { lingering.insert(scope) }
+        if deleteTopic { deleteJoinTopic(key) }
+        dirtyJoins.insert(key)
+        touchRoster(key)
+    }
+
+    /// Deletes a join the observer can no longer delete itself, so its profile leaves the broker.
+    private mutating func deleteJoinTopic(_ key: ObserverJoin.Key) {
+        out.messages.append(OutgoingMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
+    }
+
+    /// The client may make this join (new, or a changed profile) within its rate; otherwise
+    /// it gets an error and nothing changes.
+    private mutating func allowJoin(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
+        guard !joinLimiter.allow(key.client, at: now) else { return true }
+        counters.joinsThrottled += 1
+        let reason = "too many joins from \(key.client): at most \(limits.joinBurst) at once, then one every "
+            + "\(fixed(limits.joinInterval, places: 1)) s; publish the join again later"
+        reportRejected("join", topic: topics.observer(key.client, of: key.beacon), reason: reason)
+        reject(key, reason: reason, at: now)
+        return false
+    }
+
+    /// A client's roster entry in the store of `key`'s beacon is to be checked.
+    private mutating func touchRoster(_ key: ObserverJoin.Key) {
+        dirtyCustomers.insert(RosterBook.Key(store: store(of: key.beacon), client: key.client))
+    }
+
+    /// An oversized or malformed join: an error to the observer, nothing else changes.
+    private mutating func reject(_ key: ObserverJoin.Key, reason: String, at now: Instant) {
+        counters.joinsRejected += 1
+        if isSettled {
+            inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
+        } else {
+            pendingErrors[key] = reason
+        }
+    }
+
+    // MARK: - Rules
+
+    private mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, fleet: FleetBeacon?, since: Instant,
+                                   at now: Instant) {
+        let entry = self.entry(ref, uuid: fleet?.uuid)
+        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
+                                         rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone, since: since)
+        let scope = RuleEngine.Scope(beacon: ref)
+        let fired = rules.fire(context, scope: scope, at: now)
+        if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyVisits.insert(ref) }
+        for rule in fired {
+            counters.rulesFired += 1
+            note(.debug, "rule fired", ["rule": rule.name, "beacon": "\(ref)"])
+            perform(rule, beacon: ref, entry: entry, fleet: fleet, targets: observers.joins(of: ref), subject: nil, at: now)
+        }
+    }
+
+    private mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, join: ObserverJoin, at now: Instant) {
+        let fleet = presence[ref]
+        let entry = self.entry(ref, uuid: fleet?.uuid)
+        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id.uuid,
+                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone,
+                                         since: join.since)
+        let fired = rules.fire(context, scope: RuleEngine.Scope(beacon: ref, client: join.client), at: now)
+        if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyJoins.insert(join.key) }
+        for rule in fired {
+            counters.rulesFired += 1
+            note(.debug, "rule fired", ["rule": rule.name, "beacon": "\(ref)", "client": join.client])
+            perform(rule, beacon: ref, entry: entry, fleet: fleet, targets: [join], subject: join, at: now)
+        }
+    }
+
+    /// Carries out a rule's actions. Inbox actions go to `targets` (the observer of a join or
+    /// leave, or every observer joined to the beacon); `publish` goes out once.
+    private mutating func perform(_ rule: Rule, beacon ref: BeaconRef, entry: BeaconEntry?, fleet: FleetBeacon?,
+                                  targets: [ObserverJoin], subject: ObserverJoin?, at now: Instant) {
+        for action in rule.actions {
+            switch action {
+            case .ad:
+                guard let ad = ad(of: ref) else {
+                    counters.actionsSkipped += 1
+                    continue
+                }
+                for target in targets { inbox(target.client, .ad(beacon: ref, ad: ad, rule: rule.name), at: now) }
+            case .greeting(let template):
+                for target in targets {
+                    let values = variables(rule, ref, entry, fleet, target, at: now)
+                    guard let text = rule.text(template, values) else {
+                        // "Hello ! A  is on its way." is worse than nothing.
+                        counters.actionsSkipped += 1
+                        note(.debug, "skipped a greeting whose template lacks values; give the rule a fallback",
+                             ["rule": rule.name, "client": target.client])
+                        continue
+                    }
+                    inbox(target.client, .greeting(beacon: ref, text: text, rule: rule.name), at: now)
+                }
+            case .locationFix:
+                guard let location = entry?.location else {
+                    counters.actionsSkipped += 1
+                    continue
+                }
+                for target in targets {
+                    inbox(target.client, .locationFix(beacon: ref, location: location, rule: rule.name), at: now)
+                }
+            case .publish(let topicTemplate, let template, let retain, let qos):
+                let values = variables(rule, ref, entry, fleet, subject, at: now)
+                guard let topic = renderTopic(topicTemplate, values) else {
+                    counters.actionsSkipped += 1
+                    note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
+                    continue
+                }
+                out.messages.append(OutgoingMessage(topic: topic, payload: rule.text(template, values) ?? Template.render(template, values),
+                                                 qos: qos, retain: retain))
+            }
+        }
+    }
+
+    /// Template values (see `Template.variables`); numbers as text, missing ones empty.
+    private func variables(_ rule: Rule, _ ref: BeaconRef, _ entry: BeaconEntry?, _ fleet: FleetBeacon?,
+                           _ join: ObserverJoin?, at now: Instant) -> [String: String] {
+        var values: [String: String] = [
+            "major": "\(ref.major)", "minor": "\(ref.minor)", "store": "\(store(of: ref))", "rule": rule.name,
+            "ts": now.iso8601,
+        ]
+        values["uuid"] = (fleet?.uuid ?? entry?.id.uuid)?.description
+        values["name"] = entry?.name
+        if let fleet {
+            values["zone"] = fleet.zoneView?.zoneName ?? fleet.zone
+            values["gateway"] = fleet.zone
+            values["proximity"] = fleet.proximity.rawValue
+            values["distance"] = fleet.zoneView?.distance.map { fixed($0, places: 2) }
+        }
+        if let join {
+            values["client"] = join.client
+            values["customer"] = join.name
+            values["favorite"] = join.favorite
+        }
+        if let location = entry?.location {
+            values["lat"] = fixed(location.latitude, places: 6)
+            values["lon"] = fixed(location.longitude, places: 6)
+            values["heading"] = location.heading.map { fixed($0, places: 1) }
+            values["floor"] = location.floor.map { "\($0)" }
+        }
+        return values
+    }
+
+    /// Renders a rule's topic. Every variable used in it must have a value that is one
+    /// valid topic segment, so a customer named `#` or `brain/answered/1/2/x` cannot
+    /// redirect the message; the rule's topic is under the fleet's topic prefix.
+    private func renderTopic(_ template: String, _ values: [String: String]) -> String? {
+        for name in Template.names(in: template) {
+            guard let value = values[name], Topics.problem(withSegment: value) == nil else { return nil }
+        }
+        let rendered = Template.render(template, values)
+        guard Topics.problem(withSegment: rendered, allowSlash: true) == nil, !rendered.contains("//") else { return nil }
+        return topics.topic(rendered)
+    }
+
+    // MARK: - Output
+
+    private mutating func inbox(_ client: String, _ message: InboxMessage, at now: Instant) {
+        counters.inboxMessages += 1
+        out.messages.append(OutgoingMessage(topic: topics.inbox(of: client), payload: message.json(at: now),
+                                         qos: 1, retain: false))
+    }
+
+    /// The latest time seen, for the rosters' `ts`.
+    private var lastTime = Instant.epoch
+
+    /// Publishes the standing ads of this brain's registry beacons and deletes those that
+    /// went away.
+    private mutating func syncAds() {
+        var desired: [String: String] = [:]
+        for ref in registry.keys where owns(ref) {
+            if let ad = ad(of: ref) { desired[topics.ad(of: ref)] = ad.jsonText }
+        }
+        for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
+        for topic in known.keys.sorted() where desired[topic] == nil {
+            if case .ad? = topics.parse(topic) { setRetained(topic, signature: nil) { "" } }
+        }
+    }
+
+    /// Publishes `text()` retained unless the broker already holds the same `signature`;
+    /// a `nil` signature deletes what the broker holds.
+    private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
+        guard known[topic] != signature else { return }
+        known[topic] = signature
+        out.messages.append(OutgoingMessage(topic: topic, payload: signature == nil ? "" : text(), qos: 1, retain: true))
+    }
+
+    /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
+    /// are already out, so a crash in between makes a restarted brain answer again (at
+    /// least once) rather than never.
+    private mutating func finish(at now: Instant? = nil) -> BrainOutput {
+        if let now { lastTime = max(lastTime, now) }
+        if isSettled {
+            // Records first: a presence on the broker then always has its record, so a brain
+            // restarted in between never takes a visit it answered for a new one.
+            for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
+                let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
+                let record: VisitRecord? = if let fleet = presence[ref] {
+                    VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
+                } else {
+                    memory.map { VisitRecord(since: nil, rules: $0) }
+                }
+                let text = record?.json
+                setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
+            }
+            for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
+                // Checked on every sighting: the signature decides, the payload is made only to send.
+                let report = presence[ref]?.report
+                setRetained(topics.presence(of: ref), signature: report?.signature) { report?.json ?? "" }
+            }
+            for key in dirtyJoins.sorted() {
+                let memory = rules.memory(for: RuleEngine.Scope(beacon: key.beacon, client: key.client))
+                let record: AnsweredRecord? = if let join = observers[key] {
+                    AnsweredRecord(join: join.fingerprint, since: join.since, rules: memory ?? RuleMemory())
+                } else {
+                    memory.map { AnsweredRecord(join: nil, since: nil, rules: $0) }
+                }
+                let text = record?.json
+                setRetained(topics.answeredRecord(of: key.beacon, client: key.client), signature: text) { text ?? "" }
+            }
+            for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
+                let joins = observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store }
+                let text = rosterBook.update(client: key.client, store: key.store, joins: joins, topics: topics)?.json.jsonText
+                let before = known[topics.customer(key.client, ofStore: key.store)]
+                setRetained(topics.customer(key.client, ofStore: key.store), signature: text) { text ?? "" }
+                if before != text { dirtyStores.insert(key.store) }
+            }
+            dirtyCustomers = []
+            // Summaries at most once per `rosterInterval` per store; the rest wait for `advance`.
+            var waiting: Set<UInt16> = []
+            for store in dirtyStores.sorted() where stores.isEmpty || stores.contains(store) {
+                if let due = rosterDue[store], lastTime < due {
+                    waiting.insert(store)
+                    continue
+                }
+                let topic = topics.roster(ofStore: store)
+                if rosterBook.count(of: store) == 0 && known[topic] == nil { continue }
+                let roster = rosterBook.summary(store: store, name: storeEntries[store]?.name, limit: limits.rosterLimit)
+                let time = lastTime
+                let signature = roster.json(at: nil)
+                guard known[topic] != signature else { continue }
+                setRetained(topic, signature: signature) { roster.json(at: time) }
+                rosterDue[store] = lastTime + limits.rosterInterval
+            }
+            dirtyVisits = []
+            dirtyPresence = []
+            dirtyJoins = []
+            dirtyStores = waiting
+        }
+        defer { out = BrainOutput() }
+        return out
+    }
+
+    // MARK: - Store bridges
+
+    /// The bridged stores this brain handles, with their gateways.
+    private func bridgedStores(_ config: FleetConfig) -> [UInt16: Set<String>] {
+        var bridged: [UInt16: Set<String>] = [:]
+        for store in config.bridgedStores where stores.isEmpty || stores.contains(store.major) {
+            bridged[store.major] = Set(config.gateways(ofStore: store.major).map(\.id))
+        }
+        return bridged
+    }
+
+    /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
+    /// for closures that run while `presence` changes.
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
+        let (gatewayStores, registry) = (self.gatewayStores, self.registry)
+        return { ref, gateway in gatewayStores[gateway] ?? registry[ref]?.first?.store ?? ref.major }
+    }
+
+    private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
+        switch change {
+        case .none:
+            break
+        case .lost(let major):
+            note(.notice, "store bridge down: holding the store's presence until it is back", ["store": "\(major)"])
+        case .healing(let major):
+            note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
+        case .found(let major):
+            note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
+        case .reconciled(let major, let since):
+            // The replay is in: views it did not confirm are gone, held visits without a view end.
+            let storeOf = viewStore
+            let dropped = presence.dropViews { ref, view in storeOf(ref, view.gateway) == major && view.lastUpdate < since }
+            handle(dropped, at: now)
+            var ended = 0
+            for (ref, record) in heldVisits.sorted(by: { $0.key < $1.key }) where store(of: ref) == major {
+                heldVisits[ref] = nil
+                if presence[ref] == nil {
+                    endVisit(ref, record, at: now)
+                    ended += 1
+                }
+            }
+            note(.notice, "store bridge back: presence reconciled", [
+                "store": "\(major)", "exits": "\(dropped.filter { if case .exit = $0 { true } else { false } }.count)",
+                "heldVisitsEnded": "\(ended)",
+            ])
+        }
+    }
+
+    /// A visit that ended while no brain saw it (or while its store was unknown): its exit
+    /// rules, and its record and fleet presence go.
+    private mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
+        let scope = RuleEngine.Scope(beacon: ref)
+        restore(record.rules, for: scope)
+        if let since = record.since {
+            runRules(.exit, beacon: ref, fleet: nil, since: since, at: now)
+        }
+        if rules.retire(scope, at: now) { lingering.insert(scope) }
+        dirtyVisits.insert(ref)
+        dirtyPresence.insert(ref)
+    }
+
+    // MARK: - Helpers
+
+    /// Puts back what a record says rules did; says so when it names rules the config lacks.
+    private mutating func restore(_ recorded: RuleMemory, for scope: RuleEngine.Scope) {
+        let unknown = rules.restore(recorded, for: scope)
+        guard !unknown.isEmpty else { return }
+        note(.notice, "a record names rules the config does not have (renamed or removed while no brain ran): "
+             + "their once and cooldown state is dropped", ["beacon": "\(scope.beacon)", "rules": unknown.joined(separator: ", ")])
+        markRecordDirty(scope)
+    }
+
+    /// The record of a scope (a visit's, or an answered join's) is to be written again.
+    private mutating func markRecordDirty(_ scope: RuleEngine.Scope) {
+        if let client = scope.client {
+            dirtyJoins.insert(ObserverJoin.Key(beacon: scope.beacon, client: client))
+        } else {
+            dirtyVisits.insert(scope.beacon)
+        }
+    }
+
+    private mutating func owned(_ ref: BeaconRef) -> Bool {
+        if owns(ref) { return true }
+        counters.foreign += 1
+        return false
+    }
+
+    private mutating func json(_ payload: [UInt8], _ kind: BrainCounters.Input, _ topic: String) -> JSONValue? {
+        do {
+            return try JSONParser(maxDepth: limits.maxDepth).parse(payload)
+        } catch {
+            malformed(kind, topic, error.description)
+            return nil
+        }
+    }
+
+    private mutating func malformed(_ kind: BrainCounters.Input, _ topic: String, _ reason: String) {
+        counters.malformed[kind, default: 0] += 1
+        note(.debug, "ignored a malformed payload", ["topic": String(topic.prefix(200)), "reason": String(reason.prefix(300))])
+        reportRejected(kind.rawValue, topic: topic, reason: reason)
+    }
+
+    private mutating func unknownTopic(_ topic: String) {
+        counters.unknownTopics += 1
+        note(.debug, "ignored a topic outside the contract", ["topic": String(topic.prefix(200))])
+        reportRejected("topic", topic: topic, reason: "not a topic of the contract")
+    }
+
+    /// `brain/events`: `{"event":"rejected","kind","topic","reason","bytes","ts"}`, rate-limited
+    /// (see `RejectionReports`). Every rejected input is also counted in `counters`.
+    private mutating func reportRejected(_ kind: String, topic: String, reason: String) {
+        for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: lastTime) {
+            event(text)
+        }
+    }
+
+    private mutating func event(_ text: String) {
+        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: text, qos: 1, retain: false))
+    }
+
+    private mutating func rejectConfig(_ errors: [String], at now: Instant) {
+        counters.configsRejected += 1
+        counters.malformed[.fleetConfig, default: 0] += 1
+        report(status: "rejected", origin: "fleet/config", details: ["errors": Array(errors.prefix(50))], at: now)
+        note(.error, "rejected a fleet config; keeping the last good one",
+             ["errors": errors.prefix(5).joined(separator: "; ")])
+    }
+
+    /// `brain/events`: `{"event":"config","origin","status":"applied"|"rejected",
+    /// "needsRestart":[…]?,"errors":[…]?,"ts"}`.
+    private mutating func report(status: String, origin: String, details: [String: [String]], at now: Instant) {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("event", "config")
+            o("origin", origin)
+            o("status", status)
+            for (key, list) in details.sorted(by: { $0.key < $1.key }) { o(key, .array(list.map(JSONValue.string))) }
+            o("ts", now)
+        }
+        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: writer.text, qos: 1, retain: false))
+    }
+
+    private mutating func note(_ level: BrainLogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {
+        out.log.append(BrainLogEntry(level, message, metadata))
+    }
+
+    private mutating func index(_ config: FleetConfig) {
+        registry = [:]
+        for entry in config.beacons {
+            guard let major = entry.id.major, let minor = entry.id.minor else { continue }
+            registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
+        }
+        storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
+        gatewayStores = [:]
+        for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
+    }
+
+    static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {
+        let longestExit = config.gateways.map(\.tracker.exitTimeout).max() ?? 10
+        return FleetPresence.Settings(config.brain, sightingTimeout: max(30, 3 * longestExit))
+    }
+}
+
+extension Template {
+    /// The variables a template uses, in order.
+    static func names(in template: String) -> [String] {
+        var names: [String] = []
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            names.append(String(rest[rest.index(after: open)..<close]))
+            rest = rest[rest.index(after: close)...]
+        }
+        return names
+    }
+}
+
+/// Fixed-point text for template values: `52.520008`, `1.5`, `-3`.
+func fixed(_ value: Double, places: Int) -> String {
+    var writer = JSONWriter(capacity: 16)
+    writer.writeFixed(value, places: places)
+    return writer.text
+}

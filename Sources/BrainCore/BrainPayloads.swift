@@ -1,0 +1,864 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
+/// The payloads the brain reads and writes (SPEC §5), as values with a strict parser and a
+/// stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
+/// definition of every key.
+///
+/// Everything parsed here comes from the network and is untrusted: a parser checks the type
+/// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
+
+/// A beacon as MQTT topics name it: topics carry major and minor but no UUID.
+public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var major: UInt16
+    public var minor: UInt16
+
+    public init(major: UInt16, minor: UInt16) {
+        self.major = major
+        self.minor = minor
+    }
+
+    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
+
+    /// `major/minor`, as in the topics.
+    public var description: String { "\(major)/\(minor)" }
+
+    /// `{"major":…,"minor":…}`, the form every brain payload uses to name a beacon.
+    public var json: JSONValue { .object(["major": .number(Double(major)), "minor": .number(Double(minor))]) }
+
+    init(json value: JSONValue?, at path: String) throws(PayloadError) {
+        let r = PayloadReader(path: path)
+        let object = try r.object(value)
+        major = try r.u16(object["major"], "major")
+        minor = try r.u16(object["minor"], "minor")
+    }
+}
+
+/// Why an untrusted payload was rejected: short, safe to log and to send back to its author.
+public struct PayloadError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: String
+
+    public init(_ reason: String) { self.reason = reason }
+
+    public var description: String { reason }
+}
+
+/// Type-checked access to the keys of one untrusted JSON object, with the key's path in
+/// every error.
+struct PayloadReader {
+    var path: String
+
+    func name(_ key: String) -> String { path.isEmpty ? key : path + "." + key }
+
+    func object(_ value: JSONValue?) throws(PayloadError) -> JSONObject {
+        guard case .object(let object)? = value else {
+            throw PayloadError("\(path.isEmpty ? "payload" : path) must be a JSON object, found \(value?.typeName ?? "nothing")")
+        }
+        return object
+    }
+
+    /// Rejects keys outside `allowed` (a typo is an error, not a silently ignored field).
+    func only(_ object: JSONObject, _ allowed: [String]) throws(PayloadError) {
+        if let key = object.keys.first(where: { !allowed.contains($0) }) {
+            throw PayloadError("unknown key \"\(name(key).prefix(60))\" (known: \(allowed.joined(separator: ", ")))")
+        }
+    }
+
+    func string(_ value: JSONValue?, _ key: String, maxLength: Int = 256) throws(PayloadError) -> String {
+        guard let value else { throw PayloadError("\(name(key)) is required") }
+        guard case .string(let text) = value else { throw PayloadError("\(name(key)) must be a string, found \(value.typeName)") }
+        guard text.count <= maxLength else { throw PayloadError("\(name(key)) is longer than \(maxLength) characters") }
+        return text
+    }
+
+    func optionalString(_ value: JSONValue?, _ key: String, maxLength: Int = 256) throws(PayloadError) -> String? {
+        guard let value, value != .null else { return nil }
+        return try string(value, key, maxLength: maxLength)
+    }
+
+    func number(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Double {
+        guard let value else { throw PayloadError("\(name(key)) is required") }
+        guard case .number(let n) = value else { throw PayloadError("\(name(key)) must be a number, found \(value.typeName)") }
+        return n
+    }
+
+    /// A number or `null`.
+    func optionalNumber(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Double? {
+        guard let value, value != .null else { return nil }
+        return try number(value, key)
+    }
+
+    func u16(_ value: JSONValue?, _ key: String) throws(PayloadError) -> UInt16 {
+        let n = try number(value, key)
+        guard n == n.rounded(), n >= 0, n <= 65535 else { throw PayloadError("\(name(key)) must be an integer 0-65535") }
+        return UInt16(n)
+    }
+
+    func proximity(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Proximity {
+        let text = try string(value, key, maxLength: 16)
+        guard let proximity = Proximity(rawValue: text) else {
+            throw PayloadError("\(name(key)) must be immediate, near, far or unknown")
+        }
+        return proximity
+    }
+
+    func instant(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Instant {
+        let text = try string(value, key, maxLength: 32)
+        guard let time = Instant(iso8601: text) else { throw PayloadError("\(name(key)) is not an ISO-8601 UTC time") }
+        return time
+    }
+
+    func optionalInstant(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Instant? {
+        guard let value, value != .null else { return nil }
+        return try instant(value, key)
+    }
+
+    func uuid(_ value: JSONValue?, _ key: String) throws(PayloadError) -> BeaconUUID? {
+        guard let value, value != .null else { return nil }
+        let text = try string(value, key, maxLength: 40)
+        guard let uuid = BeaconUUID(text) else { throw PayloadError("\(name(key)) is not a UUID") }
+        return uuid
+    }
+
+    /// A name that is used inside topics (a gateway id, a client id).
+    func segment(_ value: JSONValue?, _ key: String) throws(PayloadError) -> String {
+        let text = try string(value, key, maxLength: 128)
+        if let problem = Topics.problem(withSegment: text) { throw PayloadError("\(name(key)) \(problem)") }
+        return text
+    }
+}
+
+// MARK: - What gateways publish
+
+/// The part of a sighting (`beacons/<major>/<minor>`, see `Payloads.sighting`) the brain
+/// uses. Keys it does not use are ignored, so gateways may add fields; keys it uses must
+/// have the documented type, and major/minor must match the topic.
+public struct SightingReport: Sendable, Equatable {
+    public var beacon: BeaconRef
+    public var uuid: BeaconUUID?
+    public var gateway: String
+    /// The gateway's smoothed RSSI in dBm; `nil` when the controller reports none.
+    public var rssiSmoothed: Double?
+    /// Estimated distance in metres.
+    public var distance: Double?
+    public var proximity: Proximity
+
+    public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, gateway: String, rssiSmoothed: Double?,
+                distance: Double? = nil, proximity: Proximity) {
+        self.beacon = beacon
+        self.uuid = uuid
+        self.gateway = gateway
+        self.rssiSmoothed = rssiSmoothed
+        self.distance = distance
+        self.proximity = proximity
+    }
+
+    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let view = try ViewPayload(parsing: value, topic: beacon)
+        self.beacon = beacon
+        uuid = view.uuid
+        gateway = view.gateway
+        rssiSmoothed = view.rssiSmoothed
+        distance = view.distance
+        proximity = view.proximity
+    }
+}
+
+/// What sightings and gateway presence share: a gateway's view of one beacon.
+struct ViewPayload {
+    let object: JSONObject
+    let reader = PayloadReader(path: "")
+    let uuid: BeaconUUID?
+    let gateway: String
+    let proximity: Proximity
+    let rssiSmoothed: Double?
+    let distance: Double?
+
+    /// Checks the payload's beacon against the topic's and reads the common keys.
+    init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let r = reader
+        object = try r.object(value)
+        let ref = BeaconRef(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
+        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        uuid = try r.uuid(object["uuid"], "uuid")
+        gateway = try r.segment(object["gateway"], "gateway")
+        proximity = try r.proximity(object["proximity"], "proximity")
+        rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
+        distance = try r.optionalNumber(object["distance"], "distance")
+        if let rssi = rssiSmoothed, !(-200...50).contains(rssi) { throw PayloadError("rssiSmoothed is out of range") }
+        if let d = distance, d < 0 { throw PayloadError("distance must not be negative") }
+    }
+}
+
+/// A gateway's retained view (`beacons/<major>/<minor>/presence/<gateway>`, see
+/// `Payloads.gatewayPresence`): `{"uuid","major","minor","gateway","zone","proximity",
+/// "rssiSmoothed","distance","since"}`.
+public struct GatewayPresenceReport: Sendable, Equatable {
+    public var beacon: BeaconRef
+    public var uuid: BeaconUUID?
+    public var gateway: String
+    /// The gateway's zone name ("Counter").
+    public var zone: String
+    public var proximity: Proximity
+    /// dBm; `nil` without RSSI.
+    public var rssiSmoothed: Double?
+    /// Metres.
+    public var distance: Double?
+    /// When the gateway's visit began (the gateway's clock).
+    public var since: Instant?
+
+    public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, gateway: String, zone: String, proximity: Proximity,
+                rssiSmoothed: Double?, distance: Double? = nil, since: Instant? = nil) {
+        self.beacon = beacon
+        self.uuid = uuid
+        self.gateway = gateway
+        self.zone = zone
+        self.proximity = proximity
+        self.rssiSmoothed = rssiSmoothed
+        self.distance = distance
+        self.since = since
+    }
+
+    /// Parses the payload of `topic`'s gateway and beacon; both must match the payload.
+    public init(parsing value: JSONValue, topic beacon: BeaconRef, gateway topicGateway: String) throws(PayloadError) {
+        let view = try ViewPayload(parsing: value, topic: beacon)
+        guard view.gateway == topicGateway else { throw PayloadError("gateway \"\(view.gateway)\" does not match the topic's") }
+        self.beacon = beacon
+        uuid = view.uuid
+        gateway = view.gateway
+        proximity = view.proximity
+        rssiSmoothed = view.rssiSmoothed
+        distance = view.distance
+        zone = try view.reader.string(view.object["zone"], "zone", maxLength: 128)
+        since = try view.reader.optionalInstant(view.object["since"], "since")
+    }
+}
+
+// MARK: - Fleet presence
+
+/// The brain's retained fleet-wide presence on `beacons/<major>/<minor>/presence`:
+///
+/// `{"uuid","major","minor","zone","zoneName","gateways":[{"gateway","zone","proximity",
+/// "rssiSmoothed","distance"}…],"proximity","since"}`
+///
+/// - `uuid`: from the gateways' payloads, `null` when none carried one;
+/// - `zone`: the id of the gateway holding the zone (strongest smoothed signal, with
+///   hysteresis); `zoneName`: that gateway's zone name;
+/// - `gateways`: every gateway that sees the beacon, sorted by id; `rssiSmoothed` (dBm, one
+///   decimal, `null` without RSSI) and `distance` (m, two decimals) are as of the last
+///   publication: the message is republished when the zone, the set of gateways or a
+///   proximity changes, not for every RSSI sample;
+/// - `proximity`: the zone gateway's proximity; `since`: when the brain saw the visit begin.
+public struct FleetPresenceReport: Sendable, Equatable {
+    public struct View: Sendable, Equatable {
+        public var gateway: String
+        public var zone: String
+        public var proximity: Proximity
+        public var rssiSmoothed: Double?
+        public var distance: Double?
+
+        public init(gateway: String, zone: String, proximity: Proximity, rssiSmoothed: Double?, distance: Double?) {
+            self.gateway = gateway
+            self.zone = zone
+            self.proximity = proximity
+            self.rssiSmoothed = rssiSmoothed
+            self.distance = distance
+        }
+    }
+
+    public var beacon: BeaconRef
+    public var uuid: BeaconUUID?
+    public var zone: String
+    public var zoneName: String
+    public var gateways: [View]
+    public var proximity: Proximity
+    public var since: Instant
+
+    public init(beacon: BeaconRef, uuid: BeaconUUID?, zone: String, zoneName: String, gateways: [View],
+                proximity: Proximity, since: Instant) {
+        self.beacon = beacon
+        self.uuid = uuid
+        self.zone = zone
+        self.zoneName = zoneName
+        self.gateways = gateways
+        self.proximity = proximity
+        self.since = since
+    }
+
+    public var json: String { encode(volatile: true) }
+
+    /// The payload without the per-sample numbers: what decides whether to republish.
+    public var signature: String { encode(volatile: false) }
+
+    func encode(volatile: Bool) -> String {
+        var writer = JSONWriter(capacity: 256)
+        writer.object { o in
+            o("uuid", uuid?.description)
+            o("major", Int(beacon.major))
+            o("minor", Int(beacon.minor))
+            o("zone", zone)
+            o("zoneName", zoneName)
+            // Written directly: the signature is computed for every sighting the brain takes in.
+            o("gateways", objects: gateways) { g, view in
+                g("gateway", view.gateway)
+                g("zone", view.zone)
+                g("proximity", view.proximity.rawValue)
+                if volatile {
+                    g("rssiSmoothed", view.rssiSmoothed, places: 1)
+                    g("distance", view.distance, places: 2)
+                }
+            }
+            o("proximity", proximity.rawValue)
+            o("since", since)
+        }
+        return writer.text
+    }
+
+    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
+        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        self.beacon = ref
+        uuid = try r.uuid(o["uuid"], "uuid")
+        zone = try r.segment(o["zone"], "zone")
+        zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
+        proximity = try r.proximity(o["proximity"], "proximity")
+        since = try r.instant(o["since"], "since")
+        guard case .array(let list)? = o["gateways"], list.count <= 256 else {
+            throw PayloadError("gateways must be an array of at most 256 views")
+        }
+        var views: [View] = []
+        for (i, item) in list.enumerated() {
+            let vr = PayloadReader(path: "gateways[\(i)]")
+            let v = try vr.object(item)
+            views.append(View(gateway: try vr.segment(v["gateway"], "gateway"),
+                              zone: try vr.string(v["zone"], "zone", maxLength: 128),
+                              proximity: try vr.proximity(v["proximity"], "proximity"),
+                              rssiSmoothed: try vr.optionalNumber(v["rssiSmoothed"], "rssiSmoothed"),
+                              distance: try vr.optionalNumber(v["distance"], "distance")))
+        }
+        gateways = views
+    }
+}
+
+// MARK: - Observers
+
+/// What an observer may tell the shop about themselves. Personal data: it lives in the
+/// retained join only while the customer is present.
+public struct ObserverProfile: Sendable, Equatable {
+    public var name: String?
+    /// The usual order ("flat white").
+    public var favorite: String?
+    /// A JPEG (at most `JoinRequest.maxPhotoBytes`), carried base64-encoded in the join.
+    public var photo: [UInt8]?
+
+    public init(name: String? = nil, favorite: String? = nil, photo: [UInt8]? = nil) {
+        self.name = name
+        self.favorite = favorite
+        self.photo = photo
+    }
+}
+
+/// A join on `beacons/<major>/<minor>/observers/<client>` (retained; an empty payload
+/// leaves): `{"state":"joined","profile":{"name","favorite","photo"}}`, `profile` and each
+/// of its keys optional, `photo` base64 (RFC 4648, padded) of a JPEG.
+public struct JoinRequest: Sendable, Equatable {
+    /// Longest accepted name or favorite, characters.
+    public static let maxTextLength = 100
+    /// Largest accepted photo after base64 decoding, bytes (20 KiB).
+    public static let maxPhotoBytes = 20 * 1024
+    /// Largest accepted join payload, bytes: room for the photo's base64 and the rest.
+    public static let maxPayloadBytes = 64 * 1024
+    /// Deepest accepted nesting (the document is two levels deep).
+    public static let maxDepth = 4
+
+    public var profile: ObserverProfile?
+
+    public init(profile: ObserverProfile? = nil) { self.profile = profile }
+
+    /// Validates an untrusted join payload; the error's reason goes back to the observer.
+    public init(parsing payload: [UInt8]) throws(PayloadError) {
+        guard payload.count <= Self.maxPayloadBytes else {
+            throw PayloadError("join payload of \(payload.count) bytes exceeds \(Self.maxPayloadBytes)")
+        }
+        let document: JSONValue
+        do {
+            document = try JSONParser(maxDepth: Self.maxDepth).parse(payload)
+        } catch {
+            throw PayloadError("join is not valid JSON: \(error.description)")
+        }
+        try self.init(parsing: document)
+    }
+
+    public init(parsing document: JSONValue) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(document)
+        try r.only(o, ["state", "profile"])
+        let state = try r.string(o["state"], "state", maxLength: 32)
+        guard state == "joined" else {
+            throw PayloadError("state must be \"joined\" (leave by deleting the retained join)")
+        }
+        guard let value = o["profile"], value != .null else {
+            profile = nil
+            return
+        }
+        let pr = PayloadReader(path: "profile")
+        let p = try pr.object(value)
+        try pr.only(p, ["name", "favorite", "photo"])
+        var profile = ObserverProfile()
+        profile.name = try pr.optionalString(p["name"], "name", maxLength: Self.maxTextLength)
+        profile.favorite = try pr.optionalString(p["favorite"], "favorite", maxLength: Self.maxTextLength)
+        if let photo = try pr.optionalString(p["photo"], "photo", maxLength: Base64.encodedLength(Self.maxPhotoBytes)) {
+            guard let bytes = Base64.decode(photo) else { throw PayloadError("profile.photo is not valid base64") }
+            guard bytes.count <= Self.maxPhotoBytes else {
+                throw PayloadError("profile.photo is \(bytes.count) bytes; at most \(Self.maxPhotoBytes)")
+            }
+            guard bytes.count >= 3, bytes[0] == 0xFF, bytes[1] == 0xD8, bytes[2] == 0xFF else {
+                throw PayloadError("profile.photo is not a JPEG")
+            }
+            profile.photo = bytes
+        }
+        self.profile = profile
+    }
+
+    /// The join payload, for observers (`beaconctl observe`).
+    public var json: String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("state", "joined")
+            if let profile {
+                var object = JSONObject()
+                if let name = profile.name { object["name"] = .string(name) }
+                if let favorite = profile.favorite { object["favorite"] = .string(favorite) }
+                if let photo = profile.photo { object["photo"] = .string(Base64.encode(photo)) }
+                o("profile", .object(object))
+            }
+        }
+        return writer.text
+    }
+}
+
+/// What the brain sends to one observer on `observers/<client>/inbox` (not retained):
+///
+/// - `{"type":"ad","beacon":{"major","minor"},"ad":{…}|null,"rule":name|null,"ts"}`: the
+///   beacon's standing offer; the reply to every accepted join (`rule` null, `ad` null when
+///   neither the beacon nor its store has one), or a rule's `ad` action;
+/// - `{"type":"greeting","beacon":{…},"text","rule","ts"}`: a rule's templated greeting;
+/// - `{"type":"locationFix","beacon":{…},"lat","lon","heading","floor","rule","ts"}`: the
+///   beacon's registry position (degrees; heading clockwise from north or null; floor or null);
+/// - `{"type":"error","beacon":{…}|null,"error":reason,"ts"}`: a rejected join; nothing changed.
+public enum InboxMessage: Sendable, Equatable {
+    case ad(beacon: BeaconRef, ad: JSONValue?, rule: String?)
+    case greeting(beacon: BeaconRef, text: String, rule: String?)
+    case locationFix(beacon: BeaconRef, location: Location, rule: String?)
+    case error(beacon: BeaconRef?, reason: String)
+
+    public var type: String {
+        switch self {
+        case .ad: "ad"
+        case .greeting: "greeting"
+        case .locationFix: "locationFix"
+        case .error: "error"
+        }
+    }
+
+    public func json(at ts: Instant) -> String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("type", type)
+            switch self {
+            case .ad(let beacon, let ad, let rule):
+                o("beacon", beacon.json)
+                o("ad", ad ?? .null)
+                o("rule", rule)
+            case .greeting(let beacon, let text, let rule):
+                o("beacon", beacon.json)
+                o("text", text)
+                o("rule", rule)
+            case .locationFix(let beacon, let location, let rule):
+                o("beacon", beacon.json)
+                for member in location.json.objectValue?.members ?? [] { o(member.key, member.value) }
+                o("rule", rule)
+            case .error(let beacon, let reason):
+                o("beacon", beacon?.json ?? .null)
+                o("error", reason)
+            }
+            o("ts", ts)
+        }
+        return writer.text
+    }
+
+    /// Parses an inbox message (for observers); unknown types are errors.
+    public init(parsing value: JSONValue) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        let type = try r.string(o["type"], "type", maxLength: 32)
+        let rule = try r.optionalString(o["rule"], "rule", maxLength: 1000)
+        switch type {
+        case "ad":
+            self = .ad(beacon: try BeaconRef(json: o["beacon"], at: "beacon"),
+                       ad: o["ad"].flatMap { $0 == .null ? nil : $0 }, rule: rule)
+        case "greeting":
+            self = .greeting(beacon: try BeaconRef(json: o["beacon"], at: "beacon"),
+                             text: try r.string(o["text"], "text", maxLength: 100_000), rule: rule)
+        case "locationFix":
+            let heading = try r.optionalNumber(o["heading"], "heading")
+            let floor = try r.optionalNumber(o["floor"], "floor")
+            if let floor, floor != floor.rounded() || abs(floor) > 10_000 { throw PayloadError("floor must be an integer") }
+            self = .locationFix(beacon: try BeaconRef(json: o["beacon"], at: "beacon"),
+                                location: Location(latitude: try r.number(o["lat"], "lat"),
+                                                   longitude: try r.number(o["lon"], "lon"),
+                                                   heading: heading, floor: floor.map { Int($0) }),
+                                rule: rule)
+        case "error":
+            let beacon: BeaconRef? = if let value = o["beacon"], value != .null {
+                try BeaconRef(json: value, at: "beacon")
+            } else {
+                nil
+            }
+            self = .error(beacon: beacon, reason: try r.string(o["error"], "error", maxLength: 10_000))
+        default:
+            throw PayloadError("unknown inbox message type \"\(type.prefix(32))\"")
+        }
+    }
+}
+
+/// The greeter view on `stores/<store>/roster` (retained), a bounded summary:
+///
+/// `{"store":major,"name":storeName|null,"count":n,"customers":[{"client","name","favorite","photo",
+/// "beacon":{"major","minor"},"since"}…],"ts"}`
+///
+/// `count` is every customer present in the store; `customers` the `limit` (default 50)
+/// who arrived last, oldest first, so the message stays small however full the shop is.
+/// Every customer also has a retained topic of their own, `stores/<store>/customers/<client>`,
+/// holding one `Customer` (see `Roster.Customer.json`): a greeter that needs everyone
+/// subscribes to `stores/<store>/customers/+`. `photo` is the topic of the retained join that
+/// holds the photo (subscribe to it to show the picture), `null` when the profile has none;
+/// `since` is when the client's first join in this store was answered. An empty
+/// `customers` list means nobody with a join is inside.
+public struct Roster: Sendable, Equatable {
+    /// One customer: an entry of the summary and the payload of `stores/<store>/customers/<client>`,
+    /// `{"client","name","favorite","photo","beacon":{"major","minor"},"since"}`.
+    public struct Customer: Sendable, Equatable {
+        public var client: String
+        public var name: String?
+        public var favorite: String?
+        /// The join topic holding the photo.
+        public var photo: String?
+        public var beacon: BeaconRef
+        public var since: Instant
+
+        public init(client: String, name: String?, favorite: String?, photo: String?, beacon: BeaconRef, since: Instant) {
+            self.client = client
+            self.name = name
+            self.favorite = favorite
+            self.photo = photo
+            self.beacon = beacon
+            self.since = since
+        }
+
+        public var json: JSONValue {
+            .object(["client": .string(client), "name": name.map(JSONValue.string) ?? .null,
+                     "favorite": favorite.map(JSONValue.string) ?? .null,
+                     "photo": photo.map(JSONValue.string) ?? .null,
+                     "beacon": beacon.json, "since": .string(since.iso8601)])
+        }
+
+        public init(parsing value: JSONValue, at path: String = "") throws(PayloadError) {
+            let r = PayloadReader(path: path)
+            let c = try r.object(value)
+            client = try r.segment(c["client"], "client")
+            name = try r.optionalString(c["name"], "name", maxLength: JoinRequest.maxTextLength)
+            favorite = try r.optionalString(c["favorite"], "favorite", maxLength: JoinRequest.maxTextLength)
+            photo = try r.optionalString(c["photo"], "photo", maxLength: 1000)
+            beacon = try BeaconRef(json: c["beacon"], at: r.name("beacon"))
+            since = try r.instant(c["since"], "since")
+        }
+    }
+
+    public var store: UInt16
+    public var name: String?
+    /// Every customer present, also those left out of `customers`.
+    public var count: Int
+    public var customers: [Customer]
+
+    public init(store: UInt16, name: String?, count: Int? = nil, customers: [Customer]) {
+        self.store = store
+        self.name = name
+        self.count = count ?? customers.count
+        self.customers = customers
+    }
+
+    /// The payload; without `ts` it is the signature that decides whether to republish.
+    public func json(at ts: Instant?) -> String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("store", Int(store))
+            o("name", name)
+            o("count", count)
+            o("customers", .array(customers.map(\.json)))
+            if let ts { o("ts", ts) }
+        }
+        return writer.text
+    }
+
+    /// Parses a summary; `count` may be missing (rosters written before it existed).
+    public init(parsing value: JSONValue) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        store = try r.u16(o["store"], "store")
+        name = try r.optionalString(o["name"], "name", maxLength: 1000)
+        guard case .array(let list)? = o["customers"] else { throw PayloadError("customers must be an array") }
+        var customers: [Customer] = []
+        for (i, item) in list.enumerated() {
+            customers.append(try Customer(parsing: item, at: "customers[\(i)]"))
+        }
+        self.customers = customers
+        if let value = o["count"] {
+            let total = try r.number(value, "count")
+            guard total == total.rounded(), total >= Double(customers.count), total <= 1e9 else {
+                throw PayloadError("count must be a whole number of at least the customers listed")
+            }
+            count = Int(total)
+        } else {
+            count = customers.count
+        }
+    }
+}
+
+// MARK: - The brain's own records
+
+/// What rules did in one scope (a beacon's visit, or one observer's join): when each rule
+/// last fired (for `once` and `cooldown` seconds) and which are waiting to be re-armed by
+/// "after N updates at near", with the updates counted so far.
+public struct RuleMemory: Sendable, Equatable {
+    public var fired: [String: Instant]
+    public var disarmed: [String: Int]
+
+    public init(fired: [String: Instant] = [:], disarmed: [String: Int] = [:]) {
+        self.fired = fired
+        self.disarmed = disarmed
+    }
+
+    public var isEmpty: Bool { fired.isEmpty && disarmed.isEmpty }
+
+    /// `"fired":{"rule":ts…},"disarmed":["rule"…]`, keys sorted. Update counts are not
+    /// recorded: they change with every sighting, and a restarted brain counting again from
+    /// zero only re-arms a little later.
+    func write(into o: inout JSONWriter.ObjectWriter) {
+        o("fired", .object(JSONObject(fired.sorted { $0.key < $1.key }.map { (key: $0.key, value: .string($0.value.iso8601)) })))
+        o("disarmed", .array(disarmed.keys.sorted().map(JSONValue.string)))
+    }
+
+    init(reading o: JSONObject, _ r: PayloadReader) throws(PayloadError) {
+        fired = [:]
+        disarmed = [:]
+        if let value = o["fired"] {
+            let fr = PayloadReader(path: r.name("fired"))
+            let f = try fr.object(value)
+            guard f.members.count <= 1000 else { throw PayloadError("too many rules in fired") }
+            for member in f.members { fired[member.key] = try fr.instant(member.value, member.key) }
+        }
+        if let value = o["disarmed"] {
+            guard case .array(let list) = value, list.count <= 1000 else { throw PayloadError("disarmed must be an array") }
+            for (i, item) in list.enumerated() { disarmed[try r.string(item, "disarmed[\(i)]", maxLength: 1000)] = 0 }
+        }
+    }
+}
+
+/// `brain/visits/<major>/<minor>` (retained, the brain's own): the visit the brain is
+/// handling and what rules did in it: `{"since":ts|null,"fired":{"rule":ts…},"disarmed":[…]}`.
+/// Written at enter and when a rule fires or re-arms; deleted after the exit, or kept with
+/// `since` null while a cooldown in seconds still runs. A restarted brain continues the visit
+/// with the same `since` (so `once` rules stay fired) instead of starting a new one.
+public struct VisitRecord: Sendable, Equatable {
+    public var since: Instant?
+    public var rules: RuleMemory
+
+    public init(since: Instant?, rules: RuleMemory) {
+        self.since = since
+        self.rules = rules
+    }
+
+    public var json: String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("since", since.map { JSONValue.string($0.iso8601) } ?? .null)
+            rules.write(into: &o)
+        }
+        return writer.text
+    }
+
+    public init(parsing value: JSONValue) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        try r.only(o, ["since", "fired", "disarmed"])
+        since = try r.optionalInstant(o["since"], "since")
+        rules = try RuleMemory(reading: o, r)
+    }
+}
+
+/// `brain/answered/<major>/<minor>/<client>` (retained, the brain's own): a join the brain
+/// has answered: `{"join":fingerprint|null,"since":ts|null,"fired":{…},"disarmed":[…]}`.
+/// `join` is `JoinRequest.fingerprint` of the payload answered, so a restarted brain finding
+/// the same join does not send the ad again. Deleted when the join ends (kept with `join`
+/// null while a join rule's cooldown in seconds still runs).
+public struct AnsweredRecord: Sendable, Equatable {
+    public var join: String?
+    public var since: Instant?
+    public var rules: RuleMemory
+
+    public init(join: String?, since: Instant?, rules: RuleMemory) {
+        self.join = join
+        self.since = since
+        self.rules = rules
+    }
+
+    public var json: String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("join", join)
+            o("since", since.map { JSONValue.string($0.iso8601) } ?? .null)
+            rules.write(into: &o)
+        }
+        return writer.text
+    }
+
+    public init(parsing value: JSONValue) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        try r.only(o, ["join", "since", "fired", "disarmed"])
+        join = try r.optionalString(o["join"], "join", maxLength: 32)
+        since = try r.optionalInstant(o["since"], "since")
+        rules = try RuleMemory(reading: o, r)
+    }
+}
+
+extension JoinRequest {
+    /// A short stable digest of a join payload (FNV-1a, 64 bits, hex): equal payloads,
+    /// equal fingerprints. Identifies "the join already answered", not a security measure.
+    public static func fingerprint(_ payload: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in payload {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return Hex.encode((0..<8).map { UInt8(truncatingIfNeeded: hash >> (56 - 8 * UInt64($0))) })
+    }
+}
+
+// MARK: - Base64
+
+/// RFC 4648 base64 with the standard alphabet and padding, for profile photos.
+public enum Base64 {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// Characters needed for `count` bytes.
+    public static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(encodedLength(bytes.count))
+        var i = 0
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest > 0 {
+            let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
+            out += rest == 2 ? [alphabet[Int(n >> 6 & 63)], UInt8(ascii: "=")] : [UInt8(ascii: "="), UInt8(ascii: "=")]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes padded base64; `nil` for any character outside the alphabet, a length that is
+    /// not a multiple of 4, misplaced padding or non-zero padding bits.
+    public static func decode(_ text: String) -> [UInt8]? {
+        let input = Array(text.utf8)
+        guard input.count % 4 == 0 else { return nil }
+        func value(_ c: UInt8) -> UInt32? {
+            switch c {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(c - UInt8(ascii: "A"))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt32(c - UInt8(ascii: "a") + 26)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(c - UInt8(ascii: "0") + 52)
+            case UInt8(ascii: "+"): 62
+            case UInt8(ascii: "/"): 63
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(input.count / 4 * 3)
+        var i = 0
+        while i < input.count {
+            let last = i + 4 == input.count
+            let pad = last ? (input[i + 3] == UInt8(ascii: "=") ? (input[i + 2] == UInt8(ascii: "=") ? 2 : 1) : 0) : 0
+            var n: UInt32 = 0
+            for j in 0..<4 {
+                if j >= 4 - pad {
+                    n <<= 6
+                    continue
+                }
+                guard let v = value(input[i + j]) else { return nil }
+                n = n << 6 | v
+            }
+            out.append(UInt8(truncatingIfNeeded: n >> 16))
+            if pad < 2 { out.append(UInt8(truncatingIfNeeded: n >> 8)) } else if n & 0xFFFF != 0 { return nil }
+            if pad < 1 { out.append(UInt8(truncatingIfNeeded: n)) } else if pad == 1, n & 0xFF != 0 { return nil }
+            i += 4
+        }
+        return out
+    }
+}
+
+// MARK: - Topics of the brain
+
+extension Topics {
+    public func beacon(_ ref: BeaconRef) -> String { topic("beacons/\(ref.major)/\(ref.minor)") }
+    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
+    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
+    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
+    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
+
+    /// The brain's record of a visit (see `VisitRecord`).
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/\(ref.major)/\(ref.minor)") }
+    /// The brain's record of an answered join (see `AnsweredRecord`).
+    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
+        topic("brain/answered/\(ref.major)/\(ref.minor)/\(client)")
+    }
+    /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
+    public var brainEvents: String { topic("brain/events") }
+    /// One brain's counters, retained, refreshed periodically; per client id, since several
+    /// brains may share a broker.
+    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
+    /// Where a brain sends itself a marker after subscribing: when it comes back, the
+    /// broker has delivered every retained message of the subscriptions made before.
+    public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
+
+    /// A topic of the brain's own records.
+    public enum BrainRecordTopic: Sendable, Equatable {
+        case visit(BeaconRef)
+        case answered(BeaconRef, client: String)
+    }
+
+    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
+        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
+        func u16(_ text: Substring) -> UInt16? {
+            guard !text.isEmpty, text.count <= 5, let value = UInt16(text), String(value) == text else { return nil }
+            return value
+        }
+        guard let major = u16(s[2]), let minor = u16(s[3]) else { return nil }
+        let ref = BeaconRef(major: major, minor: minor)
+        switch (s[1], s.count) {
+        case ("visits", 4): return .visit(ref)
+        case ("answered", 5):
+            let client = String(s[4])
+            return Topics.problem(withSegment: client) == nil ? .answered(ref, client: client) : nil
+        default: return nil
+        }
+    }
+}

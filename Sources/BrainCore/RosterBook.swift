@@ -1,0 +1,87 @@
+public import BeaconKit
+
+/// The greeter view of every store, kept up to date one customer at a time.
+///
+/// A join, leave or profile change touches one client's entry in one store: the brain
+/// republishes that client's `stores/<store>/customers/<client>` and marks the store's
+/// summary (`stores/<store>/roster`, at most `limit` customers) for the next debounced
+/// write. So the bytes a join costs do not grow with the number of customers.
+public struct RosterBook: Sendable {
+    /// One client in one store.
+    public struct Key: Hashable, Comparable, Sendable {
+        public var store: UInt16
+        public var client: String
+
+        public init(store: UInt16, client: String) {
+            self.store = store
+            self.client = client
+        }
+
+        public static func < (lhs: Key, rhs: Key) -> Bool { (lhs.store, lhs.client) < (rhs.store, rhs.client) }
+    }
+
+    /// Per store, per client.
+    public private(set) var stores: [UInt16: [String: Roster.Customer]] = [:]
+
+    public init() {}
+
+    /// Customers present in `store`.
+    public func count(of store: UInt16) -> Int { stores[store]?.count ?? 0 }
+
+    public func customer(_ client: String, in store: UInt16) -> Roster.Customer? { stores[store]?[client] }
+
+    /// Recomputes one client's entry in one store from that client's joins of the store's
+    /// beacons (`joins`, any order): the profile and beacon of the latest join, the time of
+    /// the first. Returns the entry, `nil` when the client has no join there any more.
+    @discardableResult
+    public mutating func update(client: String, store: UInt16, joins: [ObserverJoin], topics: Topics) -> Roster.Customer? {
+        var latest: ObserverJoin?
+        var first: Instant?
+        for join in joins {
+            first = min(first ?? join.since, join.since)
+            if let current = latest, (current.since, current.beacon) >= (join.since, join.beacon) { continue }
+            latest = join
+        }
+        guard let latest, let first else {
+            stores[store]?[client] = nil
+            if stores[store]?.isEmpty == true { stores[store] = nil }
+            return nil
+        }
+        let customer = Roster.Customer(client: client, name: latest.name, favorite: latest.favorite,
+                                       photo: latest.hasPhoto ? topics.observer(client, of: latest.beacon) : nil,
+                                       beacon: latest.beacon, since: first)
+        stores[store, default: [:]][client] = customer
+        return customer
+    }
+
+    /// The summary for `stores/<store>/roster`: the `limit` customers who arrived last,
+    /// oldest first, and the count of all of them. Costs O(n log n) in the store's
+    /// customers, which is why the brain writes it at most once per `rosterInterval`.
+    public func summary(store: UInt16, name: String?, limit: Int) -> Roster {
+        let all = stores[store].map { Array($0.values) } ?? []
+        let ordered = all.sorted { ($0.since, $0.client) < ($1.since, $1.client) }
+        return Roster(store: store, name: name, count: all.count, customers: Array(ordered.suffix(max(0, limit))))
+    }
+
+    /// Forgets everything (a new config moved beacons between stores).
+    public mutating func removeAll() { stores = [:] }
+}
+
+extension Topics {
+    /// One customer of a store's roster (retained; see `Roster.Customer`).
+    public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
+
+    /// Subscription filter for the customers of one store, or of every store.
+    public func customersFilter(ofStore store: UInt16?) -> String {
+        topic("stores/\(store.map(String.init) ?? "+")/customers/+")
+    }
+
+    /// `stores/<store>/customers/<client>`, parsed; `nil` for any other topic.
+    public func parseCustomer(_ topic: String) -> (store: UInt16, client: String)? {
+        guard let s = segments(of: topic), s.count == 4, s[0] == "stores", s[2] == "customers" else { return nil }
+        let digits = s[1]
+        guard (1...5).contains(digits.count), digits.first != "0" || digits.count == 1,
+              let store = UInt16(digits), Topics.problem(withSegment: String(s[3])) == nil else { return nil }
+        return (store, String(s[3]))
+    }
+}

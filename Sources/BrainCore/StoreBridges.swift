@@ -1,0 +1,129 @@
+public import BeaconKit
+
+/// What the brain knows about the bridges of stores with a broker of their own
+/// (`stores[].broker`): whether each store's presence can be trusted right now.
+///
+/// Mosquitto publishes `1` on `stores/<major>/bridge` when a store's bridge connects, and the
+/// central broker publishes the bridge's will, `0`, when the store's WAN goes quiet. While a
+/// store is **unknown** (its bridge down, or never seen up) nothing from it can arrive, so its
+/// silence says nothing: its gateways' views do not expire and its visits do not end. When
+/// the bridge is back, the store broker replays what changed during the outage and then its
+/// retained state, the gateways' statuses last (`BridgePlan`); the store is **reconciling**
+/// until every one of its gateways' statuses has come by (or `reconcileLimit` has passed),
+/// and then views that the replay did not confirm are dropped. A value owned by the brain's
+/// core; time is passed in.
+public struct StoreBridges: Sendable {
+    public enum State: Sendable, Equatable {
+        /// The bridge is up and its replay (if any) is in.
+        case up
+        /// Down, or not seen up yet.
+        case unknown
+        /// Up again since `since`; waiting for these gateways' statuses.
+        case reconciling(since: Instant, awaiting: Set<String>)
+    }
+
+    /// What a status message led to.
+    public enum Change: Sendable, Equatable {
+        case none
+        /// The store became unknown.
+        case lost(UInt16)
+        /// The store's bridge (re)connected: its replay is coming.
+        case healing(UInt16)
+        /// Read back after the brain's reconnect: the bridge came back meanwhile.
+        case found(UInt16)
+        /// The replay is in: drop what it did not confirm since `since`.
+        case reconciled(UInt16, since: Instant)
+    }
+
+    /// Seconds after a bridge's `1` after which the store is reconciled even if not every
+    /// gateway's status came by (a gateway missing from the store broker).
+    public static let reconcileLimit = 10.0
+
+    public private(set) var states: [UInt16: State] = [:]
+    /// The gateways of each bridged store, from the fleet config.
+    private var gateways: [UInt16: Set<String>] = [:]
+    /// Statuses seen before settling, and whether they came live (a bridge connecting
+    /// meanwhile) rather than from the broker's store.
+    private var seen: [UInt16: (connected: Bool, live: Bool)] = [:]
+
+    public init() {}
+
+    /// The bridged stores and their gateways (from the fleet config, limited to the stores
+    /// the brain handles). A store no longer bridged is forgotten; a new one starts unknown.
+    public mutating func configure(_ bridged: [UInt16: Set<String>]) {
+        gateways = bridged
+        for major in states.keys where bridged[major] == nil { states[major] = nil }
+        for major in bridged.keys where states[major] == nil { states[major] = .unknown }
+    }
+
+    /// Whether a store's presence is on hold: bridged and not up.
+    public func isUnknown(_ major: UInt16) -> Bool {
+        guard let state = states[major] else { return false }
+        return state != .up
+    }
+
+    /// The bridged stores that are not up, sorted.
+    public var unknownStores: [UInt16] { states.keys.filter(isUnknown).sorted() }
+
+    /// A status read before the brain settles.
+    public mutating func remember(_ major: UInt16, connected: Bool, live: Bool) {
+        seen[major] = (connected, live)
+    }
+
+    /// Settling: a store whose retained status says `1` is up; one whose bridge connected
+    /// meanwhile is reconciling; any other is unknown.
+    public mutating func settle(at now: Instant) {
+        for major in states.keys.sorted() {
+            switch seen[major] {
+            case (true, false)?: states[major] = .up
+            case (true, true)?: states[major] = .reconciling(since: now, awaiting: gateways[major] ?? [])
+            default: states[major] = .unknown
+            }
+        }
+        seen = [:]
+    }
+
+    /// A status after settling. A live `1` starts a reconciliation (also when the store was
+    /// thought up: a bridge that reconnects replays, and the `0` may have been missed). A
+    /// retained one, read back after the brain's own reconnect, says the bridge came back
+    /// while the brain was away: the broker's retained state, read back with it, is the
+    /// store's.
+    public mutating func status(_ major: UInt16, connected: Bool, live: Bool = true, at now: Instant) -> Change {
+        guard let was = states[major] else { return .none }
+        guard connected else {
+            states[major] = .unknown
+            return was == .unknown ? .none : .lost(major)
+        }
+        guard live else {
+            states[major] = .up
+            return was == .up ? .none : .found(major)
+        }
+        states[major] = .reconciling(since: now, awaiting: gateways[major] ?? [])
+        return .healing(major)
+    }
+
+    /// A gateway's status arrived: for a reconciling store, that gateway's part of the
+    /// replay is in.
+    public mutating func gatewayStatus(_ gateway: String, store major: UInt16) -> Change {
+        guard case .reconciling(let since, var awaiting)? = states[major] else { return .none }
+        awaiting.remove(gateway)
+        guard awaiting.isEmpty else {
+            states[major] = .reconciling(since: since, awaiting: awaiting)
+            return .none
+        }
+        states[major] = .up
+        return .reconciled(major, since: since)
+    }
+
+    /// Reconciles the stores whose replay has taken longer than `reconcileLimit`.
+    public mutating func advance(to now: Instant) -> [Change] {
+        var changes: [Change] = []
+        for major in states.keys.sorted() {
+            guard case .reconciling(let since, _)? = states[major],
+                  now.seconds(since: since) >= Self.reconcileLimit else { continue }
+            states[major] = .up
+            changes.append(.reconciled(major, since: since))
+        }
+        return changes
+    }
+}

@@ -1,0 +1,405 @@
+public import BeaconKit
+public import Tracking
+
+/// The whole fleet in one JSON document (SPEC §6). Parsed and validated here; every
+/// problem is reported with its JSON path, and unknown keys are errors.
+public struct FleetConfig: Sendable, Equatable {
+    /// Longest gateway zone name and registry beacon name, characters: they travel in
+    /// every sighting and presence message, which the brain bounds (`BrainCore.Limits`).
+    public static let maxNameLength = 200
+
+    public var broker: BrokerConfig
+    /// Topic prefix; empty for none.
+    public var topicPrefix: String
+    /// UUIDs to publish; empty accepts every beacon.
+    public var uuids: [BeaconUUID]
+    public var gateways: [GatewayConfig]
+    public var beacons: [BeaconEntry]
+    public var stores: [StoreEntry]
+    public var rules: [Rule]
+    public var brain: BrainConfig
+    /// How store brokers reach the central broker (`beaconctl bridge`, docs/fleet.md).
+    public var bridge = BridgeSettings()
+    /// Home Assistant MQTT discovery (off unless the config turns it on).
+    public var homeAssistant = HomeAssistantConfig()
+
+    public var topics: Topics { Topics(prefix: topicPrefix) }
+
+    public func gateway(id: String) -> GatewayConfig? { gateways.first { $0.id == id } }
+
+    /// Registry lookup by full id; AltBeacon and iBeacon share the key space.
+    public func beacon(_ id: BeaconID) -> BeaconEntry? { beacons.first { $0.id == id } }
+
+    /// Whether a beacon passes the `uuids` allow-list.
+    public func accepts(_ id: BeaconID) -> Bool {
+        guard !uuids.isEmpty else { return true }
+        guard let uuid = id.uuid else { return true }
+        return uuids.contains(uuid)
+    }
+}
+
+public enum MQTTVersion: String, Sendable, Equatable {
+    case v311 = "3.1.1"
+    case v5 = "5"
+}
+
+public struct BrokerConfig: Sendable, Equatable {
+    public var url: BrokerURL
+    /// Client id prefix; the gateway appends nothing and uses its own id when absent.
+    public var clientId: String?
+    public var username: String?
+    /// A file holding the password (first line); `BEACONBRIDGE_MQTT_PASSWORD` overrides.
+    public var passwordFile: String?
+    public var tls: TLSConfig?
+    /// Seconds between MQTT PINGREQs; also how soon the broker notices a dead gateway.
+    public var keepalive: Int
+    public var mqttVersion: MQTTVersion
+
+    public init(url: BrokerURL, clientId: String? = nil, username: String? = nil, passwordFile: String? = nil,
+                tls: TLSConfig? = nil, keepalive: Int = 30, mqttVersion: MQTTVersion = .v311) {
+        self.url = url
+        self.clientId = clientId
+        self.username = username
+        self.passwordFile = passwordFile
+        self.tls = tls
+        self.keepalive = keepalive
+        self.mqttVersion = mqttVersion
+    }
+}
+
+public struct TLSConfig: Sendable, Equatable {
+    public var caFile: String?
+    public var caPath: String?
+    public var certFile: String?
+    public var keyFile: String?
+    /// Skip the host-name check (a lab broker with an IP-only certificate). Never in production.
+    public var insecure: Bool
+
+    public init(caFile: String? = nil, caPath: String? = nil, certFile: String? = nil, keyFile: String? = nil,
+                insecure: Bool = false) {
+        self.caFile = caFile
+        self.caPath = caPath
+        self.certFile = certFile
+        self.keyFile = keyFile
+        self.insecure = insecure
+    }
+}
+
+/// How the controller scans.
+public struct ScanConfig: Sendable, Equatable {
+    /// Active scanning sends scan requests; passive (the default) only listens.
+    public var active: Bool
+    /// Scan interval and window in milliseconds (2.5–10240).
+    public var intervalMs: Double
+    public var windowMs: Double
+    /// Seconds without any advertising report, while the adapter is up, after which the
+    /// scan is restarted (another program may have turned it off or changed it); 0 turns
+    /// the watchdog off.
+    public var stallTimeout: Double
+
+    public init(active: Bool = false, intervalMs: Double = 60, windowMs: Double = 60, stallTimeout: Double = 60) {
+        self.active = active
+        self.intervalMs = intervalMs
+        self.windowMs = windowMs
+        self.stallTimeout = stallTimeout
+    }
+
+    /// In the controller's 0.625 ms units.
+    public var intervalUnits: UInt16 { UInt16((intervalMs / 0.625).rounded()) }
+    public var windowUnits: UInt16 { UInt16((windowMs / 0.625).rounded()) }
+}
+
+/// A gateway that is also a beacon.
+public struct AdvertiseConfig: Sendable, Equatable {
+    public var beacon: IBeacon
+    /// Milliseconds between advertisements (100–10240).
+    public var intervalMs: Int
+
+    public init(beacon: IBeacon, intervalMs: Int = 100) {
+        self.beacon = beacon
+        self.intervalMs = intervalMs
+    }
+
+    /// The `advertise` object of a gateway in the fleet config, or of the
+    /// `{"advertise":{…}}` command: `uuid`, `major`, `minor`, optional `power` (dBm at
+    /// 1 m, default -59) and `intervalMs` (default 100). Every problem is reported with
+    /// its path under `path`.
+    public static func parse(_ value: JSONValue, at path: String = "advertise") throws(ConfigErrors) -> AdvertiseConfig {
+        var reader = ConfigReader()
+        guard let config = FleetConfig.parseAdvertise(value, at: path, &reader), reader.errors.isEmpty else {
+            throw ConfigErrors(reader.errors)
+        }
+        return config
+    }
+}
+
+public struct GatewayConfig: Sendable, Equatable {
+    public var id: String
+    public var source: SourceURI?
+    /// Human name of the place (room, counter, door); the gateway id when absent.
+    public var zone: String?
+    public var tracker: TrackerSettings
+    public var scan: ScanConfig
+    public var advertise: AdvertiseConfig?
+    /// Seconds between health messages.
+    public var healthInterval: Double
+    /// Sightings held while the broker is down; the oldest are dropped first.
+    public var queueLimit: Int
+    /// The store (a major in `stores`) the gateway stands in: it connects to that store's
+    /// broker when the store has one, and its topics cross that store's bridge.
+    public var store: UInt16?
+    /// Where it stands on its store's floor plan (`beacon-web`'s floor page).
+    public var position: FloorPosition?
+
+    public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
+                scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, healthInterval: Double = 30,
+                queueLimit: Int = 10_000) {
+        self.id = id
+        self.source = source
+        self.zone = zone
+        self.tracker = tracker
+        self.scan = scan
+        self.advertise = advertise
+        self.healthInterval = healthInterval
+        self.queueLimit = queueLimit
+    }
+}
+
+/// Where a beacon hangs (navigation beacons).
+public struct Location: Sendable, Equatable {
+    public var latitude: Double
+    public var longitude: Double
+    /// Degrees clockwise from north.
+    public var heading: Double?
+    public var floor: Int?
+
+    public init(latitude: Double, longitude: Double, heading: Double? = nil, floor: Int? = nil) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.heading = heading
+        self.floor = floor
+    }
+
+    /// The location-fix payload: `{"lat","lon","heading","floor"}`.
+    public var json: JSONValue {
+        .object(["lat": .number(latitude), "lon": .number(longitude),
+                 "heading": heading.map(JSONValue.number) ?? .null,
+                 "floor": floor.map { .number(Double($0)) } ?? .null])
+    }
+}
+
+/// One beacon of the registry.
+public struct BeaconEntry: Sendable, Equatable {
+    public var id: BeaconID
+    public var name: String?
+    /// Calibrated RSSI at 1 m, dBm; overrides what the beacon advertises.
+    public var measuredPower: Int?
+    public var location: Location?
+    /// The store (a major) this beacon belongs to; its own major when absent.
+    public var store: UInt16
+    /// The standing offer, published retained on `beacons/<major>/<minor>/ad`.
+    public var ad: JSONValue?
+
+    public init(id: BeaconID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil,
+                store: UInt16? = nil, ad: JSONValue? = nil) {
+        self.id = id
+        self.name = name
+        self.measuredPower = measuredPower
+        self.location = location
+        self.store = store ?? id.major ?? 0
+        self.ad = ad
+    }
+}
+
+public struct StoreEntry: Sendable, Equatable {
+    public var major: UInt16
+    public var name: String?
+    /// The store-wide deal of the day, for beacons without an ad of their own.
+    public var ad: JSONValue?
+    /// The floor's size, for `beacon-web`'s floor page.
+    public var floorPlan: FloorPlan?
+    /// The store's own broker, bridged to the central one; `nil` when the store's gateways
+    /// use the fleet's broker directly.
+    public var broker: BrokerConfig?
+    /// Who the store's bridge is at the central broker.
+    public var bridge: StoreBridge?
+
+    public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil, broker: BrokerConfig? = nil,
+                bridge: StoreBridge? = nil) {
+        self.major = major
+        self.name = name
+        self.ad = ad
+        self.broker = broker
+        self.bridge = bridge
+    }
+}
+
+/// The brain's own tuning.
+public struct BrainConfig: Sendable, Equatable {
+    /// dB by which another gateway must beat the current zone's smoothed RSSI to take over.
+    public var zoneMargin: Double
+    /// Consecutive updates another gateway must win by the margin before the zone moves.
+    public var zoneUpdates: Int
+
+    public init(zoneMargin: Double = 4, zoneUpdates: Int = 3) {
+        self.zoneMargin = zoneMargin
+        self.zoneUpdates = zoneUpdates
+    }
+}
+
+// MARK: - Rules
+
+public struct Rule: Sendable, Equatable {
+    public enum Trigger: Sendable, Equatable {
+        case enter, exit, join, leave
+        /// Proximity reaching this class (from any other).
+        case proximity(Proximity)
+
+        public init?(_ text: String) {
+            switch text {
+            case "enter": self = .enter
+            case "exit": self = .exit
+            case "join": self = .join
+            case "leave": self = .leave
+            case "proximity:immediate": self = .proximity(.immediate)
+            case "proximity:near": self = .proximity(.near)
+            case "proximity:far": self = .proximity(.far)
+            default: return nil
+            }
+        }
+
+        public static let names = ["enter", "exit", "join", "leave",
+                                   "proximity:immediate", "proximity:near", "proximity:far"]
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// The beacon's ad to the observer's inbox.
+        case ad
+        /// A templated text to the observer's inbox.
+        case greeting(template: String)
+        /// The beacon's location from the registry to the observer's inbox.
+        case locationFix
+        /// A templated message to a templated topic.
+        case publish(topic: String, template: String, retain: Bool, qos: Int)
+
+        /// Whether the action sends a templated text (the rule's `fallback` applies to it).
+        public var usesTemplate: Bool {
+            switch self {
+            case .greeting, .publish: true
+            case .ad, .locationFix: false
+            }
+        }
+    }
+
+    public enum Cooldown: Sendable, Equatable {
+        case seconds(Double)
+        /// Re-armed only after this many consecutive updates at `proximity` or farther
+        /// (the navigation plugin's reset rule).
+        case updates(count: Int, at: Proximity)
+    }
+
+    /// A beacon named by major/minor and, optionally, UUID.
+    public struct BeaconKey: Sendable, Equatable {
+        public var uuid: BeaconUUID?
+        public var major: UInt16
+        public var minor: UInt16
+
+        public init(uuid: BeaconUUID? = nil, major: UInt16, minor: UInt16) {
+            self.uuid = uuid
+            self.major = major
+            self.minor = minor
+        }
+    }
+
+    public var name: String
+    public var trigger: Trigger
+    /// Empty lists mean "any".
+    public var beacons: [BeaconKey]
+    public var stores: [UInt16]
+    public var names: [String]
+    /// Only while the beacon's zone is held by one of these gateways (by id): "the deal at
+    /// the counter" rather than wherever the customer first comes close.
+    public var zones: [String]
+    /// Only when the smoothed RSSI is above this, dBm.
+    public var rssiAbove: Double?
+    public var actions: [Action]
+    /// At most once per visit (a beacon's presence, or an observer's join).
+    public var once: Bool
+    public var cooldown: Cooldown?
+    /// The text a greeting or a publish of this rule sends instead when its template uses a
+    /// variable without a value (a customer without a name, a beacon without a location), so
+    /// nobody reads "Hello ! A  is on its way.". Without one such a greeting is skipped.
+    public var fallback: String?
+
+    public init(name: String, trigger: Trigger, beacons: [BeaconKey] = [], stores: [UInt16] = [], names: [String] = [],
+                zones: [String] = [], rssiAbove: Double? = nil, actions: [Action], once: Bool = false,
+                cooldown: Cooldown? = nil, fallback: String? = nil) {
+        self.fallback = fallback
+        self.name = name
+        self.trigger = trigger
+        self.beacons = beacons
+        self.stores = stores
+        self.names = names
+        self.zones = zones
+        self.rssiAbove = rssiAbove
+        self.actions = actions
+        self.once = once
+        self.cooldown = cooldown
+    }
+
+    /// Whether this rule concerns a beacon with this identity and registry entry, whose zone
+    /// is held by the gateway `zone` (`nil`: the beacon is present nowhere).
+    public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?, zone: String? = nil) -> Bool {
+        if !beacons.isEmpty, !beacons.contains(where: { key in
+            key.major == major && key.minor == minor && (key.uuid == nil || uuid == nil || key.uuid == uuid)
+        }) { return false }
+        if !stores.isEmpty, !stores.contains(entry?.store ?? major) { return false }
+        if !names.isEmpty, !names.contains(where: { $0 == entry?.name }) { return false }
+        if !zones.isEmpty, !zones.contains(where: { $0 == zone }) { return false }
+        return true
+    }
+}
+
+/// The variables a template may use, as `{name}`.
+public enum Template {
+    public static let variables: Set<String> = [
+        "major", "minor", "uuid", "name", "store", "zone", "gateway", "proximity", "distance",
+        "client", "customer", "favorite", "lat", "lon", "heading", "floor", "rule", "ts",
+    ]
+
+    /// The first unknown or unterminated variable, or `nil` when the template is fine.
+    public static func problem(in template: String) -> String? {
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{") {
+            guard let close = rest[open...].firstIndex(of: "}") else { return "has an unclosed '{'" }
+            let name = String(rest[rest.index(after: open)..<close])
+            guard variables.contains(name) else {
+                return "uses {\(name)}; known: " + variables.sorted().map { "{\($0)}" }.joined(separator: " ")
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        return nil
+    }
+
+    /// Whether every variable the template uses has a non-empty value.
+    public static func isComplete(_ template: String, _ values: [String: String]) -> Bool {
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            guard let value = values[String(rest[rest.index(after: open)..<close])], !value.isEmpty else { return false }
+            rest = rest[rest.index(after: close)...]
+        }
+        return true
+    }
+
+    /// Replaces `{variable}` by its value; unknown or missing ones become empty.
+    public static func render(_ template: String, _ values: [String: String]) -> String {
+        var out = ""
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            out += rest[..<open]
+            out += values[String(rest[rest.index(after: open)..<close])] ?? ""
+            rest = rest[rest.index(after: close)...]
+        }
+        return out + rest
+    }
+}

@@ -1,0 +1,370 @@
+public import BeaconKit
+import Tracking
+
+extension FleetConfig {
+    static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
+                          "stores", "rules", "brain", "bridge", "homeAssistant"]
+    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
+    static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
+    static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
+                             "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
+    static let gatewayKeys = ["id", "source", "zone", "store", "position", "advertise"] + tuningKeys
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
+    static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
+                             "heading", "floor", "store", "ad"]
+    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "zones", "rssiAbove", "then", "once", "cooldown",
+                           "fallback"]
+
+    /// Parses and validates a fleet config; throws every problem found.
+    public static func parse(_ text: String) throws(ConfigErrors) -> FleetConfig {
+        let document: JSONValue
+        do {
+            document = try JSONParser().parse(text)
+        } catch {
+            throw ConfigErrors([ConfigError(path: "", reason: error.description)])
+        }
+        return try parse(document)
+    }
+
+    public static func parse(_ document: JSONValue) throws(ConfigErrors) -> FleetConfig {
+        var r = ConfigReader()
+        guard let top = r.object(document, at: "", keys: topKeys) else { throw ConfigErrors(r.errors) }
+
+        let broker = parseBroker(top["broker"], at: "broker", &r)
+        var prefix = ""
+        if let value = top["topicPrefix"], let text = r.string(value, at: "topicPrefix", nonEmpty: false), !text.isEmpty {
+            if let problem = Topics.problem(withSegment: text, allowSlash: true) {
+                r.fail("topicPrefix", "\"\(text)\" \(problem)")
+            } else {
+                prefix = text
+            }
+        }
+        var uuids: [BeaconUUID] = []
+        for (i, value) in (r.array(top["uuids"], at: "uuids") ?? []).enumerated() {
+            if let uuid = r.uuid(value, at: "uuids[\(i)]") { uuids.append(uuid) }
+        }
+
+        var defaults = GatewayConfig(id: "defaults")
+        var defaultStale: Double?
+        if let object = r.object(top["defaults"], at: "defaults", keys: tuningKeys) {
+            applyTuning(object, at: "defaults", to: &defaults, staleAfter: &defaultStale, &r)
+        }
+
+        var gateways: [GatewayConfig] = []
+        for (i, value) in (r.array(top["gateways"], at: "gateways") ?? []).enumerated() {
+            let path = "gateways[\(i)]"
+            guard let object = r.object(value, at: path, keys: gatewayKeys) else { continue }
+            var gateway = defaults
+            var stale = defaultStale
+            gateway.id = r.required(object, "id", at: path).flatMap { r.topicSegment($0, at: path + ".id") } ?? ""
+            if !gateway.id.isEmpty, gateways.contains(where: { $0.id == gateway.id }) {
+                r.fail(path + ".id", "\"\(gateway.id)\" is used by another gateway")
+            }
+            if let text = r.string(object["source"], at: path + ".source") {
+                do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
+            }
+            // Zone and beacon names travel in every presence and sighting: bounded, so no valid
+            // config makes a gateway write messages the brain must refuse.
+            gateway.zone = r.string(object["zone"], at: path + ".zone", maxLength: FleetConfig.maxNameLength)
+            gateway.store = r.u16(object["store"], at: path + ".store")
+            gateway.position = parsePosition(object["position"], at: path + ".position", &r)
+            if let advertise = object["advertise"] {
+                gateway.advertise = parseAdvertise(advertise, at: path + ".advertise", &r)
+            }
+            applyTuning(object, at: path, to: &gateway, staleAfter: &stale, &r)
+            gateways.append(gateway)
+        }
+
+        var beacons: [BeaconEntry] = []
+        for (i, value) in (r.array(top["beacons"], at: "beacons") ?? []).enumerated() {
+            guard let entry = parseBeacon(value, at: "beacons[\(i)]", &r) else { continue }
+            if beacons.contains(where: { $0.id == entry.id }) {
+                r.fail("beacons[\(i)]", "\(entry.id) is listed twice")
+            } else {
+                beacons.append(entry)
+            }
+        }
+
+        var stores: [StoreEntry] = []
+        for (i, value) in (r.array(top["stores"], at: "stores") ?? []).enumerated() {
+            let path = "stores[\(i)]"
+            guard let object = r.object(value, at: path, keys: storeKeys) else { continue }
+            guard let major = r.required(object, "major", at: path).flatMap({ r.u16($0, at: path + ".major") }) else {
+                continue
+            }
+            if stores.contains(where: { $0.major == major }) { r.fail(path + ".major", "store \(major) is listed twice") }
+            if case .object(let broker)? = object["broker"], broker["url"] == nil {
+                r.fail(path + ".broker.url", "is required (the store broker's mqtt:// or mqtts:// URL)")
+            }
+            var store = StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
+                                   ad: parseAd(object["ad"], at: path + ".ad", &r),
+                                   broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
+                                   bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r))
+            store.floorPlan = parseFloorPlan(object["floorPlan"], at: path + ".floorPlan", &r)
+            stores.append(store)
+        }
+
+        var rules: [Rule] = []
+        var ruleIndex: [String: Int] = [:]
+        for (i, value) in (r.array(top["rules"], at: "rules") ?? []).enumerated() {
+            guard let rule = parseRule(value, at: "rules[\(i)]", &r) else { continue }
+            for (j, zone) in rule.zones.enumerated() where !gateways.contains(where: { $0.id == zone }) {
+                let known = gateways.map(\.id)
+                r.fail("rules[\(i)].zones[\(j)]", "\"\(zone)\" is not a gateway id" +
+                       (known.isEmpty ? " (the config lists no gateways)" : "; the gateways are \(known.joined(separator: ", "))"))
+            }
+            // The brain remembers what a rule did by its name (once, cooldowns): two rules with
+            // one name would share that memory.
+            if let first = ruleIndex[rule.name] {
+                r.fail("rules[\(i)].name", "\"\(rule.name)\" is also the name of rules[\(first)]; rule names must be unique")
+            } else {
+                ruleIndex[rule.name] = i
+            }
+            rules.append(rule)
+        }
+
+        var brain = BrainConfig()
+        if let object = r.object(top["brain"], at: "brain", keys: ["zoneMargin", "zoneUpdates"]) {
+            if let v = r.number(object["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
+            if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
+        }
+
+        let bridge = parseBridge(top["bridge"], &r)
+        checkPlacement(gateways, stores: stores, &r)
+        let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
+        guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
+        let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
+                                 beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
+                                 homeAssistant: homeAssistant)
+        checkBridging(config, &r)
+        guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
+        return config
+    }
+
+    /// The top-level `broker`, or a store's (`path` says which).
+    static func parseBroker(_ value: JSONValue?, at path: String, _ r: inout ConfigReader) -> BrokerConfig? {
+        var broker = BrokerConfig(url: BrokerURL(host: "localhost"))
+        guard let value else { return broker }
+        guard let object = r.object(value, at: path, keys: brokerKeys) else { return nil }
+        if let text = r.string(object["url"], at: path + ".url") {
+            do { broker.url = try BrokerURL(parsing: text) } catch { r.fail(path + ".url", error.reason) }
+        }
+        broker.clientId = r.string(object["clientId"], at: path + ".clientId")
+        if let id = broker.clientId, id.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
+            r.fail(path + ".clientId", "\"\(id)\" must be printable ASCII without spaces")
+        }
+        broker.username = r.string(object["username"], at: path + ".username") ?? broker.url.username
+        broker.passwordFile = r.string(object["passwordFile"], at: path + ".passwordFile")
+        if let tls = r.object(object["tls"], at: path + ".tls", keys: tlsKeys) {
+            broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: path + ".tls.caFile"),
+                                   caPath: r.string(tls["caPath"], at: path + ".tls.caPath"),
+                                   certFile: r.string(tls["certFile"], at: path + ".tls.certFile"),
+                                   keyFile: r.string(tls["keyFile"], at: path + ".tls.keyFile"),
+                                   insecure: r.bool(tls["insecure"], at: path + ".tls.insecure") ?? false)
+            if (broker.tls?.certFile == nil) != (broker.tls?.keyFile == nil) {
+                r.fail(path + ".tls", "certFile and keyFile go together (client certificate authentication)")
+            }
+            if broker.tls?.caFile == nil && broker.tls?.caPath == nil {
+                r.fail(path + ".tls", "needs caFile or caPath to verify the broker")
+            }
+        }
+        if let v = r.integer(object["keepalive"], at: path + ".keepalive", in: 5...65535) { broker.keepalive = v }
+        if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
+            broker.mqttVersion = MQTTVersion(rawValue: v)!
+        }
+        return broker
+    }
+
+    static func applyTuning(_ o: JSONObject, at path: String, to g: inout GatewayConfig,
+                            staleAfter: inout Double?, _ r: inout ConfigReader) {
+        let p = { (key: String) in ConfigReader.join(path, key) }
+        if let v = r.number(o["pathLossExponent"], at: p("pathLossExponent"), in: 1...6) { g.tracker.pathLossExponent = v }
+        if let v = r.number(o["rssiOffset"], at: p("rssiOffset"), in: -50...50, unit: " dB") { g.tracker.rssiOffset = v }
+        if let v = r.oneOf(o["distanceModel"], at: p("distanceModel"), DistanceModel.allCases.map(\.rawValue)) {
+            g.tracker.distanceModel = DistanceModel(rawValue: v)!
+        }
+        if let v = r.number(o["publishInterval"], at: p("publishInterval"), in: 0.05...3600, unit: " s") {
+            g.tracker.publishInterval = v
+        }
+        if let v = r.number(o["exitTimeout"], at: p("exitTimeout"), in: 0.5...3600, unit: " s") { g.tracker.exitTimeout = v }
+        if let v = r.number(o["staleAfter"], at: p("staleAfter"), in: 0.1...3600, unit: " s") { staleAfter = v }
+        if let v = r.bool(o["raw"], at: p("raw")) { g.tracker.raw = v }
+        if let v = r.number(o["healthInterval"], at: p("healthInterval"), in: 1...3600, unit: " s") { g.healthInterval = v }
+        if let v = r.integer(o["queueLimit"], at: p("queueLimit"), in: 10...1_000_000) { g.queueLimit = v }
+        if let t = r.object(o["thresholds"], at: p("thresholds"), keys: ["immediate", "near", "hysteresis"]) {
+            let tp = p("thresholds")
+            if let v = r.number(t["immediate"], at: tp + ".immediate", in: 0.01...100, unit: " m") { g.tracker.thresholds.immediate = v }
+            if let v = r.number(t["near"], at: tp + ".near", in: 0.01...1000, unit: " m") { g.tracker.thresholds.near = v }
+            if let v = r.number(t["hysteresis"], at: tp + ".hysteresis", in: 0...0.9) { g.tracker.thresholds.hysteresis = v }
+            if g.tracker.thresholds.near <= g.tracker.thresholds.immediate {
+                r.fail(tp, "near (\(format(g.tracker.thresholds.near)) m) must be beyond immediate (\(format(g.tracker.thresholds.immediate)) m)")
+            }
+        }
+        if let f = r.object(o["filter"], at: p("filter"), keys: ["processNoise", "measurementNoise"]) {
+            if let v = r.number(f["processNoise"], at: p("filter") + ".processNoise", in: 0.001...1000) { g.tracker.filter.processNoise = v }
+            if let v = r.number(f["measurementNoise"], at: p("filter") + ".measurementNoise", in: 0.01...1000) {
+                g.tracker.filter.measurementNoise = v
+            }
+        }
+        if let s = r.object(o["scan"], at: p("scan"), keys: ["active", "intervalMs", "windowMs", "stallTimeout"]) {
+            if let v = r.bool(s["active"], at: p("scan") + ".active") { g.scan.active = v }
+            if let v = r.number(s["intervalMs"], at: p("scan") + ".intervalMs", in: 2.5...10240, unit: " ms") { g.scan.intervalMs = v }
+            if let v = r.number(s["windowMs"], at: p("scan") + ".windowMs", in: 2.5...10240, unit: " ms") { g.scan.windowMs = v }
+            if let v = r.number(s["stallTimeout"], at: p("scan") + ".stallTimeout", in: 0...86400, unit: " s") { g.scan.stallTimeout = v }
+            if g.scan.windowMs > g.scan.intervalMs {
+                r.fail(p("scan") + ".windowMs", "the scan window cannot be longer than the interval")
+            }
+        }
+        g.tracker.staleAfter = staleAfter ?? min(5, g.tracker.exitTimeout / 2)
+        if g.tracker.staleAfter > g.tracker.exitTimeout {
+            r.fail(p("staleAfter"), "must not be longer than exitTimeout (\(format(g.tracker.exitTimeout)) s)")
+        }
+    }
+
+    static func parseAdvertise(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> AdvertiseConfig? {
+        guard let o = r.object(value, at: path, keys: ["uuid", "major", "minor", "power", "intervalMs"]) else { return nil }
+        let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
+        let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
+        let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        let power = o["power"].map { r.integer($0, at: path + ".power", in: -127...20) } ?? -59
+        let interval = o["intervalMs"].map { r.integer($0, at: path + ".intervalMs", in: 100...10240) } ?? 100
+        guard let uuid, let major, let minor, let power, let interval else { return nil }
+        return AdvertiseConfig(beacon: IBeacon(uuid: uuid, major: major, minor: minor, txPower: Int8(power)),
+                               intervalMs: interval)
+    }
+
+    static func parseAd(_ value: JSONValue?, at path: String, _ r: inout ConfigReader) -> JSONValue? {
+        guard let value else { return nil }
+        guard case .object = value else {
+            r.fail(path, "expected an object (the ad's JSON payload), found \(value.typeName)")
+            return nil
+        }
+        return value
+    }
+
+    static func parseBeacon(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> BeaconEntry? {
+        guard let o = r.object(value, at: path, keys: beaconKeys) else { return nil }
+        let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
+        let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
+        let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        let name = r.string(o["name"], at: path + ".name", maxLength: FleetConfig.maxNameLength)
+        let power = r.integer(o["measuredPower"], at: path + ".measuredPower", in: -127...20)
+        let latitude = r.number(o["latitude"], at: path + ".latitude", in: -90...90)
+        let longitude = r.number(o["longitude"], at: path + ".longitude", in: -180...180)
+        let heading = r.number(o["heading"], at: path + ".heading", in: 0...360)
+        let floor = r.integer(o["floor"], at: path + ".floor", in: -200...500)
+        let store = r.u16(o["store"], at: path + ".store")
+        let ad = parseAd(o["ad"], at: path + ".ad", &r)
+        if (o["latitude"] == nil) != (o["longitude"] == nil) {
+            r.fail(path, "latitude and longitude go together")
+        }
+        if (o["heading"] != nil || o["floor"] != nil) && o["latitude"] == nil {
+            r.fail(path, "heading and floor need latitude and longitude")
+        }
+        guard let uuid, let major, let minor else { return nil }
+        let location = latitude.flatMap { lat in
+            longitude.map { Location(latitude: lat, longitude: $0, heading: heading, floor: floor) }
+        }
+        return BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
+                           location: location, store: store, ad: ad)
+    }
+
+    static func parseRule(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule? {
+        guard let o = r.object(value, at: path, keys: ruleKeys) else { return nil }
+        let name = r.string(o["name"], at: path + ".name") ?? path
+        let trigger = r.required(o, "when", at: path).flatMap { r.oneOf($0, at: path + ".when", Rule.Trigger.names) }
+            .flatMap(Rule.Trigger.init)
+        var keys: [Rule.BeaconKey] = []
+        for (i, item) in (r.array(o["beacons"], at: path + ".beacons") ?? []).enumerated() {
+            let ip = path + ".beacons[\(i)]"
+            guard let b = r.object(item, at: ip, keys: ["uuid", "major", "minor"]) else { continue }
+            let uuid = b["uuid"].flatMap { r.uuid($0, at: ip + ".uuid") }
+            let major = r.required(b, "major", at: ip).flatMap { r.u16($0, at: ip + ".major") }
+            let minor = r.required(b, "minor", at: ip).flatMap { r.u16($0, at: ip + ".minor") }
+            if let major, let minor { keys.append(Rule.BeaconKey(uuid: uuid, major: major, minor: minor)) }
+        }
+        let stores = (r.array(o["stores"], at: path + ".stores") ?? []).enumerated().compactMap { i, v in
+            r.u16(v, at: path + ".stores[\(i)]")
+        }
+        let names = (r.array(o["names"], at: path + ".names") ?? []).enumerated().compactMap { i, v in
+            r.string(v, at: path + ".names[\(i)]")
+        }
+        let zones = (r.array(o["zones"], at: path + ".zones") ?? []).enumerated().compactMap { i, v in
+            r.string(v, at: path + ".zones[\(i)]")
+        }
+        let rssiAbove = r.number(o["rssiAbove"], at: path + ".rssiAbove", in: -127...20, unit: " dBm")
+        var actions: [Rule.Action] = []
+        let thenList = r.required(o, "then", at: path).flatMap { r.array($0, at: path + ".then") } ?? []
+        if o["then"] != nil, thenList.isEmpty, case .array = o["then"]! { r.fail(path + ".then", "needs at least one action") }
+        for (i, item) in thenList.enumerated() {
+            if let action = parseAction(item, at: path + ".then[\(i)]", &r) { actions.append(action) }
+        }
+        let once = r.bool(o["once"], at: path + ".once") ?? false
+        var cooldown: Rule.Cooldown?
+        if let value = o["cooldown"] {
+            cooldown = parseCooldown(value, at: path + ".cooldown", &r)
+        }
+        let fallback = r.template(o["fallback"], at: path + ".fallback")
+        if o["fallback"] != nil, !actions.contains(where: \.usesTemplate) {
+            r.fail(path + ".fallback", "applies to the texts of greeting and publish actions; this rule has none")
+        }
+        if let trigger, [Rule.Trigger.join, .leave].contains(trigger), rssiAbove != nil {
+            r.fail(path + ".rssiAbove", "applies to beacon events (enter, exit, proximity), not to \(name)'s join/leave")
+        }
+        guard let trigger else { return nil }
+        return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, zones: zones,
+                    rssiAbove: rssiAbove, actions: actions, once: once, cooldown: cooldown, fallback: fallback)
+    }
+
+    static func parseAction(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Action? {
+        guard let o = r.object(value, at: path, keys: ["do", "text", "topic", "retain", "qos"]) else { return nil }
+        guard let kind = r.required(o, "do", at: path).flatMap({
+            r.oneOf($0, at: path + ".do", ["ad", "greeting", "locationFix", "publish"])
+        }) else { return nil }
+        func forbid(_ keys: [String]) {
+            for key in keys where o[key] != nil { r.fail(path + "." + key, "does not apply to \"do\": \"\(kind)\"") }
+        }
+        switch kind {
+        case "ad":
+            forbid(["text", "topic", "retain", "qos"])
+            return .ad
+        case "locationFix":
+            forbid(["text", "topic", "retain", "qos"])
+            return .locationFix
+        case "greeting":
+            forbid(["topic", "retain", "qos"])
+            return r.required(o, "text", at: path).flatMap { r.template($0, at: path + ".text") }
+                .map { .greeting(template: $0) }
+        default:
+            let topic = r.required(o, "topic", at: path).flatMap { r.template($0, at: path + ".topic") }
+            if let topic, topic.contains("+") || topic.contains("#") {
+                r.fail(path + ".topic", "a topic to publish on cannot contain + or #")
+            }
+            let text = r.required(o, "text", at: path).flatMap { r.template($0, at: path + ".text") }
+            let retain = r.bool(o["retain"], at: path + ".retain") ?? false
+            let qos = o["qos"].map { r.integer($0, at: path + ".qos", in: 0...1) } ?? 1
+            guard let topic, let text, let qos else { return nil }
+            return .publish(topic: topic, template: text, retain: retain, qos: qos)
+        }
+    }
+
+    static func parseCooldown(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Cooldown? {
+        switch value {
+        case .number:
+            return r.number(value, at: path, in: 0...86400 * 7, unit: " s").map(Rule.Cooldown.seconds)
+        case .string(let text):
+            // "after N updates at near"
+            let words = text.split(separator: " ")
+            if words.count == 5, words[0] == "after", let n = Int(words[1]), (1...10_000).contains(n),
+               words[2] == "updates" || words[2] == "update", words[3] == "at",
+               let proximity = Proximity(rawValue: String(words[4])), proximity != .unknown {
+                return .updates(count: n, at: proximity)
+            }
+            r.fail(path, "\"\(text)\" is neither seconds nor \"after N updates at near|far|immediate\"")
+            return nil
+        default:
+            r.fail(path, "expected seconds or \"after N updates at near\", found \(value.typeName)")
+            return nil
+        }
+    }
+}

@@ -1,0 +1,127 @@
+public import BeaconKit
+public import Tracking
+public import Config
+
+/// The JSON payloads of the MQTT contract (SPEC §5), written directly as text: keys in
+/// a fixed documented order, numbers rounded the same way every time.
+public enum Payloads {
+    /// A sighting on `beacons/<major>/<minor>`:
+    /// `{"uuid","major","minor","gateway","address","rssi","rssiSmoothed","txPower","distance",
+    /// "proximity","ts","seq","name"?,"location"?}`; Eddystone-UID carries `namespace` and
+    /// `instance` in place of `uuid`, `major`, `minor`.
+    public static func sighting(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> String {
+        String(decoding: sightingBytes(track, gateway: gateway, entry: entry, at: time), as: UTF8.self)
+    }
+
+    /// The same sighting as UTF-8 bytes, ready for the wire without another copy.
+    public static func sightingBytes(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> [UInt8] {
+        var writer = JSONWriter(capacity: 320)
+        writer.object { o in
+            identity(track.id, into: &o)
+            o("gateway", gateway)
+            o("address", track.address)
+            o("rssi", track.rssi)
+            o("rssiSmoothed", track.rssi == nil ? nil : track.rssiSmoothed, places: 1)
+            o("txPower", track.txPower)
+            o("distance", track.distance, places: 2)
+            o("proximity", track.proximity.rawValue)
+            o("ts", time)
+            o("seq", Int(truncatingIfNeeded: track.sequence))
+            if let name = entry?.name { o("name", name) }
+            if let location = entry?.location { o("location", location.json) }
+        }
+        return writer.takeBytes()
+    }
+
+    /// A gateway's retained view on `beacons/<major>/<minor>/presence/<gateway>`:
+    /// `{"uuid","major","minor","gateway","zone","proximity","rssiSmoothed","distance","since"}`.
+    public static func gatewayPresence(_ track: Track, gateway: String, zone: String) -> String {
+        var writer = JSONWriter(capacity: 256)
+        writer.object { o in
+            identity(track.id, into: &o)
+            o("gateway", gateway)
+            o("zone", zone)
+            o("proximity", track.proximity.rawValue)
+            o("rssiSmoothed", track.rssi == nil ? nil : track.rssiSmoothed, places: 1)
+            o("distance", track.distance, places: 2)
+            o("since", track.since)
+        }
+        return writer.text
+    }
+
+    static func identity(_ id: BeaconID, into o: inout JSONWriter.ObjectWriter) {
+        switch id {
+        case .ibeacon(let uuid, let major, let minor):
+            o("uuid", uuid)
+            o("major", Int(major))
+            o("minor", Int(minor))
+        case .eddystone(let namespace, let instance):
+            o("namespace", namespace.description)
+            o("instance", instance.description)
+        }
+    }
+
+    /// What `gateways/<id>/health` reports.
+    public struct Health: Sendable, Equatable {
+        public var gateway: String
+        public var version: String
+        public var uptime: Double
+        public var source: String
+        public var sourceState: String
+        public var advertsPerSecond: Double
+        public var decodedPerSecond: Double
+        public var dropped: Int
+        public var malformed: Int
+        public var queueDepth: Int
+        public var tracked: Int
+        public var published: Int
+        public var ts: Instant
+
+        public init(gateway: String, version: String, uptime: Double, source: String, sourceState: String,
+                    advertsPerSecond: Double, decodedPerSecond: Double, dropped: Int, malformed: Int,
+                    queueDepth: Int, tracked: Int, published: Int, ts: Instant) {
+            self.gateway = gateway
+            self.version = version
+            self.uptime = uptime
+            self.source = source
+            self.sourceState = sourceState
+            self.advertsPerSecond = advertsPerSecond
+            self.decodedPerSecond = decodedPerSecond
+            self.dropped = dropped
+            self.malformed = malformed
+            self.queueDepth = queueDepth
+            self.tracked = tracked
+            self.published = published
+            self.ts = ts
+        }
+
+        /// `{"gateway","version","uptime","source","sourceState","advertsPerSecond",
+        /// "decodedPerSecond","dropped","malformed","queueDepth","tracked","published","ts"}`:
+        /// `dropped` counts sightings lost while the broker was away, `malformed` inputs skipped.
+        public var json: String {
+            var writer = JSONWriter()
+            writer.object { o in
+                o("gateway", gateway)
+                o("version", version)
+                o("uptime", uptime, places: 1)
+                o("source", source)
+                o("sourceState", sourceState)
+                o("advertsPerSecond", advertsPerSecond, places: 1)
+                o("decodedPerSecond", decodedPerSecond, places: 1)
+                o("dropped", dropped)
+                o("malformed", malformed)
+                o("queueDepth", queueDepth)
+                o("tracked", tracked)
+                o("published", published)
+                o("ts", ts)
+            }
+            return writer.text
+        }
+    }
+
+    public static func error(_ message: String) -> String {
+        var writer = JSONWriter()
+        writer.object { o in o("error", message) }
+        return writer.text
+    }
+}

@@ -1,0 +1,237 @@
+public import BeaconKit
+public import BrainCore
+public import Config
+
+/// The fleet as the broker's retained state tells it, kept by `beacon-web`: gateways
+/// (status and health), the brain's fleet presence (who is in which zone), the customers
+/// the brain lists per store, and the photos in the customers' retained joins.
+///
+/// Pure: messages in (with the time they arrived), views out; no I/O, no clock. The
+/// server feeds it every message of `subscriptions` and renders `greeter`, `floor` and
+/// `fleet` when `receive` says they changed.
+public struct FleetState: Sendable {
+    public private(set) var config: FleetConfig
+    /// The gateways heard from (status or health), by id; the config's gateways are
+    /// shown even before they are.
+    public private(set) var gateways: [String: GatewayStatus] = [:]
+    public private(set) var presence: [BeaconRef: FleetPresenceReport] = [:]
+    public private(set) var customers = CustomerBook()
+    /// Photos from retained joins, by join topic (the roster's `photo` reference).
+    private(set) var photos: [String: [UInt8]] = [:]
+    /// `brain/status`: `nil` until heard.
+    public private(set) var brainOnline: Bool?
+    /// Messages that could not be read (kept, not fatal: the page shows the rest).
+    public private(set) var malformed = 0
+    /// When the config came from `fleet/config` rather than the file.
+    public private(set) var configFromBroker = false
+
+    public init(config: FleetConfig) { self.config = config }
+
+    public var topics: Topics { config.topics }
+
+    /// What `beacon-web` subscribes to: all read-only.
+    public var subscriptions: [String] {
+        [topics.under("gateways/+/status"), topics.under("gateways/+/health"),
+         topics.under("beacons/+/+/presence"), topics.under("beacons/+/+/observers/+"),
+         topics.fleetConfig, topics.brainStatus] + CustomerBook.subscriptions(topics)
+    }
+
+    /// What one message changed, so that only the pages showing it are sent again.
+    public struct Change: Sendable, Equatable {
+        /// The fleet dashboard.
+        public var fleet = false
+        /// The greeter and floor pages of these stores.
+        public var stores: Set<UInt16> = []
+        /// The config changed: every page (names, positions, stores) may have.
+        public var config = false
+
+        public init(fleet: Bool = false, stores: Set<UInt16> = [], config: Bool = false) {
+            self.fleet = fleet
+            self.stores = stores
+            self.config = config
+        }
+
+        public var isEmpty: Bool { !fleet && stores.isEmpty && !config }
+
+        public mutating func formUnion(_ other: Change) {
+            fleet = fleet || other.fleet
+            stores.formUnion(other.stores)
+            config = config || other.config
+        }
+
+        public func affects(_ page: Page) -> Bool {
+            if config { return true }
+            switch page {
+            case .fleet: return fleet
+            case .greeter(let store), .floor(let store): return stores.contains(store)
+            }
+        }
+    }
+
+    /// A page of `beacon-web`.
+    public enum Page: Sendable, Hashable {
+        case greeter(store: UInt16)
+        case floor(store: UInt16)
+        case fleet
+    }
+
+    // MARK: - Input
+
+    public mutating func receive(topic: String, payload: [UInt8], at now: Instant) -> Change {
+        guard let segments = topics.segments(of: topic) else { return Change() }
+        switch customers.receive(segments: segments, payload: payload) {
+        case .changed(let store): return Change(stores: [store])
+        case .malformed:
+            malformed += 1
+            return Change()
+        case .ignored: break
+        }
+        switch topics.parse(topic) {
+        case .gatewayStatus(let id)?:
+            let text = String(decoding: payload, as: UTF8.self)
+            gateways[id, default: GatewayStatus()].online = payload.isEmpty ? nil : text == "online"
+            return Change(fleet: true, stores: storesShowing(gateway: id))
+        case .gatewayHealth(let id)?:
+            if payload.isEmpty {
+                gateways[id]?.health = nil
+            } else if let health = GatewayHealth(parsing: payload) {
+                gateways[id, default: GatewayStatus()].health = health
+                gateways[id, default: GatewayStatus()].healthReceived = now
+            } else {
+                malformed += 1
+                return Change()
+            }
+            return Change(fleet: true)
+        case .fleetPresence(let major, let minor)?:
+            let ref = BeaconRef(major: major, minor: minor)
+            let store = config.store(of: ref)
+            if payload.isEmpty {
+                presence[ref] = nil
+            } else if let value = try? JSONParser(maxDepth: 8).parse(payload),
+                      let report = try? FleetPresenceReport(parsing: value, topic: ref) {
+                presence[ref] = report
+            } else {
+                malformed += 1
+                return Change()
+            }
+            return Change(stores: [store])
+        case .observer(let major, let minor, _)?:
+            // Only the photo is kept: the roster says who is in and with which profile.
+            let store = config.store(of: BeaconRef(major: major, minor: minor))
+            if payload.isEmpty {
+                guard photos.removeValue(forKey: topic) != nil else { return Change() }
+            } else if let join = try? JoinRequest(parsing: payload) {
+                let photo = join.profile?.photo
+                guard photos[topic] != photo else { return Change() }
+                photos[topic] = photo
+            } else {
+                malformed += 1
+                return Change()
+            }
+            return Change(stores: [store])
+        case .fleetConfig?:
+            guard !payload.isEmpty, let text = String(validating: payload, as: UTF8.self),
+                  var parsed = try? FleetConfig.parse(text) else {
+                if !payload.isEmpty { malformed += 1 }
+                return Change()
+            }
+            // The broker and prefix this process runs with stay: like the brain, a new
+            // one needs a restart.
+            parsed.broker = config.broker
+            parsed.topicPrefix = config.topicPrefix
+            guard parsed != config else { return Change() }
+            config = parsed
+            configFromBroker = true
+            return Change(fleet: true, config: true)
+        case .brainStatus?:
+            brainOnline = payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self) == "online"
+            return Change(fleet: true)
+        default:
+            return Change()
+        }
+    }
+
+    /// The stores whose floor shows a gateway.
+    func storesShowing(gateway id: String) -> Set<UInt16> {
+        if let store = config.gateway(id: id)?.store { return [store] }
+        var stores: Set<UInt16> = []
+        for (ref, report) in presence where report.gateways.contains(where: { $0.gateway == id }) {
+            stores.insert(config.store(of: ref))
+        }
+        return stores
+    }
+
+    /// The JPEG of a join, when the join is still retained and carries one.
+    public func photo(atJoinTopic topic: String) -> [UInt8]? { photos[topic] }
+
+    /// Every store there is something to show for: the config's stores, and those with
+    /// customers or beacons present.
+    public var knownStores: [UInt16] {
+        var all = Set(config.stores.map(\.major))
+        all.formUnion(customers.stores)
+        for ref in presence.keys { all.insert(config.store(of: ref)) }
+        for gateway in config.gateways { if let store = gateway.store { all.insert(store) } }
+        return all.sorted()
+    }
+
+    public func storeName(_ store: UInt16) -> String? {
+        config.storeEntry(store)?.name ?? customers.name(ofStore: store)
+    }
+}
+
+/// One gateway as its retained topics tell it.
+public struct GatewayStatus: Sendable, Equatable {
+    /// `gateways/<id>/status`: `nil` when never heard (or deleted).
+    public var online: Bool?
+    public var health: GatewayHealth?
+    /// When the last health message arrived here.
+    public var healthReceived: Instant?
+
+    public init(online: Bool? = nil, health: GatewayHealth? = nil, healthReceived: Instant? = nil) {
+        self.online = online
+        self.health = health
+        self.healthReceived = healthReceived
+    }
+}
+
+/// The figures of `gateways/<id>/health`, read leniently: a figure missing or of another
+/// type is absent, not an error (gateways of other versions may publish more or less).
+public struct GatewayHealth: Sendable, Equatable {
+    public var version: String?
+    public var uptime: Double?
+    public var source: String?
+    public var sourceState: String?
+    public var advertsPerSecond: Double?
+    public var decodedPerSecond: Double?
+    public var dropped: Double?
+    public var malformed: Double?
+    public var queueDepth: Double?
+    public var tracked: Double?
+    public var published: Double?
+    public var ts: Instant?
+
+    public init() {}
+
+    public init?(parsing payload: [UInt8]) {
+        guard let value = try? JSONParser(maxDepth: 8).parse(payload), case .object(let o) = value else { return nil }
+        version = o["version"]?.stringValue
+        uptime = o["uptime"]?.numberValue
+        source = o["source"]?.stringValue
+        sourceState = o["sourceState"]?.stringValue
+        advertsPerSecond = o["advertsPerSecond"]?.numberValue
+        decodedPerSecond = o["decodedPerSecond"]?.numberValue
+        dropped = o["dropped"]?.numberValue
+        malformed = o["malformed"]?.numberValue
+        queueDepth = o["queueDepth"]?.numberValue
+        tracked = o["tracked"]?.numberValue
+        published = o["published"]?.numberValue
+        ts = o["ts"]?.stringValue.flatMap { Instant(iso8601: $0) }
+    }
+}
+
+extension FleetConfig {
+    /// The store a beacon belongs to: its registry `store`, else its major.
+    func store(of beacon: BeaconRef) -> UInt16 {
+        beacons.first { $0.id.major == beacon.major && $0.id.minor == beacon.minor }?.store ?? beacon.major
+    }
+}

@@ -1,0 +1,202 @@
+import BeaconKit
+public import Hummingbird
+public import HummingbirdAuth
+import Logging
+import NIOCore
+import HTTPTypes
+import ServiceLifecycle
+import SystemCalls
+import WebDisplay
+
+/// The request context: a session holds the staff member's name once logged in.
+public typealias WebContext = BasicSessionRequestContext<String, String>
+
+/// `beacon-web`'s HTTP side: the routes, who may see what, and the live streams.
+///
+/// Public: `/login`, `/assets/…` (the page's script and style, no data), `/healthz`.
+/// Everything else needs a login: pages redirect to `/login`, data answers 401, and no
+/// name, photo or zone is in any answer to a request without a session.
+public enum WebApp {
+    public struct Settings: Sendable {
+        /// Cookies only over HTTPS (set when serving TLS).
+        public var secureCookies = false
+        /// How long a login lasts.
+        public var sessionLength: Duration = .seconds(12 * 3600)
+
+        public init() {}
+    }
+
+    public static func router(feed: FleetFeed, accounts: StaffAccounts, sessions: any PersistDriver,
+                              settings: Settings = Settings()) -> Router<WebContext> {
+        let router = Router(context: WebContext.self)
+        router.add(middleware: SecurityHeaders())
+        router.add(middleware: SessionMiddleware(
+            storage: sessions,
+            configuration: .init(sessionCookieParameters: .init(name: "beacon_web_session", secure: settings.secureCookies,
+                                                               sameSite: .strict),
+                                 defaultSessionExpiration: settings.sessionLength)))
+
+        router.get("healthz") { _, _ in "ok\n" }
+        router.get("assets/app.js") { _, _ in asset(Assets.script, type: "text/javascript; charset=utf-8") }
+        router.get("assets/app.css") { _, _ in asset(Assets.style, type: "text/css; charset=utf-8") }
+        router.get("login") { request, _ in
+            html(Assets.loginPage(failed: request.uri.queryParameters["failed"] != nil,
+                                  next: safeNext(request.uri.queryParameters["next"].map(String.init))))
+        }
+        router.post("login") { request, context -> Response in
+            let body = try await request.body.collect(upTo: 16 * 1024)
+            let form = (try? URLEncodedFormDecoder().decode(LoginForm.self, from: String(buffer: body)))
+                ?? LoginForm()
+            let name = form.username ?? ""
+            let next = safeNext(form.next)
+            guard await accounts.verify(name: name, password: form.password ?? "") else {
+                context.logger.notice("failed login", metadata: ["user": "\(name)"])
+                return .redirect(to: "/login?failed=1&next=" + PercentEncoding.encode(next), type: .normal)
+            }
+            context.sessions.createSession(name, expiresIn: settings.sessionLength)
+            return .redirect(to: next, type: .normal)
+        }
+
+        let staff = router.group().add(middleware: StaffOnly())
+        staff.post("logout") { _, context -> Response in
+            context.sessions.clearSession()
+            return .redirect(to: "/login", type: .normal)
+        }
+        staff.get("/") { _, _ in
+            html(feed.withState { Assets.indexPage($0, user: nil) })
+        }
+        staff.get("fleet") { _, _ in pageResponse(feed, .fleet) }
+        staff.get("stores/:store/greeter") { _, context in pageResponse(feed, .greeter(store: try store(context))) }
+        staff.get("stores/:store/floor") { _, context in pageResponse(feed, .floor(store: try store(context))) }
+        staff.get("api/fleet") { _, _ in json(feed, .fleet) }
+        staff.get("api/stores/:store/greeter") { _, context in json(feed, .greeter(store: try store(context))) }
+        staff.get("api/stores/:store/floor") { _, context in json(feed, .floor(store: try store(context))) }
+        staff.get("events/fleet") { _, _ in events(feed, .fleet) }
+        staff.get("events/stores/:store/greeter") { _, context in events(feed, .greeter(store: try store(context))) }
+        staff.get("events/stores/:store/floor") { _, context in events(feed, .floor(store: try store(context))) }
+        staff.get("photos/:store/:client") { _, context -> Response in
+            let store = try store(context)
+            let client = try context.parameters.require("client")
+            guard let jpeg = feed.withState({ $0.photo(store: store, client: client) }) else {
+                throw HTTPError(.notFound)
+            }
+            return Response(status: .ok,
+                            headers: [.contentType: "image/jpeg", .cacheControl: "private, max-age=3600"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: jpeg)))
+        }
+        return router
+    }
+
+    // MARK: - Responses
+
+    static func store(_ context: WebContext) throws -> UInt16 {
+        guard let text = context.parameters.get("store"), let store = UInt16(text), String(store) == text else {
+            throw HTTPError(.notFound, message: "no such store")
+        }
+        return store
+    }
+
+    /// Where to go after logging in: a path on this site only.
+    static func safeNext(_ next: String?) -> String {
+        guard let next, next.hasPrefix("/"), !next.hasPrefix("//"), !next.contains("\\") else { return "/" }
+        return next
+    }
+
+    static func html(_ text: String) -> Response {
+        Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                 body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func asset(_ text: String, type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: "public, max-age=300"],
+                 body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func pageResponse(_ feed: FleetFeed, _ page: FleetState.Page) -> Response {
+        html(feed.withState { Assets.page(page, state: $0, json: $0.json(for: page, at: WallClock.now())) })
+    }
+
+    static func json(_ feed: FleetFeed, _ page: FleetState.Page) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                 body: .init(byteBuffer: ByteBuffer(string: feed.withState { $0.json(for: page, at: WallClock.now()) })))
+    }
+
+    /// Server-Sent Events: the page's JSON at once, then again after every change to it
+    /// (and, for the fleet page, on every heartbeat); a comment on other heartbeats keeps
+    /// proxies from closing the stream and notices a browser that went away.
+    static func events(_ feed: FleetFeed, _ page: FleetState.Page) -> Response {
+        let updates = feed.updates
+        let (id, notices) = updates.subscribe(page)
+        let body = ResponseBody { writer in
+            try await withGracefulShutdownHandler {
+                defer { updates.unsubscribe(id) }
+                try await writer.write(ByteBuffer(string: "retry: 1000\n"))
+                try await writer.write(event(feed.withState { $0.json(for: page, at: WallClock.now()) }))
+                for await notice in notices {
+                    if case .heartbeat = notice, page != .fleet {
+                        try await writer.write(ByteBuffer(string: ": ping\n\n"))
+                        continue
+                    }
+                    try await writer.write(event(feed.withState { $0.json(for: page, at: WallClock.now()) }))
+                }
+                try await writer.finish(nil)
+            } onGracefulShutdown: {
+                updates.unsubscribe(id)
+            }
+        }
+        return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store",
+                                               HTTPField.Name("X-Accel-Buffering")!: "no"], body: body)
+    }
+
+    static func event(_ json: String) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeString("data: ")
+        buffer.writeString(json)
+        buffer.writeString("\n\n")
+        return buffer
+    }
+}
+
+/// Staff only: a request without a session gets a redirect to the login page (pages) or
+/// 401 (data, streams, photos), and nothing else.
+struct StaffOnly: RouterMiddleware {
+    typealias Context = WebContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if context.sessions.session != nil { return try await next(request, context) }
+        let path = request.uri.path
+        let isData = path.hasPrefix("/api/") || path.hasPrefix("/events/") || path.hasPrefix("/photos/")
+        if request.method == .get && !isData {
+            return .redirect(to: "/login?next=" + PercentEncoding.encode(path), type: .normal)
+        }
+        return Response(status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(string: "log in first\n")))
+    }
+}
+
+/// What every answer carries: no framing, no sniffing, scripts and styles from this site only.
+struct SecurityHeaders: RouterMiddleware {
+    typealias Context = WebContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as HTTPError {
+            response = Response(status: error.status, headers: [.contentType: "text/plain; charset=utf-8"],
+                                body: .init(byteBuffer: ByteBuffer(string: (error.body ?? error.status.reasonPhrase) + "\n")))
+        }
+        response.headers[.contentSecurityPolicy] =
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        return response
+    }
+}
+
+/// The login form's fields.
+struct LoginForm: Decodable {
+    var username: String?
+    var password: String?
+    var next: String?
+}

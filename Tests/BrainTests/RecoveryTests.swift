@@ -1,0 +1,128 @@
+import BeaconKit
+import Testing
+import BrainCore
+
+/// The brain across broker outages, in memory (docs/brain.md "Broker outages"): after a
+/// reconnect it answers nothing twice and closes what ended while it was away, once.
+@Suite struct RecoveryTests {
+    static let rules = """
+    [
+      { "name": "hello", "when": "join", "then": [ { "do": "greeting", "text": "Hello {customer}" } ] },
+      { "name": "arrive", "when": "enter",
+        "then": [ { "do": "publish", "topic": "displays/enter/{minor}", "text": "in" }, { "do": "greeting", "text": "at {zone}" } ] },
+      { "name": "depart", "when": "exit", "then": [ { "do": "publish", "topic": "displays/exit/{minor}", "text": "out" } ] },
+      { "name": "bye", "when": "leave", "then": [ { "do": "publish", "topic": "displays/bye/{client}", "text": "bye" } ] }
+    ]
+    """
+
+    /// Effects: inbox messages without their time, and rule publishes.
+    static func effects(_ messages: ArraySlice<OutgoingMessage>) -> [String] {
+        messages.compactMap { message in
+            if message.topic.hasPrefix("displays/") { return message.topic + " " + message.payload }
+            guard message.topic.hasSuffix("/inbox"), var json = message.json?.objectValue else { return nil }
+            json["ts"] = nil
+            return message.topic + " " + JSONValue.object(json).jsonText
+        }
+    }
+
+    /// A store with Ana joined to 100/2, beacons 100/1 and 100/2 at the door.
+    func store() -> Harness {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.publish("gateways/door/status", "online", retain: true, at: t(1))
+        h.publish("observers/ana/status", "online", retain: true, at: t(1))
+        h.join("ana", window, at: t(1))
+        h.announce(counter, by: "door", rssi: -60, at: t(2))
+        h.announce(window, by: "door", rssi: -60, at: t(2))
+        return h
+    }
+
+    /// The broker comes back (with or without its retained state); the brain reconnects and
+    /// reads the retained state back.
+    func reconnect(_ h: inout Harness, persistence: Bool, at now: Instant) {
+        if !persistence { h.retained = [:] }
+        h.apply(h.core.reconnect(at: now))
+        for (topic, payload) in h.retained.sorted(by: { $0.key < $1.key }) {
+            h.apply(h.core.receive(topic: topic, payload: Array(payload.utf8), retained: true, at: now))
+        }
+        h.apply(h.core.settle(at: now))
+    }
+
+    @Test(arguments: [false, true])
+    func anOutageAnswersNothingTwiceAndLosesNoExit(persistence: Bool) throws {
+        var h = store()
+        let start = h.sent.count
+        let before = Self.effects(h.sent[...])
+        #expect(before.count == 5, "\(before)")
+        // While the broker is away, 100/2 leaves the door; the broker comes back.
+        reconnect(&h, persistence: persistence, at: t(20))
+        #expect(Self.effects(h.sent[start...]).isEmpty, "nothing before the clients are back")
+        // The door gateway reconnects: online, the presence it still holds, the deletion it queued.
+        h.publish("gateways/door/status", "online", retain: true, at: t(21))
+        h.announce(counter, by: "door", rssi: -60, at: t(21))
+        h.withdraw(window, by: "door", at: t(21))
+        // Ana's app reconnects: online and the same join.
+        h.publish("observers/ana/status", "online", retain: true, at: t(22))
+        h.join("ana", window, at: t(22))
+        h.advance(to: t(30))
+        #expect(Self.effects(h.sent[start...]) == ["displays/exit/2 out"])
+        // Without persistence the broker lost the brain's records: they are written again.
+        #expect(h.retained[h.topics.visitRecord(of: counter)] != nil)
+        #expect(h.retained[h.topics.answeredRecord(of: window, client: "ana")] != nil)
+        #expect(h.retainedJSON(h.topics.presence(of: counter))?["since"] == .string(t(2).iso8601))
+        #expect(h.retained[h.topics.presence(of: window)] == nil)
+        #expect(h.retained[h.topics.customer("ana", ofStore: 100)] != nil)
+        #expect(h.core.counters.leaves == 0)
+    }
+
+    @Test func theMassWillOfABrokerShutdownIsNotEveryClientDying() throws {
+        var h = store()
+        let start = h.sent.count
+        // A graceful broker stop: every will, then the brain's own connection drops.
+        h.publish("gateways/door/status", "offline", retain: true, at: t(10))
+        h.publish("observers/ana/status", "offline", retain: true, at: t(10))
+        // The broker persisted the wills; everyone comes back 10 s later.
+        reconnect(&h, persistence: true, at: t(20))
+        h.advance(to: t(21))
+        #expect(Self.effects(h.sent[start...]).isEmpty)
+        #expect(h.core.presence[counter] != nil)
+        h.publish("gateways/door/status", "online", retain: true, at: t(24))
+        h.announce(counter, by: "door", rssi: -60, at: t(24))
+        h.announce(window, by: "door", rssi: -60, at: t(24))
+        h.publish("observers/ana/status", "online", retain: true, at: t(25))
+        h.join("ana", window, at: t(25))
+        h.advance(to: t(80))
+        #expect(Self.effects(h.sent[start...]).isEmpty)
+        #expect(h.retained[h.topics.observer("ana", of: window)] != nil, "Ana's profile was not deleted")
+        #expect(h.core.observers.count == 1)
+        #expect(h.core.presence.beacons.count == 2)
+    }
+
+    @Test func clientsThatNeverComeBackEndAfterTheReconnectGrace() throws {
+        var h = store()
+        let start = h.sent.count
+        reconnect(&h, persistence: false, at: t(20))
+        h.advance(to: t(64))
+        #expect(Self.effects(h.sent[start...]).isEmpty)
+        h.advance(to: t(65))
+        #expect(Set(Self.effects(h.sent[start...])) == ["displays/exit/1 out", "displays/exit/2 out", "displays/bye/ana bye"])
+        #expect(h.core.presence.beacons.isEmpty)
+        #expect(h.core.observers.count == 0)
+    }
+
+    @Test func whatEnteredDuringTheOutageIsAnsweredOnce() throws {
+        var h = store()
+        let start = h.sent.count
+        reconnect(&h, persistence: false, at: t(20))
+        h.publish("gateways/door/status", "online", retain: true, at: t(21))
+        h.announce(counter, by: "door", rssi: -60, at: t(21))
+        h.announce(window, by: "door", rssi: -60, at: t(21))
+        let newcomer = BeaconRef(major: 100, minor: 9)
+        h.announce(newcomer, by: "door", rssi: -60, at: t(21))
+        // The gateway publishes its presence again (a second reconnect of its own).
+        h.announce(newcomer, by: "door", rssi: -60, at: t(22))
+        h.publish("observers/ana/status", "online", retain: true, at: t(22))
+        h.join("ana", window, at: t(22))
+        h.advance(to: t(30))
+        #expect(Self.effects(h.sent[start...]) == ["displays/enter/9 in"])
+    }
+}

@@ -1,0 +1,139 @@
+import BeaconKit
+import Foundation
+import Testing
+import BrainCore
+import Config
+
+/// A store whose bridge to the central broker is down is "unknown", not "everyone left".
+@Suite struct StoreBridgeTests {
+    /// Store 100 has a broker of its own with two gateways; store 200 is not bridged. Rules
+    /// publish every enter and exit, so each transition the brain acts on is counted.
+    static let config: FleetConfig = {
+        let rules = """
+        [ { "name": "in", "when": "enter", "then": [ { "do": "publish", "topic": "log/{store}/enter", "text": "{minor}" } ] },
+          { "name": "out", "when": "exit", "then": [ { "do": "publish", "topic": "log/{store}/exit", "text": "{minor}" } ] } ]
+        """
+        var text = testConfigText(rules: rules)
+        text = text.replacingOccurrences(
+            of: #""gateways": [ { "id": "door", "zone": "Entrance" }, { "id": "till", "zone": "Counter" } ],"#,
+            with: #""gateways": [ { "id": "door", "zone": "Entrance", "store": 100 }, { "id": "till", "zone": "Counter", "store": 100 } ],"#)
+        text = text.replacingOccurrences(
+            of: #""stores": [ { "major": 100, "name": "Main Street", "ad": { "title": "Deal of the day" } } ],"#,
+            with: #""stores": [ { "major": 100, "name": "Main Street", "broker": { "url": "mqtt://store-100.lan" } }, { "major": 200 } ],"#)
+        return try! FleetConfig.parse(text)
+    }()
+
+    static let bridge = "stores/100/bridge"
+
+    func transitions(_ h: Harness, from index: Int = 0) -> [String] {
+        h.sent[index...].filter { $0.topic.hasPrefix("log/") }.map { "\($0.topic.split(separator: "/")[2]) \($0.payload)" }
+    }
+
+    /// A brain that has seen store 100's bridge up and the counter beacon enter by a sighting only.
+    func running() -> Harness {
+        var h = Harness(config: Self.config, retained: [Self.bridge: "1"])
+        h.see(counter, by: "door", rssi: -60, at: t(1))
+        return h
+    }
+
+    @Test func theBrainSubscribesToTheBridgesOfItsStores() {
+        #expect(BrainCore(config: Self.config).subscriptions.contains("stores/+/bridge"))
+        #expect(BrainCore(config: Self.config, stores: [100]).subscriptions.contains("stores/100/bridge"))
+        #expect(!BrainCore(config: Self.config, stores: [200]).subscriptions.contains { $0.hasSuffix("/bridge") })
+        #expect(!BrainCore(config: testConfig()).subscriptions.contains { $0.hasSuffix("/bridge") },
+                "a fleet without store brokers subscribes to no bridge")
+    }
+
+    @Test func whileTheBridgeIsDownTheStoresViewsDoNotExpire() throws {
+        var h = running()
+        #expect(transitions(h) == ["enter 1"])
+        h.publish(Self.bridge, "0", retain: true, at: t(2))
+        #expect(h.core.bridges.unknownStores == [100])
+        #expect(h.log.contains { $0.message.contains("bridge down") })
+        h.advance(to: t(300))
+        #expect(transitions(h) == ["enter 1"], "no exit while the store is unknown")
+        #expect(h.retained[h.topics.presence(of: counter)] != nil)
+        let health = JSONValue(text: h.core.health(client: "b", version: "0", uptime: 1, published: 0, publishFailures: 0,
+                                                   at: t(300)).payload)
+        #expect(health["unknownStores"] == .array([.number(100)]))
+
+        // Healed: the store replays its presence, the gateways' statuses last.
+        h.publish(Self.bridge, "1", at: t(301))
+        h.announce(counter, by: "door", rssi: -60, at: t(301))
+        h.publish("gateways/door/status", "online", retain: true, at: t(301))
+        #expect(h.core.bridges.unknownStores == [100], "reconciling until every gateway of the store is in")
+        h.publish("gateways/till/status", "online", retain: true, at: t(301))
+        #expect(h.core.bridges.unknownStores.isEmpty)
+        #expect(transitions(h) == ["enter 1"], "the visit goes on: no second enter, no exit")
+    }
+
+    @Test func viewsTheReplayDoesNotConfirmEndOnceWhenTheStoreIsBack() {
+        var h = Harness(config: Self.config, retained: [Self.bridge: "1"])
+        h.announce(counter, by: "door", rssi: -60, at: t(1))
+        h.announce(window, by: "till", rssi: -70, at: t(1))
+        h.publish(Self.bridge, "0", retain: true, at: t(5))
+        h.advance(to: t(130))
+        let before = h.sent.count
+        h.publish(Self.bridge, "1", retain: true, at: t(130))
+        // The window's deletion was not in the store's queue (say it overflowed); only the
+        // counter's presence comes back.
+        h.announce(counter, by: "door", rssi: -60, at: t(130.1))
+        h.publish("gateways/door/status", "online", retain: true, at: t(130.2))
+        #expect(transitions(h, from: before).isEmpty, "nothing decided before the replay is in")
+        h.publish("gateways/till/status", "online", retain: true, at: t(130.2))
+        #expect(transitions(h, from: before) == ["exit 2"])
+        #expect(h.retained[h.topics.presence(of: window)] == nil)
+        #expect(h.retained[h.topics.presence(of: counter)] != nil)
+        h.advance(to: t(200))
+        #expect(transitions(h, from: before) == ["exit 2"])
+    }
+
+    @Test func aStoreWhoseReplayIsIncompleteIsReconciledAfterTheLimit() {
+        var h = running()
+        h.announce(window, by: "till", rssi: -70, at: t(1))
+        h.publish(Self.bridge, "0", retain: true, at: t(2))
+        h.publish(Self.bridge, "1", retain: true, at: t(50))
+        h.see(counter, by: "door", rssi: -60, at: t(51))
+        h.advance(to: t(50 + StoreBridges.reconcileLimit - 1))
+        #expect(h.core.bridges.unknownStores == [100])
+        h.advance(to: t(50 + StoreBridges.reconcileLimit))
+        #expect(h.core.bridges.unknownStores.isEmpty)
+        #expect(transitions(h) == ["enter 1", "enter 2", "exit 2"])
+    }
+
+    @Test func aBrainStartingWhileTheStoreIsUnknownHoldsItsVisits() throws {
+        var first = Harness(config: Self.config, retained: [Self.bridge: "1"])
+        first.announce(counter, by: "door", rssi: -60, at: t(1))
+        first.announce(window, by: "door", rssi: -60, at: t(1))
+        let since = try #require(first.retainedJSON(first.topics.visitRecord(of: counter))?["since"])
+        // The central broker lost the store's presence but kept the brain's records, and the
+        // store's bridge is down.
+        var state = first.retained
+        state[first.topics.presence(of: counter, seenBy: "door")] = nil
+        state[first.topics.presence(of: window, seenBy: "door")] = nil
+        state[Self.bridge] = "0"
+        var h = Harness(config: Self.config, retained: state, at: t(60))
+        #expect(transitions(h).isEmpty, "no exit for a store that is unknown")
+        #expect(h.retained[h.topics.visitRecord(of: counter)] != nil)
+        #expect(h.retained[h.topics.presence(of: counter)] != nil, "its fleet presence stays")
+
+        h.publish(Self.bridge, "1", retain: true, at: t(70))
+        h.announce(counter, by: "door", rssi: -60, at: t(70.1))
+        h.publish("gateways/door/status", "online", retain: true, at: t(70.2))
+        h.publish("gateways/till/status", "online", retain: true, at: t(70.2))
+        #expect(transitions(h) == ["exit 2"], "the counter's visit goes on, the window's ended")
+        #expect(h.retainedJSON(h.topics.visitRecord(of: counter))?["since"] == since)
+        #expect(h.retainedJSON(h.topics.presence(of: counter))?["since"] == since)
+        #expect(h.retained[h.topics.visitRecord(of: window)] == nil)
+    }
+
+    @Test func aStoreThatWasNeverSeenUpIsUnknownAndOthersAreNot() {
+        var h = Harness(config: Self.config)
+        #expect(h.core.bridges.unknownStores == [100])
+        h.see(otherStore, by: "gate", rssi: -60, at: t(1))
+        h.advance(to: t(100))
+        #expect(transitions(h) == ["enter 7", "exit 7"], "store 200 has no bridge: its silence counts")
+        h.publish(Self.bridge, "garbage", at: t(101))
+        #expect(h.core.counters.malformed[.bridgeStatus] == 1)
+    }
+}

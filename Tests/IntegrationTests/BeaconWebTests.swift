@@ -1,0 +1,350 @@
+import BeaconKit
+import BrainCore
+import Config
+import Simulation
+import Wire
+import Foundation
+import TestSupport
+import Testing
+
+/// `beacon-web` on real parts: Mosquitto, replaying gateways, the brain, customers' apps
+/// (`beaconctl observe`), and Debian's headless Chromium looking at the pages.
+@Suite("beacon-web: pages, login, live updates", .serialized)
+struct BeaconWebTests {
+    static let uuid = StoreSimulation.defaultUUID
+    static let password = "correct horse battery staple"
+
+    /// A users file with one account, `manager`, hashed by `beacon-web hash-password`.
+    static func usersFile(in dir: TemporaryDirectory) async throws -> String {
+        let input = try dir.write("password.txt", password + "\n")
+        let hasher = try startProgram("beacon-web", ["hash-password", "--cost", "4"], in: dir,
+                                      stdin: FileHandle(forReadingAtPath: input))
+        #expect(await hasher.waitForExit(timeout: 30) == 0, "\(hasher.diagnostics)")
+        let hash = hasher.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(hash.hasPrefix("$2b$04$") && !hash.contains(password))
+        return try dir.write("users", "# staff of Main Street\nmanager:\(hash)\n")
+    }
+
+    /// Starts `beacon-web` on a free port; its base URL once it listens.
+    static func startWeb(config: String, in dir: TemporaryDirectory) async throws -> (ChildProcess, String) {
+        let users = try await usersFile(in: dir)
+        let web = try startProgram("beacon-web", ["--config", config, "--users", users, "--port", "0",
+                                                  "--client-id", "web-test"], in: dir)
+        var url: String?
+        _ = await eventually(timeout: 30) {
+            url = web.stdoutLines.first { $0.hasPrefix("listening on ") }.map { String($0.dropFirst(13)) }
+            return url != nil || !web.isRunning
+        }
+        guard let url else { throw TestFailure("beacon-web did not start listening\n\(web.diagnostics)") }
+        return (web, url)
+    }
+
+    /// One HTTP exchange through curl (redirects not followed): status, headers, body.
+    struct Exchange {
+        var status: Int
+        var headers: String
+        var body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    static func http(_ url: String, cookies: String? = nil, form: String? = nil, in dir: TemporaryDirectory) async throws -> Exchange {
+        guard let curl = Programs.system("curl") else { throw TestFailure("curl is not installed: run scripts/install-deps") }
+        let out = dir.file("curl-\(UUID().uuidString.prefix(8)).body")
+        var arguments = ["-s", "-S", "-D", "-", "-o", out, "--max-time", "20"]
+        if let cookies { arguments += ["-b", cookies, "-c", cookies] }
+        if let form { arguments += ["--data-raw", form] }
+        let process = try ChildProcess(curl, arguments + [url], in: dir, name: "curl")
+        guard await process.waitForExit(timeout: 30) == 0 else { throw TestFailure("curl \(url)\n\(process.diagnostics)") }
+        let headers = process.stdout
+        let status = headers.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let body = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { [UInt8]($0) } ?? []
+        return Exchange(status: status, headers: headers, body: body)
+    }
+
+    static func publish(_ broker: MosquittoBroker, _ topic: String, file: String? = nil, text: String? = nil,
+                        in dir: TemporaryDirectory) async throws {
+        let tool = try #require(Programs.system("mosquitto_pub"))
+        var arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-r", "-q", "1", "-t", topic]
+        if let file { arguments += ["-f", file] } else if let text { arguments += text.isEmpty ? ["-n"] : ["-m", text] }
+        let process = try ChildProcess(tool, arguments, in: dir, name: "mosquitto_pub")
+        #expect(await process.waitForExit(timeout: 10) == 0, "\(process.diagnostics)")
+    }
+
+    /// A small real JPEG: Chromium draws an avatar and photographs it.
+    static func avatar(_ browser: Chromium, initials: String, colour: String) async throws -> [UInt8] {
+        let page = try await browser.newPage(width: 96, height: 96)
+        let svg = "<svg xmlns='http://www.w3.org/2000/svg' width='96' height='96'><rect width='96' height='96' fill='\(colour)'/>"
+            + "<circle cx='48' cy='38' r='18' fill='%23fff8'/><rect x='18' y='62' width='60' height='40' rx='28' fill='%23fff8'/>"
+            + "<text x='48' y='92' font-size='14' text-anchor='middle' fill='white' font-family='sans-serif'>\(initials)</text></svg>"
+        try await page.navigate("data:image/svg+xml," + svg.replacingOccurrences(of: "#", with: "%23"))
+        return try await page.screenshot(jpegQuality: 70, clip: (0, 0, 96, 96))
+    }
+
+    // MARK: - Access
+
+    @Test("without a login nothing but the login page: no name, zone or photo in any answer")
+    func staffOnly() async throws {
+        let dir = try TemporaryDirectory("web-access")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "zone": "Entrance", "store": 100}"#],
+                                    extra: #""stores": [{"major": 100, "name": "Main Street"}]"#)
+        // The retained state of a store with Ana inside, with her photo.
+        let photo: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0] + Array("a photo of Ana".utf8) + [0xFF, 0xD9]
+        let join = try dir.write("join.json", JoinRequest(profile: ObserverProfile(name: "Ana", favorite: "flat white",
+                                                                                    photo: photo)).json)
+        try await Self.publish(broker, "beacons/100/1/observers/ana", file: join, in: dir)
+        try await Self.publish(broker, "stores/100/roster", text: Roster(store: 100, name: "Main Street", customers: [
+            .init(client: "ana", name: "Ana", favorite: "flat white", photo: "beacons/100/1/observers/ana",
+                  beacon: BeaconRef(major: 100, minor: 1), since: Instant(iso8601: "2026-11-21T09:00:00.000Z")!),
+        ]).json(at: nil), in: dir)
+        try await Self.publish(broker, "beacons/100/1/presence", text: """
+            {"uuid":null,"major":100,"minor":1,"zone":"door","zoneName":"Entrance","gateways":[{"gateway":"door","zone":"Entrance","proximity":"near","rssiSmoothed":-60.0,"distance":1.0}],"proximity":"near","since":"2026-11-21T09:00:00.000Z"}
+            """, in: dir)
+        let (web, base) = try await Self.startWeb(config: config, in: dir)
+        defer { Task { await web.stop() } }
+
+        // Logged in, the greeter shows Ana in the Entrance, and her photo is served.
+        let jar = dir.file("cookies")
+        let login = try await Self.http(base + "/login", cookies: jar,
+                                        form: "username=manager&password=correct+horse+battery+staple&next=%2Fstores%2F100%2Fgreeter",
+                                        in: dir)
+        #expect(login.status == 303 && login.headers.contains("Location: /stores/100/greeter"), "\(login.headers)")
+        #expect(login.headers.contains("HttpOnly") && login.headers.contains("SameSite=Strict"))
+        var greeter = try await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir)
+        _ = await eventually(timeout: 20) {
+            greeter = (try? await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir)) ?? greeter
+            return greeter.text.contains("/photos/100/ana")
+        }
+        #expect(greeter.status == 200)
+        #expect(greeter.text.contains(#""name":"Ana""#) && greeter.text.contains(#""zone":"Entrance""#), "\(greeter.text)")
+        let photoPath = try #require(try JSONParser().parse(greeter.text)["customers"]?.arrayValue?.first?["photo"]?.stringValue)
+        let served = try await Self.http(base + photoPath, cookies: jar, in: dir)
+        #expect(served.status == 200 && served.body == photo)
+
+        // Without the session cookie: every route answers with a redirect to the login or 401.
+        let routes = ["/", "/fleet", "/stores/100/greeter", "/stores/100/floor", "/api/fleet", "/api/stores/100/greeter",
+                      "/api/stores/100/floor", "/events/fleet", "/events/stores/100/greeter", "/events/stores/100/floor",
+                      photoPath, "/photos/100/ana", "/stores/100/greeter?x=1", "/nonexistent"]
+        for route in routes {
+            let answer = try await Self.http(base + route, in: dir)
+            #expect([303, 401, 404].contains(answer.status), "\(route): \(answer.headers)")
+            if answer.status == 303 { #expect(answer.headers.contains("Location: /login"), "\(route)") }
+            for secret in ["Ana", "flat white", "Entrance", "a photo of Ana"] {
+                #expect(!answer.text.contains(secret) && !answer.headers.contains(secret), "\(route) leaks \(secret)")
+            }
+        }
+        // A wrong password or a forged cookie gets nothing either.
+        let wrongJar = dir.file("wrong-cookies")
+        let wrong = try await Self.http(base + "/login", cookies: wrongJar, form: "username=manager&password=guess", in: dir)
+        #expect(wrong.status == 303 && wrong.headers.contains("Location: /login?failed=1"), "\(wrong.headers)")
+        #expect(!wrong.headers.lowercased().contains("set-cookie"))
+        let forged = try dir.write("forged", "127.0.0.1\tFALSE\t/\tFALSE\t0\tbeacon_web_session\tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n")
+        #expect(try await Self.http(base + "/api/stores/100/greeter", cookies: forged, in: dir).status == 401)
+        let login2 = try await Self.http(base + "/login", in: dir)
+        #expect(login2.status == 200 && login2.text.contains("Staff login") && !login2.text.contains("Ana"))
+        #expect(try await Self.http(base + "/healthz", in: dir).text == "ok\n")
+
+        // Logging out ends the session.
+        #expect(try await Self.http(base + "/logout", cookies: jar, form: "", in: dir).status == 303)
+        #expect(try await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir).status == 401)
+
+        #expect(await web.stop() == 0, "SIGTERM ends beacon-web cleanly\n\(web.diagnostics)")
+        await broker.stop()
+    }
+
+    @Test("bad usage and bad users files exit 2 with the reason")
+    func badUsage() async throws {
+        let dir = try TemporaryDirectory("web-usage")
+        let config = try dir.write("fleet.json", #"{"gateways": []}"#)
+        let plain = try dir.write("plain-users", "manager:secret\n")
+        for (arguments, reason) in [
+            (["--config", config], "--users"),
+            (["--config", config, "--users", plain], "not a bcrypt hash"),
+            (["--config", config, "--users", dir.file("missing")], "cannot read the users file"),
+            (["--config", config, "--users", plain, "--tls-cert", "x.pem"], "--tls-cert and --tls-key go together"),
+        ] {
+            let web = try startProgram("beacon-web", arguments, in: dir)
+            #expect(await web.waitForExit(timeout: 30) == 2, "\(arguments)\n\(web.diagnostics)")
+            #expect(web.stderr.contains(reason), "\(arguments)\n\(web.diagnostics)")
+        }
+    }
+
+    // MARK: - In a browser
+
+    /// Two gateways replaying a store where Ana (beacon 100/1) stands at the door and Ben
+    /// (100/2) at the counter (each heard faintly by the other gateway too); the brain;
+    /// the customers' apps; beacon-web; Chromium.
+    @Test("a real browser shows the right people in the right zones, live, and updates when a customer leaves")
+    func inTheBrowser() async throws {
+        guard Chromium.executable != nil else {
+            Issue.record("chromium is not installed: run scripts/install-deps")
+            return
+        }
+        let dir = try TemporaryDirectory("web-browser")
+        let shots = dir.file("screenshots")
+        let broker = try await MosquittoBroker.start(in: dir)
+        func capture(ana: Int8, ben: Int8) throws -> [UInt8] {
+            var writer = BtsnoopWriter(datalink: .h4)
+            let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+            for i in 0..<80 {
+                let t = Double(i) * 0.25, jitter = Int8((i * 7) % 5) - 2
+                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 100, minor: 1, txPower: -59),
+                                                    address: 0xC0_00_00_64_00_01, rssi: ana + jitter), at: start + t)
+                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 100, minor: 2, txPower: -59),
+                                                    address: 0xC0_00_00_64_00_02, rssi: ben + jitter), at: start + t + 0.1)
+            }
+            return writer.bytes
+        }
+        let door = try dir.write("door.log", bytes: try capture(ana: -50, ben: -88))
+        let counter = try dir.write("counter.log", bytes: try capture(ana: -88, ben: -50))
+        let config = try writeFleet(dir, broker: broker, gateways: [
+            #"{"id": "door", "source": "btsnoop:\#(door)?loop", "zone": "Entrance", "store": 100, "position": {"x": 2.5, "y": 6}}"#,
+            #"{"id": "counter", "source": "btsnoop:\#(counter)?loop", "zone": "Counter", "store": 100, "position": {"x": 15, "y": 3}}"#,
+        ], extra: """
+        "stores": [{"major": 100, "name": "Main Street", "floorPlan": {"width": 20, "height": 10}}],
+        "beacons": [{"uuid": "\(Self.uuid)", "major": 100, "minor": 1, "name": "tag-1"},
+                    {"uuid": "\(Self.uuid)", "major": 100, "minor": 2, "name": "tag-2"}],
+        "homeAssistant": {"discovery": true}
+        """, defaults: #"{"exitTimeout": 10, "healthInterval": 2}"#)
+        var processes: [ChildProcess] = []
+        let browser = try Chromium(in: dir)
+        func failure() -> String {
+            "screenshots: \(shots)\n" + processes.map(\.diagnostics).joined(separator: "\n") + "\n" + browser.diagnostics
+        }
+        do {
+            for id in ["door", "counter"] {
+                processes.append(try startProgram("beacon-gateway", ["--config", config, "--id", id], in: dir))
+            }
+            processes.append(try startProgram("beacon-brain", ["--config", config], in: dir))
+            let (web, base) = try await Self.startWeb(config: config, in: dir)
+            processes.append(web)
+            let discovery = try await MosquittoSubscriber.start(broker: broker, filters: ["homeassistant/#"], in: dir)
+
+            let photo = try dir.write("ana.jpg", bytes: try await Self.avatar(browser, initials: "ANA", colour: "#0b7a75"))
+            var observers: [String: ChildProcess] = [:]
+            for (client, name, drink, minor) in [("ana", "Ana", "flat white", 1), ("ben", "Ben", "chai latte", 2)] {
+                let profile = try dir.write("\(client).json", #"{"name": "\#(name)", "favorite": "\#(drink)"}"#)
+                var arguments = ["observe", "--broker", broker.url, "--client", client, "--major", "100",
+                                 "--minor", "\(minor)", "--profile", profile]
+                if client == "ana" { arguments += ["--photo", photo] }
+                let observer = try startProgram("beaconctl", arguments, in: dir)
+                observers[client] = observer
+                processes.append(observer)
+            }
+
+            // Log in once, in the browser, as staff do.
+            let greeter = try await browser.newPage(width: 1180, height: 820)
+            try await greeter.navigate(base + "/stores/100/greeter")
+            #expect(try await greeter.evaluate("location.pathname") == .string("/login"), "\(failure())")
+            _ = try await greeter.evaluate("""
+                document.querySelector('[name=username]').value = 'manager';
+                document.querySelector('[name=password]').value = '\(Self.password)';
+                document.querySelector('form.login').submit(); true
+                """)
+            let arrived = try await greeter.waitFor("location.pathname === '/stores/100/greeter' && document.readyState === 'complete'")
+            #expect(arrived != nil, "\(failure())")
+
+            // The greeter: both customers, newest first, each in the zone of the gateway that hears them best.
+            let people = """
+                JSON.stringify([...document.querySelectorAll('.customer')].map(c => [c.dataset.client,
+                  c.querySelector('.name').textContent, c.querySelector('.drink').textContent, c.querySelector('.zone').textContent,
+                  !!c.querySelector('img.photo') && c.querySelector('img.photo').naturalWidth]))
+                """
+            let both = try await greeter.waitFor("""
+                (() => { const p = \(people); return p.includes('"Entrance"') && p.includes('"Counter"') && p.includes(',96]') ? p : ''; })()
+                """, timeout: 60)
+            try await greeter.save(screenshot: "greeter", in: shots)
+            let shownGreeter = await greeter.shown(people)
+            let list = try JSONParser().parse(try #require(both?.stringValue, "greeter never showed both: \(shownGreeter)\n\(failure())"))
+            let rows = try #require(list.arrayValue)
+            #expect(rows.count == 2)
+            let ana = try #require(rows.first { $0.arrayValue?.first == .string("ana") }?.arrayValue)
+            let ben = try #require(rows.first { $0.arrayValue?.first == .string("ben") }?.arrayValue)
+            #expect(ana[1] == .string("Ana") && ana[2] == .string("☕ flat white") && ana[3] == .string("Entrance"))
+            #expect(ana[4] == .number(96), "Ana's photo is shown")
+            #expect(ben[1] == .string("Ben") && ben[3] == .string("Counter") && ben[4] == .bool(false))
+
+            // The floor: gateways where the config puts them, each customer's dot in their zone.
+            let floor = try await browser.newPage()
+            try await floor.navigate(base + "/stores/100/floor")
+            let dots = try await floor.waitFor("""
+                (() => { const d = [...document.querySelectorAll('.dot')].map(n => n.dataset.beacon + '@' + n.dataset.zone + ':' + n.textContent).sort().join(' ');
+                         return d === '100/1@door:Ana 100/2@counter:Ben' ? d : ''; })()
+                """)
+            let shownFloor = await floor.shown()
+            #expect(dots != nil, "floor: \(shownFloor)\n\(failure())")
+            #expect(try await floor.evaluate("document.querySelector('.gateway[data-id=door]').getAttribute('transform')")
+                    == .string("translate(2.5,6)"))
+            try await floor.save(screenshot: "floor", in: shots)
+
+            // The fleet: both gateways up.
+            let fleet = try await browser.newPage()
+            try await fleet.navigate(base + "/fleet")
+            let healthy = try await fleet.waitFor("""
+                [...document.querySelectorAll('tr.gateway')].map(r => r.dataset.id + ':' + r.dataset.condition).join(' ') === 'door:ok counter:ok'
+                """)
+            let shownFleet = await fleet.shown()
+            #expect(healthy != nil, "fleet: \(shownFleet)\n\(failure())")
+            try await fleet.save(screenshot: "fleet", in: shots)
+
+            // Home Assistant learns about Ben while he is in.
+            let benConfig = "homeassistant/device_tracker/beaconbridge/customer_100_ben/config"
+            #expect(await discovery.waitFor(timeout: 20) { $0.topic == benConfig && $0.text.contains(#""name":"Ben""#) } != nil)
+
+            // Ben leaves (his app says so) and the counter gateway goes down: every page follows, live.
+            let before = try await greeter.evaluate("Number(document.body.dataset.updates)")
+            observers["ben"]?.signal(SIGINT)
+            let counterGateway = processes[1]
+            #expect(await counterGateway.stop() == 0, "\(failure())")
+            let left = try await greeter.waitFor("""
+                (() => { const p = \(people); return !p.includes('"ben"') && p.includes('"ana"') ? p : ''; })()
+                """)
+            let shownLeft = await greeter.shown(people)
+            #expect(left != nil, "greeter still shows Ben: \(shownLeft)\n\(failure())")
+            #expect(try await greeter.evaluate("location.pathname") == .string("/stores/100/greeter"), "no reload")
+            #expect((try await greeter.evaluate("Number(document.body.dataset.updates)").numberValue ?? 0) > (before.numberValue ?? 0))
+            // Ben's tag is still heard, now only by the door: it moves there, no longer labelled Ben.
+            let gone = try await floor.waitFor("""
+                [...document.querySelectorAll('.dot')].map(n => n.dataset.beacon + '@' + n.dataset.zone + ':' + n.textContent).sort()
+                  .join(' ') === '100/1@door:Ana 100/2@door:tag-2'
+                """)
+            let shownGone = await floor.shown()
+            #expect(gone != nil, "floor: \(shownGone)\n\(failure())")
+            let offline = try await fleet.waitFor("""
+                (() => { const r = document.querySelector('tr.gateway[data-id=counter]');
+                         return r && r.dataset.condition === 'offline' && r.classList.contains('attention'); })()
+                """)
+            let shownOffline = await fleet.shown()
+            #expect(offline != nil, "fleet: \(shownOffline)\n\(failure())")
+            try await greeter.save(screenshot: "greeter-after", in: shots)
+            try await floor.save(screenshot: "floor-after", in: shots)
+            try await fleet.save(screenshot: "fleet-after", in: shots)
+            #expect(await discovery.waitFor(timeout: 20) { $0.topic == benConfig && $0.payload.isEmpty } != nil,
+                    "Ben's Home Assistant entity is removed when he leaves")
+
+            // A browser without the login sees the login page and nobody's name.
+            let stranger = try await browser.newPage(isolated: true)
+            try await stranger.navigate(base + "/stores/100/greeter")
+            #expect(try await stranger.evaluate("location.pathname") == .string("/login"))
+            let strangerText = try await stranger.evaluate("document.documentElement.outerHTML").stringValue ?? ""
+            #expect(!strangerText.contains("Ana") && !strangerText.contains("flat white"))
+
+            await discovery.stop()
+        } catch {
+            Issue.record("\(error)\n\(failure())")
+        }
+        await browser.stop()
+        for process in processes.reversed() { await process.stop() }
+        await broker.stop()
+        if FileManager.default.fileExists(atPath: shots) {
+            // Kept as the test's artefacts when asked to (BEACONBRIDGE_KEEP_TEST_FILES=1 keeps the whole directory).
+            if let target = Foundation.ProcessInfo.processInfo.environment["BEACONBRIDGE_SCREENSHOTS"] {
+                try? FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: shots)) ?? [] {
+                    try? FileManager.default.removeItem(atPath: target + "/" + name)
+                    try? FileManager.default.copyItem(atPath: shots + "/" + name, toPath: target + "/" + name)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import BeaconKit
+import BrainCore
+import Config
+import GatewayCore
+import Testing
+import WebDisplay
+
+@Suite("beacon-web's model of the fleet")
+struct FleetStateTests {
+    @Test("the greeter lists customers newest first, with the zone of their beacon, and forgets one who leaves")
+    func greeter() throws {
+        var state = FleetState(config: try fleetConfig())
+        let change = state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0),
+                                                                            customer("ben", "Ben", minor: 2, since: 30)]))
+        #expect(change.affects(.greeter(store: 100)) && change.affects(.floor(store: 100)) && !change.affects(.greeter(store: 7)))
+        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"))
+
+        var page = state.parsed(.greeter(store: 100))
+        #expect(page["name"] == .string("Main Street"))
+        let people = try #require(page["customers"]?.arrayValue)
+        #expect(people.map { $0["name"] } == [.string("Ben"), .string("Ana")])
+        #expect(people[1]["zone"] == .string("Counter"))
+        #expect(people[0]["zone"] == .null, "Ben's beacon is not heard yet")
+        #expect(people[1]["favorite"] == .string("flat white"))
+
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ben", "Ben", minor: 2, since: 30)]))
+        page = state.parsed(.greeter(store: 100))
+        #expect(page["customers"]?.arrayValue?.map { $0["client"] } == [.string("ben")])
+    }
+
+    @Test("per-customer topics, once seen, are the truth for a store (the summary may be bounded)")
+    func perCustomerTopics() throws {
+        var state = FleetState(config: try fleetConfig())
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0)]))
+        let ben = Roster(store: 100, name: nil, customers: [customer("ben", "Ben", minor: 2, since: 30)]).json(at: nil)
+        // One customer's payload is the summary's entry.
+        let entry = try #require(try JSONParser().parse(ben)["customers"]?.arrayValue?.first)
+        state.receive("stores/100/customers/ben", entry.jsonText)
+        state.receive("stores/100/customers/cy", #"{"client":"cy","name":"Cy","favorite":null,"photo":null,"beacon":{"major":100,"minor":3},"since":"2026-11-21T09:01:00.000Z"}"#)
+        #expect(state.greeter(store: 100).map(\.client) == ["cy", "ben"])
+        state.receive("stores/100/customers/cy", "")
+        #expect(state.greeter(store: 100).map(\.client) == ["ben"])
+        // A payload naming another client than its topic is refused.
+        state.receive("stores/100/customers/dan", #"{"client":"eve","name":"Eve","favorite":null,"photo":null,"beacon":{"major":100,"minor":3},"since":"2026-11-21T09:01:00.000Z"}"#)
+        #expect(state.greeter(store: 100).map(\.client) == ["ben"])
+        #expect(state.malformed == 1)
+    }
+
+    @Test("photos come from the retained joins, are served by URL and never inlined in the page data")
+    func photos() throws {
+        var state = FleetState(config: try fleetConfig())
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0, photo: true)]))
+        #expect(state.greeter(store: 100).first?.photoURL == nil, "no photo until the join is read")
+        state.receive("beacons/100/1/observers/ana", bytes: join(name: "Ana", photo: jpeg))
+        let url = try #require(state.greeter(store: 100).first?.photoURL)
+        #expect(url.hasPrefix("/photos/100/ana?v="))
+        #expect(state.photo(store: 100, client: "ana") == jpeg)
+        #expect(!state.json(for: .greeter(store: 100), at: t(0)).contains("/9j/"), "no base64 JPEG in the JSON")
+        state.receive("beacons/100/1/observers/ana", "")
+        #expect(state.photo(store: 100, client: "ana") == nil)
+    }
+
+    @Test("the floor places gateways from the config, lays out unplaced ones, and draws beacons around their zone")
+    func floor() throws {
+        var state = FleetState(config: try fleetConfig())
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0)]))
+        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"))
+        state.receive("beacons/100/9/presence", bytes: fleetPresence(100, 9, zone: "door", zoneName: "Entrance"))
+        let floor = state.floor(store: 100, at: t(0))
+        #expect(floor.plan == FloorPlan(width: 20, height: 10))
+        #expect(floor.gateways.map(\.id) == ["door", "counter", "window"])
+        #expect(floor.gateways[0].position == FloorPosition(x: 2, y: 5) && floor.gateways[0].placed)
+        #expect(!floor.gateways[2].placed && floor.gateways[2].position.y < 10)
+        let ana = try #require(floor.dots.first { $0.beacon == BeaconRef(major: 100, minor: 1) })
+        #expect(ana.label == "Ana" && ana.isCustomer && ana.zone == "counter")
+        let distance = ((ana.position.x - 16) * (ana.position.x - 16) + (ana.position.y - 3) * (ana.position.y - 3)).squareRoot()
+        #expect(distance < 2.5, "drawn near the counter: \(ana.position)")
+        let trolley = try #require(floor.dots.first { $0.beacon == BeaconRef(major: 100, minor: 9) })
+        #expect(trolley.label == "trolley" && !trolley.isCustomer && trolley.zone == "door")
+
+        // Leaving: the fleet presence is deleted.
+        let change = state.receive("beacons/100/1/presence", "")
+        #expect(change.affects(.floor(store: 100)))
+        #expect(state.floor(store: 100, at: t(0)).dots.map(\.beacon) == [BeaconRef(major: 100, minor: 9)])
+    }
+
+    @Test("the dashboard makes offline, stalled and late gateways stand out")
+    func fleetConditions() throws {
+        var state = FleetState(config: try fleetConfig())
+        func health(_ gateway: String, state sourceState: String, adverts: Double) -> String {
+            Payloads.Health(gateway: gateway, version: "0.1.0", uptime: 10, source: "hci:0", sourceState: sourceState,
+                            advertsPerSecond: adverts, decodedPerSecond: adverts / 2, dropped: 3, malformed: 4, queueDepth: 0,
+                            tracked: 5, published: 6, ts: t(0)).json
+        }
+        #expect(state.condition(ofGateway: "door", at: t(0)) == .unknown)
+        state.receive("gateways/door/status", "online")
+        state.receive("gateways/door/health", health("door", state: "running", adverts: 40))
+        state.receive("gateways/counter/status", "online")
+        state.receive("gateways/counter/health", health("counter", state: "retrying", adverts: 0))
+        state.receive("gateways/window/status", "offline")
+        state.receive("gateways/stray/status", "online")
+        state.receive("gateways/stray/health", health("stray", state: "running", adverts: 0))
+        #expect(state.condition(ofGateway: "door", at: t(1)) == .ok)
+        #expect(state.condition(ofGateway: "counter", at: t(1)) == .stalled)
+        #expect(state.condition(ofGateway: "window", at: t(1)) == .offline)
+        #expect(state.condition(ofGateway: "stray", at: t(1)) == .quiet)
+        // Health is due every 30 s: after 2.5 intervals without one, the gateway is late.
+        #expect(state.condition(ofGateway: "door", at: t(80)) == .late)
+
+        let page = state.parsed(.fleet, at: 1)
+        let rows = try #require(page["gateways"]?.arrayValue)
+        #expect(rows.map { $0["id"] } == ["door", "counter", "window", "stray"].map(JSONValue.string))
+        #expect(rows.map { $0["attention"] } == [false, true, true, false].map(JSONValue.bool))
+        #expect(rows[0]["advertsPerSecond"] == .number(40))
+        #expect(rows[0]["malformed"] == .number(4) && rows[0]["dropped"] == .number(3))
+        #expect(rows[0]["calibration"]?["pathLossExponent"] == .number(2.5))
+        #expect(rows[3]["calibration"] == .null, "a gateway outside the config has no calibration")
+        #expect(page["attention"] == .number(2))
+        #expect(page["brain"] == .string("unknown"))
+    }
+
+    @Test("a new fleet/config applies (names, positions), keeping this process's broker; a bad one is counted")
+    func liveConfig() throws {
+        var state = FleetState(config: try fleetConfig())
+        let change = state.receive("fleet/config", """
+        {"broker": {"url": "mqtt://elsewhere:1883"}, "stores": [{"major": 100, "name": "High Street"}]}
+        """)
+        #expect(change.config && change.affects(.fleet) && change.affects(.greeter(store: 100)))
+        #expect(state.storeName(100) == "High Street")
+        #expect(state.config.broker.url.host == "127.0.0.1")
+        state.receive("fleet/config", "{not json")
+        #expect(state.malformed == 1 && state.storeName(100) == "High Street")
+    }
+
+    @Test("messages that are not JSON, or not what their topic says, are counted and change nothing")
+    func badInput() throws {
+        var state = FleetState(config: try fleetConfig())
+        for (topic, text) in [("beacons/100/1/presence", "{"), ("gateways/door/health", "[1]"),
+                              ("stores/100/roster", #"{"store": 7, "customers": []}"#),
+                              ("beacons/100/1/observers/ana", #"{"state":"left"}"#)] {
+            #expect(state.receive(topic, text).isEmpty, "\(topic)")
+        }
+        #expect(state.malformed == 4)
+        #expect(state.presence.isEmpty && state.gateways.isEmpty)
+    }
+}
