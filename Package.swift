@@ -26,12 +26,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
-        // beacon-web only: the HTTP server, its sessions and bcrypt, TLS.
+        // beacon-web: the HTTP server, its sessions and bcrypt, TLS (Hummingbird also serves --metrics).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // The gateway's and brain's Prometheus endpoint (--metrics).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
@@ -100,12 +103,12 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["Config", "HCI", "Gateway", "CommandLineSupport",
+            dependencies: ["Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
-            dependencies: ["Config", "Brain", "CommandLineSupport",
+            dependencies: ["Telemetry", "Config", "Brain", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
@@ -133,6 +136,18 @@ let package = Package(
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        // Health figures as Prometheus metrics, served on /metrics (beacon-gateway, beacon-brain).
+        .target(
+            name: "Telemetry",
+            dependencies: ["BeaconKit",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Metrics", package: "swift-metrics"),
+                           .product(name: "CoreMetrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),

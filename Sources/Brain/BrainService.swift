@@ -36,6 +36,8 @@ public final class BrainService: Service, Sendable {
         public var settleLimit: Double = 10
         /// Seconds between `brain/health` messages.
         public var healthInterval: Double = 30
+        /// Called with each health payload as it is published (the metrics endpoint).
+        public var onHealth: (@Sendable (String) -> Void)?
         /// Seconds between timer ticks (expiring views and cooldowns).
         public var tickInterval: Double = 0.2
         public var limits = BrainCore.Limits()
@@ -80,6 +82,10 @@ public final class BrainService: Service, Sendable {
         var published = 0
         var publishFailures = 0
         var nextHealth: ContinuousClock.Instant?
+        /// Messages received at the last memory check, and when it was.
+        var receivedAtCheck = 0
+        var burstSince = 0
+        var nextMemoryCheck: ContinuousClock.Instant?
     }
 
     let client: MQTTClient
@@ -93,12 +99,10 @@ public final class BrainService: Service, Sendable {
     let syncTopic: String
     let started = ContinuousClock.now
 
-    /// The client id a brain uses by default: the config's `clientId` (or `beacon-brain`),
-    /// with its stores appended so that brains splitting a fleet do not take over each
-    /// other's connection.
-    public static func defaultClientID(config: FleetConfig, stores: Set<UInt16>) -> String {
-        let base = config.broker.clientId ?? "beacon-brain"
-        return stores.isEmpty ? base : base + "-" + stores.sorted().map(String.init).joined(separator: "-")
+    /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
+    /// that brains splitting a fleet do not take over each other's connection.
+    public static func defaultClientID(stores: Set<UInt16>) -> String {
+        BrokerIdentity.brainClientID(stores: stores)
     }
 
     /// The client id as one topic level (for `brain/sync/…` and `brain/health/…`): what a
@@ -114,7 +118,7 @@ public final class BrainService: Service, Sendable {
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], password: String?, logger: Logger,
                 options: Options? = nil) throws(MQTTError) {
-        let options = options ?? Options(clientID: Self.defaultClientID(config: config, stores: stores))
+        let options = options ?? Options(clientID: Self.defaultClientID(stores: stores))
         self.options = options
         self.logger = logger
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
@@ -122,7 +126,8 @@ public final class BrainService: Service, Sendable {
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)
-        var mqtt = MQTTClientOptions(config.broker, clientID: options.clientID, password: password)
+        var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
+                                     password: password)
         mqtt.reconnectDelay = options.reconnectDelay
         let offline = core.offlineMessage
         mqtt.will = MQTTMessage(topic: offline.topic, text: offline.payload, qos: offline.qos, retain: offline.retain)
@@ -141,7 +146,7 @@ public final class BrainService: Service, Sendable {
 
     public func run() async throws {
         let filters = state.withLock { s in
-            s.subscribed = s.core.subscriptions + [syncTopic]
+            s.subscribed = wantedSubscriptions(s)
             return s.subscribed
         }
         try client.subscribe(filters, qos: 1)
@@ -151,6 +156,10 @@ public final class BrainService: Service, Sendable {
             "stores": "\(state.withLock { $0.core.stores.sorted() })",
         ])
 
+        let notifier = ServiceNotifier.fromEnvironment()
+        notify(notifier, [.ready, .status("starting: broker \(state.withLock { $0.core.config.broker.url })")])
+        let ticks = Heartbeat()
+
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -158,14 +167,27 @@ public final class BrainService: Service, Sendable {
                 }
                 group.addTask {
                     while !Task.isCancelled {
+                        ticks.beat()
                         try? await Task.sleep(for: .seconds(self.options.tickInterval))
                         self.tick()
+                    }
+                }
+                if let notifier {
+                    let watchdog = ServiceWatchdog(notifier: notifier, loops: [
+                        .init("mqtt") { self.client.heartbeat.lastRound },
+                        .init("core") { ticks.lastRound },
+                    ])
+                    group.addTask {
+                        await watchdog.run(status: { self.serviceStatus() }, failed: { error in
+                            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+                        })
                     }
                 }
                 await group.waitForAll()
             }
         }
 
+        notify(notifier, [.stopping, .status("stopping")])
         logger.info("brain stopping")
         state.withLock { s in send(&s, [s.core.offlineMessage]) }
         if !(await client.waitUntilPublished(timeout: 3)) {
@@ -173,6 +195,21 @@ public final class BrainService: Service, Sendable {
         }
         await client.stop(timeout: 2)
         logger.info("brain stopped")
+    }
+
+    /// One line for `systemctl status`: connection, settled, beacons, joins.
+    func serviceStatus() -> String {
+        let s = statistics
+        return "broker \(s.connected ? "connected" : "not connected")\(s.settled ? "" : ", reading the retained state"); "
+            + "\(s.beacons) beacons, \(s.joins) joins, \(s.published) messages published"
+    }
+
+    func notify(_ notifier: ServiceNotifier?, _ fields: [ServiceNotifier.Field]) {
+        do {
+            try notifier?.send(fields)
+        } catch {
+            logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+        }
     }
 
     // MARK: - Inputs
@@ -191,7 +228,14 @@ public final class BrainService: Service, Sendable {
                 let queued = s.queued
                 s.queued = []
                 send(&s, queued)
-                if s.connections > 1 { emit(&s, s.core.reconnect(at: WallClock.now())) }
+                if s.connections > 1 {
+                    // Our own retained topics again, for the read-back (before the marker).
+                    s.subscribed = wantedSubscriptions(s)
+                    do { try client.subscribe(s.core.readBackSubscriptions, qos: 1) } catch {
+                        logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
+                    }
+                    emit(&s, s.core.reconnect(at: WallClock.now()))
+                }
                 send(&s, [s.core.onlineMessage,
                           OutgoingMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
             }
@@ -230,22 +274,46 @@ public final class BrainService: Service, Sendable {
                 return
             }
             emit(&s, s.core.advance(to: WallClock.now()))
+            returnMemoryAfterABurst(&s, now: now)
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + .seconds(options.healthInterval)
             let uptime = now - started
-            send(&s, [s.core.health(client: clientSegment, version: Self.version,
-                                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
-                                    published: s.published, publishFailures: s.publishFailures, at: WallClock.now())])
+            let health = s.core.health(client: clientSegment, version: Self.version,
+                                       uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
+                                       published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
+            send(&s, [health])
+            options.onHealth?(health.payload)
         }
     }
 
     // MARK: - Inside the lock
+
+    /// Once a burst (a join flood: thousands of messages) is over, what it allocated and the
+    /// brain has freed goes back to the system: checked every 2 s, trimmed when at least
+    /// `5,000` messages came since the last trim and fewer than 100 in the last 2 s.
+    private func returnMemoryAfterABurst(_ s: inout State, now: ContinuousClock.Instant) {
+        if let next = s.nextMemoryCheck, now < next { return }
+        s.nextMemoryCheck = now + .seconds(2)
+        let received = s.core.counters.received
+        let recent = received - s.receivedAtCheck
+        s.receivedAtCheck = received
+        s.burstSince += recent
+        guard s.burstSince >= 5_000, recent < 100 else { return }
+        s.burstSince = 0
+        Memory.returnFreeMemory()
+    }
 
     private func settle(_ s: inout State) {
         guard !s.synced else { return }
         s.synced = true
         emit(&s, s.core.settle(at: WallClock.now()))
         s.nextHealth = nil
+        // Settled: the brain is the authority on its own topics and needs no echo of them.
+        let readBack = s.core.readBackSubscriptions
+        s.subscribed = wantedSubscriptions(s)
+        do { try client.unsubscribe(readBack) } catch {
+            logger.warning("could not unsubscribe from the brain's own topics", metadata: ["error": "\(error)"])
+        }
     }
 
     private func emit(_ s: inout State, _ output: BrainOutput) {
@@ -284,8 +352,14 @@ public final class BrainService: Service, Sendable {
         }
     }
 
+    /// What the brain listens to: everything while reading the retained state back, then
+    /// only what others publish (and its sync marker).
+    private func wantedSubscriptions(_ s: State) -> [String] {
+        s.core.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.core.readBackSubscriptions)
+    }
+
     private func resubscribe(_ s: inout State) {
-        let wanted = s.core.subscriptions + [syncTopic]
+        let wanted = wantedSubscriptions(s)
         let gone = s.subscribed.filter { !wanted.contains($0) }
         let new = wanted.filter { !s.subscribed.contains($0) }
         s.subscribed = wanted

@@ -127,6 +127,8 @@ public struct BrainCore: Sendable {
     private var readingBack: Bool { !isSettled || recovery.isReadingBack }
 
     private var registry: [BeaconRef: [BeaconEntry]] = [:]
+    /// The registry's UUID-only entries: any major and minor of that UUID.
+    private var uuidEntries: [BeaconUUID: BeaconEntry] = [:]
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
@@ -177,11 +179,14 @@ public struct BrainCore: Sendable {
 
     // MARK: - Queries
 
-    /// The registry entry of a beacon; with a UUID, only an entry with that UUID.
+    /// The registry entry of a beacon; with a UUID, only an entry with that UUID, else the
+    /// UUID-only entry of that UUID (topics carry no UUID: such an entry applies once a
+    /// gateway's payload has told the beacon's UUID).
     public func entry(_ ref: BeaconRef, uuid: BeaconUUID? = nil) -> BeaconEntry? {
-        guard let entries = registry[ref] else { return nil }
-        guard let uuid else { return entries.first }
-        return entries.first { $0.id.uuid == uuid }
+        let entries = registry[ref]
+        guard let uuid else { return entries?.first }
+        if let own = entries?.first(where: { $0.id?.uuid == uuid }) { return own }
+        return uuidEntries[uuid]?.resolved(for: BeaconID(uuid: uuid, major: ref.major, minor: ref.minor))
     }
 
     /// The store (a major) a beacon belongs to: its registry `store`, else its major.
@@ -206,18 +211,13 @@ public struct BrainCore: Sendable {
     }
 
     /// The topic filters to subscribe to.
-    public var subscriptions: [String] {
+    public var subscriptions: [String] { liveSubscriptions + readBackSubscriptions }
+
+    /// The filters of what others publish: gateways, observers, config (and bridges).
+    public var liveSubscriptions: [String] {
         var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("observers/+/status")]
-        let majors = self.majors.map { $0.map(String.init) } ?? ["+"]
-        for major in majors {
-            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence", "beacons/\(major)/+/presence/+",
-                        "beacons/\(major)/+/ad", "beacons/\(major)/+/observers/+",
-                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
-        }
-        if stores.isEmpty {
-            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
-        } else {
-            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        for major in majorLevels {
+            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence/+", "beacons/\(major)/+/observers/+"].map(topics.topic)
         }
         if !config.bridgedStores.isEmpty {
             filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
@@ -225,6 +225,26 @@ public struct BrainCore: Sendable {
         }
         return filters
     }
+
+    /// The filters of the brain's own retained topics (records, fleet presence, ads, rosters,
+    /// customers): needed only while the retained state is read back, at start and after a
+    /// reconnect. A settled brain unsubscribes from them, so it does not receive the echo of
+    /// everything it writes (half of its input in a join flood).
+    public var readBackSubscriptions: [String] {
+        var filters: [String] = []
+        for major in majorLevels {
+            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/ad",
+                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
+        }
+        if stores.isEmpty {
+            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
+        } else {
+            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+        }
+        return filters
+    }
+
+    private var majorLevels: [String] { majors.map { $0.map(String.init) } ?? ["+"] }
 
     /// `brain/status` `online`, retained; the will says `offline`.
     public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
@@ -424,6 +444,7 @@ public struct BrainCore: Sendable {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
+        bridges.reconnected()
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -434,6 +455,9 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
+        // A bridged store whose status the broker no longer holds (it lost its retained
+        // messages) is unknown until its bridge says 1 again.
+        for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
         for ref in presence.beacons.keys {
             dirtyVisits.insert(ref)
             dirtyPresence.insert(ref)
@@ -804,7 +828,11 @@ public struct BrainCore: Sendable {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
-                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                guard isSettled else { break }
+                if !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                if !resumed.contains(ref), let fleet = presence[ref] {
+                    runRules(.update, beacon: ref, fleet: fleet, since: fleet.since, at: now)
+                }
             }
         }
     }
@@ -934,7 +962,7 @@ public struct BrainCore: Sendable {
     private mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, join: ObserverJoin, at now: Instant) {
         let fleet = presence[ref]
         let entry = self.entry(ref, uuid: fleet?.uuid)
-        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id.uuid,
+        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id?.uuid,
                                          entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone,
                                          since: join.since)
         let fired = rules.fire(context, scope: RuleEngine.Scope(beacon: ref, client: join.client), at: now)
@@ -998,13 +1026,14 @@ public struct BrainCore: Sendable {
             "major": "\(ref.major)", "minor": "\(ref.minor)", "store": "\(store(of: ref))", "rule": rule.name,
             "ts": now.iso8601,
         ]
-        values["uuid"] = (fleet?.uuid ?? entry?.id.uuid)?.description
+        values["uuid"] = (fleet?.uuid ?? entry?.id?.uuid)?.description
         values["name"] = entry?.name
         if let fleet {
             values["zone"] = fleet.zoneView?.zoneName ?? fleet.zone
             values["gateway"] = fleet.zone
             values["proximity"] = fleet.proximity.rawValue
             values["distance"] = fleet.zoneView?.distance.map { fixed($0, places: 2) }
+            values["rssi"] = fleet.zoneView?.rssiSmoothed.map { fixed($0, places: 1) }
         }
         if let join {
             values["client"] = join.client
@@ -1012,8 +1041,8 @@ public struct BrainCore: Sendable {
             values["favorite"] = join.favorite
         }
         if let location = entry?.location {
-            values["lat"] = fixed(location.latitude, places: 6)
-            values["lon"] = fixed(location.longitude, places: 6)
+            values["lat"] = location.latitude.map { fixed($0, places: 6) }
+            values["lon"] = location.longitude.map { fixed($0, places: 6) }
             values["heading"] = location.heading.map { fixed($0, places: 1) }
             values["floor"] = location.floor.map { "\($0)" }
         }
@@ -1278,8 +1307,10 @@ public struct BrainCore: Sendable {
 
     private mutating func index(_ config: FleetConfig) {
         registry = [:]
+        uuidEntries = [:]
         for entry in config.beacons {
-            guard let major = entry.id.major, let minor = entry.id.minor else { continue }
+            if case .uuid(let uuid) = entry.match { uuidEntries[uuid] = entry }
+            guard let major = entry.id?.major, let minor = entry.id?.minor else { continue }
             registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })

@@ -447,7 +447,8 @@ public struct JoinRequest: Sendable, Equatable {
 ///   neither the beacon nor its store has one), or a rule's `ad` action;
 /// - `{"type":"greeting","beacon":{…},"text","rule","ts"}`: a rule's templated greeting;
 /// - `{"type":"locationFix","beacon":{…},"lat","lon","heading","floor","rule","ts"}`: the
-///   beacon's registry position (degrees; heading clockwise from north or null; floor or null);
+///   beacon's registry position (degrees; heading clockwise from north; floor; any of them
+///   null when the registry does not give it: a beacon may set only a heading or a floor);
 /// - `{"type":"error","beacon":{…}|null,"error":reason,"ts"}`: a rejected join; nothing changed.
 public enum InboxMessage: Sendable, Equatable {
     case ad(beacon: BeaconRef, ad: JSONValue?, rule: String?)
@@ -508,8 +509,8 @@ public enum InboxMessage: Sendable, Equatable {
             let floor = try r.optionalNumber(o["floor"], "floor")
             if let floor, floor != floor.rounded() || abs(floor) > 10_000 { throw PayloadError("floor must be an integer") }
             self = .locationFix(beacon: try BeaconRef(json: o["beacon"], at: "beacon"),
-                                location: Location(latitude: try r.number(o["lat"], "lat"),
-                                                   longitude: try r.number(o["lon"], "lon"),
+                                location: Location(latitude: try r.optionalNumber(o["lat"], "lat"),
+                                                   longitude: try r.optionalNumber(o["lon"], "lon"),
                                                    heading: heading, floor: floor.map { Int($0) }),
                                 rule: rule)
         case "error":

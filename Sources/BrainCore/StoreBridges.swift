@@ -45,6 +45,8 @@ public struct StoreBridges: Sendable {
     /// Statuses seen before settling, and whether they came live (a bridge connecting
     /// meanwhile) rather than from the broker's store.
     private var seen: [UInt16: (connected: Bool, live: Bool)] = [:]
+    /// Stores whose status was read back since the brain's reconnect; `nil` when not reading back.
+    private var readBack: Set<UInt16>?
 
     public init() {}
 
@@ -90,6 +92,7 @@ public struct StoreBridges: Sendable {
     /// store's.
     public mutating func status(_ major: UInt16, connected: Bool, live: Bool = true, at now: Instant) -> Change {
         guard let was = states[major] else { return .none }
+        readBack?.insert(major)
         guard connected else {
             states[major] = .unknown
             return was == .unknown ? .none : .lost(major)
@@ -100,6 +103,22 @@ public struct StoreBridges: Sendable {
         }
         states[major] = .reconciling(since: now, awaiting: gateways[major] ?? [])
         return .healing(major)
+    }
+
+    /// The brain reconnected to the broker: the statuses it reads back say which stores are up.
+    public mutating func reconnected() { readBack = [] }
+
+    /// The read-back is complete: a store whose status did not come back is unknown (the
+    /// broker lost its retained messages, and the store's bridge has not said `1` since).
+    public mutating func readBackComplete() -> [Change] {
+        guard let seen = readBack else { return [] }
+        readBack = nil
+        var changes: [Change] = []
+        for major in states.keys.sorted() where !seen.contains(major) && states[major] != .unknown {
+            states[major] = .unknown
+            changes.append(.lost(major))
+        }
+        return changes
     }
 
     /// A gateway's status arrived: for a reconciling store, that gateway's part of the

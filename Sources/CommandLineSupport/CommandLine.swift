@@ -130,7 +130,8 @@ public enum ConfigLoading {
     }
 
     /// Applies `--broker URL` to the fleet's broker, or with `gateway` to that gateway's
-    /// broker (its store's when the store has one).
+    /// broker (its store's when the store has one). A plaintext URL to another host is
+    /// refused unless that broker's config allows plaintext (`BrokerConfig.refusal`).
     public static func override(_ config: inout FleetConfig, broker: String?, gateway: String? = nil) throws {
         guard let broker else { return }
         let url: BrokerURL
@@ -139,28 +140,53 @@ public enum ConfigLoading {
         } catch {
             throw CommandFailure("--broker: \(error.reason)")
         }
-        func apply(_ target: inout BrokerConfig) {
+        func apply(_ target: inout BrokerConfig) throws {
             target.url = url
             if let user = url.username { target.username = user }
+            if let refusal = target.refusal { throw CommandFailure("--broker: \(refusal)") }
         }
         if let gateway, let major = config.gateway(id: gateway)?.store,
            let index = config.stores.firstIndex(where: { $0.major == major && $0.broker != nil }) {
-            apply(&config.stores[index].broker!)
+            try apply(&config.stores[index].broker!)
         } else {
-            apply(&config.broker)
+            try apply(&config.broker)
         }
     }
 
-    /// The broker password: `BEACONBRIDGE_MQTT_PASSWORD`, else the config's password file.
+    /// The broker password: `BEACONBRIDGE_MQTT_PASSWORD`, else the credential systemd
+    /// passes (`LoadCredential=mqtt-password:…` gives `$CREDENTIALS_DIRECTORY/mqtt-password`),
+    /// else the config's password file; `nil` when none is set (anonymous).
     public static func password(for broker: BrokerConfig) throws -> String? {
         if let value = Environment.value("BEACONBRIDGE_MQTT_PASSWORD") { return value }
+        if let value = try credential("mqtt-password") { return value }
         guard let file = broker.passwordFile else { return nil }
         do {
-            let text = try FileSystem.readText(file)
-            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+            return firstLine(try FileSystem.readText(file))
         } catch {
             throw CommandFailure("cannot read the broker password file \(file): \(error)")
         }
+    }
+
+    /// The first line of credential `name` from `$CREDENTIALS_DIRECTORY` (systemd's
+    /// `LoadCredential=`); `nil` outside systemd or when the unit passes no such credential.
+    public static func credential(_ name: String) throws -> String? {
+        guard let directory = Environment.value("CREDENTIALS_DIRECTORY"), !directory.isEmpty else { return nil }
+        let path = directory + "/" + name
+        guard FileSystem.exists(path) else { return nil }
+        do {
+            return firstLine(try FileSystem.readText(path))
+        } catch {
+            throw CommandFailure("cannot read the credential \(path): \(error)")
+        }
+    }
+
+    /// Says loudly (stderr, before logging starts) what is risky about this connection.
+    public static func warnAboutRisks(of broker: BrokerConfig, hasPassword: Bool) {
+        for risk in broker.risks(hasPassword: hasPassword) { writeStandardError("\(programName): warning: \(risk)\n") }
+    }
+
+    private static func firstLine(_ text: String) -> String {
+        String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
     }
 }
 
@@ -175,11 +201,12 @@ extension StringProtocol {
     }
 }
 
-/// Runs a daemon's service until SIGTERM or SIGINT shuts it down gracefully; a service
-/// that fails makes the program exit with status 1.
-public func runService(_ service: some Service, logger: Logger) async throws {
+/// Runs a daemon's service (and `others` beside it, e.g. a metrics endpoint) until SIGTERM
+/// or SIGINT shuts them down gracefully, the others first; a service that fails makes the
+/// program exit with status 1.
+public func runService(_ service: some Service, also others: [any Service] = [], logger: Logger) async throws {
     let group = ServiceGroup(configuration: .init(
-        services: [.init(service: service)],
+        services: [.init(service: service)] + others.map { .init(service: $0) },
         gracefulShutdownSignals: [.sigterm, .sigint],
         logger: logger))
     do {

@@ -76,7 +76,7 @@ public struct BridgePlan: Sendable, Equatable {
         // registry beacons assigned to it.
         var majors: Set<UInt16> = [major]
         for beacon in config.beacons where beacon.store == major {
-            if let m = beacon.id.major { majors.insert(m) }
+            if let m = beacon.id?.major { majors.insert(m) }
         }
         let levels = gateways.isEmpty ? ["+"] : gateways
         var list: [Topic] = []

@@ -27,8 +27,12 @@ public struct FleetConfig: Sendable, Equatable {
 
     public func gateway(id: String) -> GatewayConfig? { gateways.first { $0.id == id } }
 
-    /// Registry lookup by full id; AltBeacon and iBeacon share the key space.
-    public func beacon(_ id: BeaconID) -> BeaconEntry? { beacons.first { $0.id == id } }
+    /// Registry lookup by full id (AltBeacon and iBeacon share the key space): the beacon's
+    /// own entry, else its UUID's.
+    public func beacon(_ id: BeaconID) -> BeaconEntry? { registry[id] }
+
+    /// The registry as lookups.
+    public var registry: BeaconRegistry { BeaconRegistry(beacons) }
 
     /// Whether a beacon passes the `uuids` allow-list.
     public func accepts(_ id: BeaconID) -> Bool {
@@ -45,26 +49,32 @@ public enum MQTTVersion: String, Sendable, Equatable {
 
 public struct BrokerConfig: Sendable, Equatable {
     public var url: BrokerURL
-    /// Client id prefix; the gateway appends nothing and uses its own id when absent.
-    public var clientId: String?
+    /// The user name from a command line's `--broker mqtt://user@host`; `nil` in a fleet
+    /// config, where every part logs in as itself (`BrokerIdentity`).
     public var username: String?
-    /// A file holding the password (first line); `BEACONBRIDGE_MQTT_PASSWORD` overrides.
+    /// A file holding the password (first line); `$CREDENTIALS_DIRECTORY/mqtt-password`
+    /// and `BEACONBRIDGE_MQTT_PASSWORD` come first.
     public var passwordFile: String?
     public var tls: TLSConfig?
     /// Seconds between MQTT PINGREQs; also how soon the broker notices a dead gateway.
     public var keepalive: Int
     public var mqttVersion: MQTTVersion
+    /// Plaintext MQTT to another host is refused unless this says the network is trusted.
+    public var allowPlaintext: Bool
 
-    public init(url: BrokerURL, clientId: String? = nil, username: String? = nil, passwordFile: String? = nil,
-                tls: TLSConfig? = nil, keepalive: Int = 30, mqttVersion: MQTTVersion = .v311) {
+    public init(url: BrokerURL, username: String? = nil, passwordFile: String? = nil, tls: TLSConfig? = nil,
+                keepalive: Int = 30, mqttVersion: MQTTVersion = .v311, allowPlaintext: Bool = false) {
         self.url = url
-        self.clientId = clientId
         self.username = username
         self.passwordFile = passwordFile
         self.tls = tls
         self.keepalive = keepalive
         self.mqttVersion = mqttVersion
+        self.allowPlaintext = allowPlaintext
     }
+
+    /// The user name a part logs in with: a command line's, else its own identity.
+    public func username(default identity: String) -> String { username ?? identity }
 }
 
 public struct TLSConfig: Sendable, Equatable {
@@ -165,49 +175,117 @@ public struct GatewayConfig: Sendable, Equatable {
     }
 }
 
-/// Where a beacon hangs (navigation beacons).
+/// Where a beacon hangs (navigation beacons). As the navigation library allowed, any part may
+/// be missing: a beacon may set only a heading, or only a floor; latitude and longitude go
+/// together.
 public struct Location: Sendable, Equatable {
-    public var latitude: Double
-    public var longitude: Double
+    public var latitude: Double?
+    public var longitude: Double?
     /// Degrees clockwise from north.
     public var heading: Double?
     public var floor: Int?
 
-    public init(latitude: Double, longitude: Double, heading: Double? = nil, floor: Int? = nil) {
+    public init(latitude: Double? = nil, longitude: Double? = nil, heading: Double? = nil, floor: Int? = nil) {
         self.latitude = latitude
         self.longitude = longitude
         self.heading = heading
         self.floor = floor
     }
 
-    /// The location-fix payload: `{"lat","lon","heading","floor"}`.
+    /// The location-fix payload: `{"lat","lon","heading","floor"}`, `null` for a missing part.
     public var json: JSONValue {
-        .object(["lat": .number(latitude), "lon": .number(longitude),
+        .object(["lat": latitude.map(JSONValue.number) ?? .null, "lon": longitude.map(JSONValue.number) ?? .null,
                  "heading": heading.map(JSONValue.number) ?? .null,
                  "floor": floor.map { .number(Double($0)) } ?? .null])
     }
 }
 
-/// One beacon of the registry.
+/// One entry of the registry: one beacon, or (as the navigation library registered beacons)
+/// every beacon of a proximity UUID.
 public struct BeaconEntry: Sendable, Equatable {
-    public var id: BeaconID
+    /// Which beacons an entry describes.
+    public enum Match: Hashable, Sendable {
+        /// One beacon.
+        case beacon(BeaconID)
+        /// Every iBeacon or AltBeacon of this proximity UUID, whatever its major and minor.
+        case uuid(BeaconUUID)
+    }
+
+    public var match: Match
     public var name: String?
     /// Calibrated RSSI at 1 m, dBm; overrides what the beacon advertises.
     public var measuredPower: Int?
     public var location: Location?
-    /// The store (a major) this beacon belongs to; its own major when absent.
+    /// The store (a major) this beacon belongs to; its own major when absent (a UUID-only
+    /// entry's beacons always belong to their own major's store: see `resolved(for:)`).
     public var store: UInt16
-    /// The standing offer, published retained on `beacons/<major>/<minor>/ad`.
+    /// The standing offer, published retained on `beacons/<major>/<minor>/ad` (one beacon's
+    /// entries only).
     public var ad: JSONValue?
+
+    /// The one beacon the entry describes; `nil` for a UUID-only entry.
+    public var id: BeaconID? {
+        if case .beacon(let id) = match { return id }
+        return nil
+    }
 
     public init(id: BeaconID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil,
                 store: UInt16? = nil, ad: JSONValue? = nil) {
-        self.id = id
+        match = .beacon(id)
         self.name = name
         self.measuredPower = measuredPower
         self.location = location
         self.store = store ?? id.major ?? 0
         self.ad = ad
+    }
+
+    /// An entry for every beacon of `uuid`.
+    public init(uuid: BeaconUUID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil) {
+        match = .uuid(uuid)
+        self.name = name
+        self.measuredPower = measuredPower
+        self.location = location
+        store = 0
+    }
+
+    /// The entry as it applies to the beacon `id`: a UUID-only entry names that beacon, and
+    /// its store is the beacon's major.
+    public func resolved(for id: BeaconID) -> BeaconEntry {
+        guard case .uuid = match else { return self }
+        var entry = self
+        entry.match = .beacon(id)
+        entry.store = id.major ?? 0
+        return entry
+    }
+}
+
+/// The registry as lookups: a beacon's own entry, else its UUID's.
+public struct BeaconRegistry: Sendable, Equatable {
+    private var exact: [BeaconID: BeaconEntry] = [:]
+    private var byUUID: [BeaconUUID: BeaconEntry] = [:]
+
+    public init(_ entries: [BeaconEntry]) {
+        for entry in entries {
+            switch entry.match {
+            case .beacon(let id): if exact[id] == nil { exact[id] = entry }
+            case .uuid(let uuid): if byUUID[uuid] == nil { byUUID[uuid] = entry }
+            }
+        }
+    }
+
+    /// The entry for one beacon: its own, else its UUID's (resolved for it).
+    public subscript(id: BeaconID) -> BeaconEntry? {
+        if let entry = exact[id] { return entry }
+        guard !byUUID.isEmpty, let uuid = id.uuid, let entry = byUUID[uuid] else { return nil }
+        return entry.resolved(for: id)
+    }
+
+    /// The UUID-only entry of `uuid`.
+    public func entry(forUUID uuid: BeaconUUID) -> BeaconEntry? { byUUID[uuid] }
+
+    /// Calibrated measured power (dBm at 1 m) by beacon, and by UUID for UUID-only entries.
+    public var calibration: (beacons: [BeaconID: Int], uuids: [BeaconUUID: Int]) {
+        (exact.compactMapValues(\.measuredPower), byUUID.compactMapValues(\.measuredPower))
     }
 }
 
@@ -254,9 +332,14 @@ public struct Rule: Sendable, Equatable {
         case enter, exit, join, leave
         /// Proximity reaching this class (from any other).
         case proximity(Proximity)
+        /// Every update of the beacon (a sighting from its zone gateway: proximity, RSSI,
+        /// distance), whether or not anything changed; the navigation library's per-beacon
+        /// callback. Rate-limited: see `Rule.updateInterval`.
+        case update
 
         public init?(_ text: String) {
             switch text {
+            case "update": self = .update
             case "enter": self = .enter
             case "exit": self = .exit
             case "join": self = .join
@@ -269,7 +352,7 @@ public struct Rule: Sendable, Equatable {
         }
 
         public static let names = ["enter", "exit", "join", "leave",
-                                   "proximity:immediate", "proximity:near", "proximity:far"]
+                                   "proximity:immediate", "proximity:near", "proximity:far", "update"]
     }
 
     public enum Action: Sendable, Equatable {
@@ -293,8 +376,9 @@ public struct Rule: Sendable, Equatable {
 
     public enum Cooldown: Sendable, Equatable {
         case seconds(Double)
-        /// Re-armed only after this many consecutive updates at `proximity` or farther
-        /// (the navigation plugin's reset rule).
+        /// Re-armed only after this many updates at exactly `proximity` (the navigation
+        /// library's reset rule: "after 5 updates at near"); updates at other classes neither
+        /// count nor reset the count.
         case updates(count: Int, at: Proximity)
     }
 
@@ -347,6 +431,15 @@ public struct Rule: Sendable, Equatable {
         self.cooldown = cooldown
     }
 
+    /// An `update` rule fires at most once per this many seconds per beacon: its `cooldown`
+    /// in seconds, else one second (gateways send a sighting a second; raw mode sends every
+    /// advertisement). `nil` for other triggers.
+    public var updateInterval: Double? {
+        guard trigger == .update else { return nil }
+        if case .seconds(let seconds)? = cooldown { return seconds }
+        return 1
+    }
+
     /// Whether this rule concerns a beacon with this identity and registry entry, whose zone
     /// is held by the gateway `zone` (`nil`: the beacon is present nowhere).
     public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?, zone: String? = nil) -> Bool {
@@ -363,7 +456,7 @@ public struct Rule: Sendable, Equatable {
 /// The variables a template may use, as `{name}`.
 public enum Template {
     public static let variables: Set<String> = [
-        "major", "minor", "uuid", "name", "store", "zone", "gateway", "proximity", "distance",
+        "major", "minor", "uuid", "name", "store", "zone", "gateway", "proximity", "distance", "rssi",
         "client", "customer", "favorite", "lat", "lon", "heading", "floor", "rule", "ts",
     ]
 

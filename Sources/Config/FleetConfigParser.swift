@@ -4,7 +4,8 @@ import Tracking
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
                           "stores", "rules", "brain", "bridge", "homeAssistant"]
-    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion"]
+    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
+                             "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
@@ -60,6 +61,11 @@ extension FleetConfig {
             if !gateway.id.isEmpty, gateways.contains(where: { $0.id == gateway.id }) {
                 r.fail(path + ".id", "\"\(gateway.id)\" is used by another gateway")
             }
+            if BrokerIdentity.reserved.contains(gateway.id) {
+                // A gateway logs in as its id: it must not become the brain or the operator.
+                r.fail(path + ".id", "\"\(gateway.id)\" is the name of another role ("
+                       + BrokerIdentity.reserved.sorted().joined(separator: ", ") + "); pick another id")
+            }
             if let text = r.string(object["source"], at: path + ".source") {
                 do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
             }
@@ -78,8 +84,12 @@ extension FleetConfig {
         var beacons: [BeaconEntry] = []
         for (i, value) in (r.array(top["beacons"], at: "beacons") ?? []).enumerated() {
             guard let entry = parseBeacon(value, at: "beacons[\(i)]", &r) else { continue }
-            if beacons.contains(where: { $0.id == entry.id }) {
-                r.fail("beacons[\(i)]", "\(entry.id) is listed twice")
+            if beacons.contains(where: { $0.match == entry.match }) {
+                let what = switch entry.match {
+                case .beacon(let id): "\(id)"
+                case .uuid(let uuid): "every beacon of \(uuid)"
+                }
+                r.fail("beacons[\(i)]", "\(what) is listed twice")
             } else {
                 beacons.append(entry)
             }
@@ -149,11 +159,22 @@ extension FleetConfig {
         if let text = r.string(object["url"], at: path + ".url") {
             do { broker.url = try BrokerURL(parsing: text) } catch { r.fail(path + ".url", error.reason) }
         }
-        broker.clientId = r.string(object["clientId"], at: path + ".clientId")
-        if let id = broker.clientId, id.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
-            r.fail(path + ".clientId", "\"\(id)\" must be printable ASCII without spaces")
+        // One config serves every gateway and brain: a user or client id in it would be shared.
+        if object["clientId"] != nil {
+            r.fail(path + ".clientId", "a client id shared by every gateway and brain makes each take the others' "
+                   + "connection over; remove it: a gateway connects as beacon-gateway-<id>, a brain as "
+                   + "beacon-brain[-<stores>] or its --client-id")
         }
-        broker.username = r.string(object["username"], at: path + ".username") ?? broker.url.username
+        if object["username"] != nil {
+            r.fail(path + ".username", "a user name shared by every gateway and brain lets each speak for all of them; "
+                   + "remove it: a gateway logs in as its id, the brain as \"brain\" (beaconctl provision writes "
+                   + "their passwords and the ACL)")
+        }
+        if let user = broker.url.username {
+            r.fail(path + ".url", "the user \"\(user)\" would be shared by every gateway and brain; remove it (each "
+                   + "logs in as itself; --broker mqtt://user@host picks a user for one process)")
+            broker.url.username = nil
+        }
         broker.passwordFile = r.string(object["passwordFile"], at: path + ".passwordFile")
         if let tls = r.object(object["tls"], at: path + ".tls", keys: tlsKeys) {
             broker.tls = TLSConfig(caFile: r.string(tls["caFile"], at: path + ".tls.caFile"),
@@ -172,6 +193,8 @@ extension FleetConfig {
         if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
             broker.mqttVersion = MQTTVersion(rawValue: v)!
         }
+        broker.allowPlaintext = r.bool(object["allowPlaintext"], at: path + ".allowPlaintext") ?? false
+        if let refusal = broker.refusal { r.fail(path + ".url", refusal) }
         return broker
     }
 
@@ -245,8 +268,13 @@ extension FleetConfig {
     static func parseBeacon(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> BeaconEntry? {
         guard let o = r.object(value, at: path, keys: beaconKeys) else { return nil }
         let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
-        let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
-        let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        // Without major and minor the entry describes every beacon of the UUID.
+        let uuidOnly = o["major"] == nil && o["minor"] == nil
+        if (o["major"] == nil) != (o["minor"] == nil) {
+            r.fail(path, "major and minor go together (leave both out for every beacon of the UUID)")
+        }
+        let major = o["major"].flatMap { r.u16($0, at: path + ".major") }
+        let minor = o["minor"].flatMap { r.u16($0, at: path + ".minor") }
         let name = r.string(o["name"], at: path + ".name", maxLength: FleetConfig.maxNameLength)
         let power = r.integer(o["measuredPower"], at: path + ".measuredPower", in: -127...20)
         let latitude = r.number(o["latitude"], at: path + ".latitude", in: -90...90)
@@ -258,13 +286,19 @@ extension FleetConfig {
         if (o["latitude"] == nil) != (o["longitude"] == nil) {
             r.fail(path, "latitude and longitude go together")
         }
-        if (o["heading"] != nil || o["floor"] != nil) && o["latitude"] == nil {
-            r.fail(path, "heading and floor need latitude and longitude")
+        if uuidOnly {
+            if o["store"] != nil {
+                r.fail(path + ".store", "needs major and minor: the beacons of a UUID-only entry belong to their own major's store")
+            }
+            if o["ad"] != nil {
+                r.fail(path + ".ad", "needs major and minor (one beacon's offer); put an offer for all of them on their store")
+            }
         }
-        guard let uuid, let major, let minor else { return nil }
-        let location = latitude.flatMap { lat in
-            longitude.map { Location(latitude: lat, longitude: $0, heading: heading, floor: floor) }
-        }
+        let location: Location? = latitude != nil || longitude != nil || heading != nil || floor != nil
+            ? Location(latitude: latitude, longitude: longitude, heading: heading, floor: floor) : nil
+        guard let uuid else { return nil }
+        if uuidOnly { return BeaconEntry(uuid: uuid, name: name, measuredPower: power, location: location) }
+        guard let major, let minor else { return nil }
         return BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
                            location: location, store: store, ad: ad)
     }

@@ -38,7 +38,7 @@ public final class GatewayEngine: Sendable {
         var config: FleetConfig
         var gateway: GatewayConfig
         var topics: Topics
-        var registry: [BeaconID: BeaconEntry]
+        var registry: BeaconRegistry
         var decoder = AdvertisementDecoder()
         var tracker: Tracker
         var outbox: Outbox
@@ -70,14 +70,13 @@ public final class GatewayEngine: Sendable {
                             outbox: Outbox(sightingLimit: gateway.queueLimit)))
     }
 
-    static func registry(_ config: FleetConfig) -> [BeaconID: BeaconEntry] {
-        Dictionary(config.beacons.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-    }
+    static func registry(_ config: FleetConfig) -> BeaconRegistry { config.registry }
 
     static func tracker(_ config: FleetConfig, _ gateway: GatewayConfig) -> Tracker {
-        Tracker(settings: gateway.tracker,
-                calibration: Dictionary(config.beacons.compactMap { entry in entry.measuredPower.map { (entry.id, $0) } },
-                                        uniquingKeysWith: { first, _ in first }))
+        let calibration = config.registry.calibration
+        var tracker = Tracker(settings: gateway.tracker, calibration: calibration.beacons)
+        tracker.uuidCalibration = calibration.uuids
+        return tracker
     }
 
     public var statistics: Statistics {

@@ -25,9 +25,12 @@ public struct GatewayService: Service, CustomStringConvertible {
     let sourceHasOwnTime: Bool
     /// What the fleet config last said this gateway advertises, to apply a change live.
     let configuredAdvertising: ConfiguredAdvertising
+    /// Called with each health payload as it is published (`--metrics`); set before `run()`.
+    public var onHealth: (@Sendable (String) -> Void)?
 
+    /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
-                password: String?, configPath: String?, logger: Logger) throws(MQTTError) {
+                password: String?, configPath: String?, logger: Logger, clientID: String? = nil) throws(MQTTError) {
         self.config = config
         self.gateway = gateway
         self.source = source
@@ -36,8 +39,8 @@ public struct GatewayService: Service, CustomStringConvertible {
         self.logger = logger
         let topics = config.topics
         let broker = config.broker(forGateway: gateway.id)
-        var options = MQTTClientOptions(broker, clientID: broker.clientId ?? "beacon-gateway-\(gateway.id)",
-                                        password: password)
+        var options = MQTTClientOptions(broker, identity: BrokerIdentity.gatewayUser(gateway.id),
+                                        clientID: clientID ?? BrokerIdentity.gatewayClientID(gateway.id), password: password)
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
         engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)
@@ -58,17 +61,20 @@ public struct GatewayService: Service, CustomStringConvertible {
             "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker(forGateway: gateway.id).url)",
         ])
         let started = WallClock.monotonic()
+        let notifier = ServiceNotifier.fromEnvironment()
+        notify(notifier, [.ready, .status("starting: \(source.name), broker \(config.broker.url)")])
 
         // A source that cannot run (missing capabilities, no Bluetooth in the kernel) ends
         // the gateway too, after the same clean exit as a shutdown, with its error.
         var failure: (any Error)?
         do {
-            try await runUntilShutdown(readBack: readBack, started: started)
+            try await runUntilShutdown(readBack: readBack, started: started, notifier: notifier)
         } catch is CancellationError {
             // Graceful shutdown: fall through to the clean-exit sequence.
         } catch {
             failure = error
         }
+        notify(notifier, [.stopping, .status("stopping: withdrawing presence")])
         logger.info("gateway stopping: withdrawing presence")
         engine.withdraw()
         if !(await client.waitUntilPublished(timeout: 3)) {
@@ -80,10 +86,23 @@ public struct GatewayService: Service, CustomStringConvertible {
     }
 
     /// The source, the broker's events and the timers, until shutdown cancels them.
-    func runUntilShutdown(readBack: [String], started: Double) async throws {
+    func runUntilShutdown(readBack: [String], started: Double, notifier: ServiceNotifier?) async throws {
         let sourceFinished = AtomicFlag()
+        let timers = Heartbeat()
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
+                if let notifier {
+                    let watchdog = ServiceWatchdog(notifier: notifier, loops: [
+                        .init("scan") { self.source.heartbeat?.lastRound },
+                        .init("mqtt") { self.client.heartbeat.lastRound },
+                        .init("timer") { timers.lastRound },
+                    ])
+                    group.addTask {
+                        await watchdog.run(status: { self.serviceStatus() }, failed: { error in
+                            self.logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
+                        })
+                    }
+                }
                 group.addTask {
                     if self.sourceHasOwnTime {
                         // A replay starts once the broker is reachable, so it publishes what a
@@ -108,6 +127,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                 group.addTask {
                     var nextHealth = WallClock.monotonic() + 1
                     while !Task.isCancelled {
+                        timers.beat()
                         try await Task.sleep(nanoseconds: 100_000_000)
                         if !self.sourceHasOwnTime || sourceFinished.isSet {
                             self.engine.advance(to: self.source.clock.now())
@@ -123,6 +143,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                                                             version: Self.version, sourceName: self.source.name)
                             self.engine.publish(OutgoingMessage(topic: health.topic, payload: health.text,
                                                               qos: health.qos, retain: health.retain))
+                            self.onHealth?(health.text)
                         }
                     }
                 }
@@ -132,6 +153,21 @@ public struct GatewayService: Service, CustomStringConvertible {
                 // others first, that is forever.
                 while try await group.next() != nil {}
             }
+        }
+    }
+
+    /// One line for `systemctl status`: broker, source, beacons.
+    func serviceStatus() -> String {
+        let s = engine.statistics
+        return "broker \(s.connected ? "connected" : "not connected"); source \(source.name) \(s.sourceState.rawValue); "
+            + "\(s.tracked) beacons tracked, \(s.published) messages published"
+    }
+
+    func notify(_ notifier: ServiceNotifier?, _ fields: [ServiceNotifier.Field]) {
+        do {
+            try notifier?.send(fields)
+        } catch {
+            logger.warning("cannot notify the service manager", metadata: ["error": "\(error)"])
         }
     }
 

@@ -38,11 +38,15 @@ public struct Outbox: Sendable {
         dropped += 1
     }
 
-    /// Everything queued, state first (in the order first queued), then sightings oldest
-    /// first; the outbox is empty afterwards.
+    /// Everything queued, sightings oldest first, then state (in the order first queued);
+    /// the outbox is empty afterwards. Sightings go first because they are older than the
+    /// latest state: a beacon that left during the outage must not be brought back by the
+    /// sightings from before it left (the brain takes a sighting for presence).
     public mutating func drain() -> [OutgoingMessage] {
-        var out = retainedOrder.compactMap { retained[$0] }
+        var out: [OutgoingMessage] = []
+        out.reserveCapacity(count + retained.count)
         for i in 0..<count { out.append(sightings[(head + i) % sightings.count]) }
+        out += retainedOrder.compactMap { retained[$0] }
         retained.removeAll()
         retainedOrder.removeAll()
         sightings.removeAll(keepingCapacity: true)

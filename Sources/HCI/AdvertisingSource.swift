@@ -1,5 +1,6 @@
 public import BeaconKit
 public import Config
+public import SystemCalls
 
 /// One HCI event as a source delivers it, starting at the event code (no H4 type byte).
 public struct HCIFrame: Sendable, Equatable {
@@ -64,9 +65,15 @@ public protocol AdvertisingSource: Sendable {
     /// `HCIError.unsupported` where there is no controller (replays), `HCIError.command`
     /// when the controller refused.
     func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange
+    /// Beats whenever the source's loop goes round (a live source at least every 0.2 s
+    /// while it runs, also while it waits to retry), for the service watchdog; `nil` for
+    /// sources whose pace follows their input (replays).
+    var heartbeat: Heartbeat? { get }
 }
 
 extension AdvertisingSource {
+    public var heartbeat: Heartbeat? { nil }
+
     public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
         throw HCIError.unsupported(source: name, reason: "there is no controller to advertise from")
     }

@@ -1,5 +1,6 @@
 public import Config
 public import Logging
+public import SystemCalls
 
 /// Advertising reports from a controller reached as an H4 byte stream: `h4:unix:PATH`
 /// (BlueZ's `btproxy`, the `btvirt -s` emulator), `h4:tcp:HOST:PORT`, `h4:tty:DEV@BAUD`
@@ -38,6 +39,8 @@ public final class H4Source: AdvertisingSource {
 
     /// What the byte stream held besides events, over all connections so far.
     public var statistics: StreamStatistics { engine.statistics }
+
+    public var heartbeat: Heartbeat? { engine.heartbeat }
 
     /// Scan restarts by the stall watchdog so far.
     public var scanRestarts: Int { engine.scanRestarts }

@@ -6,7 +6,7 @@ import Musl
 public import Config
 import CBlueZ
 public import Logging
-import SystemCalls
+public import SystemCalls
 
 /// Advertising reports from a kernel Bluetooth adapter (`hci:N`) through a raw HCI socket
 /// (libbluetooth's `hci_open_dev`): the production source on a Raspberry Pi.
@@ -43,6 +43,8 @@ public final class KernelHCISource: AdvertisingSource {
     public var name: String { "hci:\(adapter)" }
 
     public var statistics: StreamStatistics { engine.statistics }
+
+    public var heartbeat: Heartbeat? { engine.heartbeat }
 
     /// Scan restarts by the stall watchdog so far.
     public var scanRestarts: Int { engine.scanRestarts }

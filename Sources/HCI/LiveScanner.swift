@@ -32,6 +32,8 @@ final class LiveScanner: Sendable {
     private let finishedSessions = Mutex(StreamStatistics())
     private let currentSession = Mutex(StreamStatistics())
     private let restarts = Mutex(0)
+    /// Beats on every round of the session loop, every event, and while waiting to retry.
+    let heartbeat = Heartbeat()
 
     /// Back-off between attempts: 0.5 s doubling to 30 s; back to 0.5 s once a session
     /// got as far as scanning.
@@ -87,6 +89,7 @@ final class LiveScanner: Sendable {
 
     func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
         let stop = AtomicFlag()
+        defer { heartbeat.pause() }
         try await withTaskCancellationHandler {
             try await retryLoop(stop: stop, output: output)
         } onCancel: {
@@ -98,6 +101,7 @@ final class LiveScanner: Sendable {
         var delay = Self.firstDelay
         output(.state(.starting, detail: "opening \(name)"))
         while !stop.isSet {
+            heartbeat.beat()
             let reachedScanning = AtomicFlag()
             do {
                 try await BlockingThread.run(name: "hci-source") {
@@ -115,7 +119,12 @@ final class LiveScanner: Sendable {
                     "source": "\(name)", "error": "\(reason)", "delay": "\(delay)",
                 ])
                 output(.state(.retrying, detail: "\(reason); retrying in \(HCIError.format(delay)) s"))
-                do { try await Task.sleep(for: .seconds(delay)) } catch { return }
+                // In slices, beating: waiting to retry is the loop going round, not a hang.
+                let resume = WallClock.monotonic() + delay
+                while WallClock.monotonic() < resume {
+                    heartbeat.beat()
+                    do { try await Task.sleep(for: .seconds(min(1, resume - WallClock.monotonic()))) } catch { return }
+                }
                 delay = min(delay * 2, Self.maxDelay)
             }
         }
@@ -128,6 +137,7 @@ final class LiveScanner: Sendable {
         let link = try open()
         let lastReport = Mutex(WallClock.monotonic())
         let controller = Controller(link: link, isCancelled: { stop.isSet }, deliver: { event in
+            self.heartbeat.beat()
             self.currentSession.withLock { $0 = link.statistics }
             if HCIEvent.isAdvertisingReport(event) { lastReport.withLock { $0 = WallClock.monotonic() } }
             output(.frame(HCIFrame(time: WallClock.now(), event: event)))
@@ -154,6 +164,7 @@ final class LiveScanner: Sendable {
             var quietRestarts = 0
             var truncatedSeen = link.statistics.truncatedPackets
             while !stop.isSet {
+                heartbeat.beat()
                 let wanted = wantsScanning.withLock { $0 }
                 if reported != wanted {
                     if wanted || scanning {

@@ -2,7 +2,7 @@ import BeaconKit
 import Config
 internal import CMosquitto
 import Synchronization
-import SystemCalls
+public import SystemCalls
 
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +36,9 @@ public final class MQTTClient: Sendable {
     private let calls = Mutex<Bool>(false)
     private let stream: AsyncStream<MQTTEvent>
     private let continuation: AsyncStream<MQTTEvent>.Continuation
+    /// Beats every time the network thread goes round (at least once a second while it
+    /// runs, also between reconnection attempts), for the service watchdog.
+    public let heartbeat = Heartbeat()
 
     /// Creates the libmosquitto handle and applies the will, credentials, TLS and protocol
     /// version. Nothing touches the network before `start()`.
@@ -307,6 +310,7 @@ public final class MQTTClient: Sendable {
         var connectNow = state.withLock { $0.connectOnStart }
         var stopDeadline: ContinuousClock.Instant?
         while true {
+            heartbeat.beat()
             if state.withLock({ $0.phase.networkThreadEnds }) {
                 // Stopping: give the DISCONNECT a moment to go out, then leave.
                 let deadline = stopDeadline ?? ContinuousClock.now + .seconds(2)
@@ -337,6 +341,7 @@ public final class MQTTClient: Sendable {
                 if !backOff() { break }
             }
         }
+        heartbeat.pause()
         let waiters = state.withLock { state in
             state.threadFinished = true
             state.connected = false
@@ -357,6 +362,7 @@ public final class MQTTClient: Sendable {
         let deadline = ContinuousClock.now + .seconds(delay)
         while ContinuousClock.now < deadline {
             if state.withLock({ $0.phase.networkThreadEnds }) { return false }
+            heartbeat.beat()
             usleep(20_000)
         }
         return !state.withLock { $0.phase.networkThreadEnds }

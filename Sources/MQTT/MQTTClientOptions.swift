@@ -28,11 +28,12 @@ public struct MQTTClientOptions: Sendable {
         self.clientID = clientID
     }
 
-    /// The options a fleet config's `broker` section gives: URL, user name, TLS, keepalive
-    /// and MQTT version; the password comes from the caller (file or environment).
-    public init(_ broker: BrokerConfig, clientID: String, password: String?) {
+    /// The options a fleet config's `broker` section gives: URL, TLS, keepalive and MQTT
+    /// version, for the part whose user name is `identity` (`BrokerIdentity`; a command
+    /// line's `--broker mqtt://user@…` wins); the password comes from the caller.
+    public init(_ broker: BrokerConfig, identity: String, clientID: String, password: String?) {
         self.init(broker: broker.url, clientID: clientID)
-        username = broker.username
+        username = broker.username(default: identity)
         self.password = password
         tls = broker.tls
         keepalive = broker.keepalive

@@ -92,6 +92,9 @@ public struct Tracker: Sendable {
     }
     /// Calibrated measured power at 1 m per beacon, from the registry.
     public var calibration: [BeaconID: Int]
+    /// Calibrated measured power per proximity UUID (the registry's UUID-only entries), for
+    /// beacons without their own calibration.
+    public var uuidCalibration: [BeaconUUID: Int] = [:]
     public private(set) var tracks: [BeaconID: Track] = [:]
     /// No timeout falls due before this instant (a lower bound), so `observe` can skip
     /// `advance` without looking at every track.
@@ -114,7 +117,8 @@ public struct Tracker: Sendable {
                                  measuredPower: Int8?, txPower: Int8?, at time: Instant) -> TrackUpdate {
         let timeouts = time >= quietUntil ? advance(to: time) : []
         let settings = self.settings
-        let power = calibration[id] ?? measuredPower.map(Int.init)
+        let power = calibration[id] ?? (uuidCalibration.isEmpty ? nil : id.uuid.flatMap { uuidCalibration[$0] })
+            ?? measuredPower.map(Int.init)
         var entered = false
         let index: Dictionary<BeaconID, Track>.Index
         if let existing = tracks.index(forKey: id) {

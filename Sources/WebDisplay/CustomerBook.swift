@@ -1,6 +1,6 @@
 public import BeaconKit
 public import BrainCore
-public import Config
+import Config
 
 /// Who is in each store, read from whatever the brain publishes for the greeter: the
 /// retained summary on `stores/<store>/roster`, and, when the brain writes them, one

@@ -24,6 +24,9 @@ public struct FleetState: Sendable {
     public private(set) var malformed = 0
     /// When the config came from `fleet/config` rather than the file.
     public private(set) var configFromBroker = false
+    /// Whether the feed is connected to the broker: while it is not, every page says that
+    /// what it shows may be out of date.
+    public private(set) var brokerConnected = false
 
     public init(config: FleetConfig) { self.config = config }
 
@@ -76,6 +79,13 @@ public struct FleetState: Sendable {
     }
 
     // MARK: - Input
+
+    /// The broker connection came or went; every page shows it.
+    public mutating func setBrokerConnected(_ connected: Bool) -> Change {
+        guard connected != brokerConnected else { return Change() }
+        brokerConnected = connected
+        return Change(fleet: true, stores: Set(knownStores), config: true)
+    }
 
     public mutating func receive(topic: String, payload: [UInt8], at now: Instant) -> Change {
         guard let segments = topics.segments(of: topic) else { return Change() }
@@ -232,6 +242,6 @@ public struct GatewayHealth: Sendable, Equatable {
 extension FleetConfig {
     /// The store a beacon belongs to: its registry `store`, else its major.
     func store(of beacon: BeaconRef) -> UInt16 {
-        beacons.first { $0.id.major == beacon.major && $0.id.minor == beacon.minor }?.store ?? beacon.major
+        beacons.first { $0.id?.major == beacon.major && $0.id?.minor == beacon.minor }?.store ?? beacon.major
     }
 }

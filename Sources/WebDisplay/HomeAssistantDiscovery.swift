@@ -79,7 +79,7 @@ public enum HomeAssistantDiscovery {
         // The zone's place name while present, Home Assistant's not_home while not.
         let zoneTemplate = "{{ value_json.zoneName if value else 'not_home' }}"
         for entry in state.config.beacons {
-            guard let major = entry.id.major, let minor = entry.id.minor else { continue }
+            guard let major = entry.id?.major, let minor = entry.id?.minor else { continue }
             let ref = BeaconRef(major: major, minor: minor)
             let object = "beacon_\(major)_\(minor)"
             add("device_tracker", object) { o in

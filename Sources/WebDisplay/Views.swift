@@ -51,6 +51,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "greeter")
+            o("live", brokerConnected)
             o("store", Int(store))
             o("name", storeName(store))
             o("now", now)
@@ -100,7 +101,11 @@ extension FleetState {
         let inStore = presence.filter { config.store(of: $0.key) == store }.sorted { $0.key < $1.key }
         // Gateways of the store, then any other gateway that holds the zone of one of its beacons.
         var ids = config.gateways(inStore: store).map(\.id)
-        for (_, report) in inStore where !ids.contains(report.zone) { ids.append(report.zone) }
+        var listed = Set(ids)
+        for (_, report) in inStore where !listed.contains(report.zone) {
+            ids.append(report.zone)
+            listed.insert(report.zone)
+        }
 
         var plan = config.storeEntry(store)?.floorPlan
         let placedPositions = ids.compactMap { config.gateway(id: $0)?.position }
@@ -127,13 +132,21 @@ extension FleetState {
                                          condition: condition(ofGateway: id, at: now)))
         }
 
-        let present = customers.customers(inStore: store)
+        // Looked up once each: a busy store has hundreds of beacons.
+        let present = Dictionary(grouping: customers.customers(inStore: store), by: \.beacon)
+        var registryNames: [BeaconRef: String] = [:]
+        for entry in config.beacons {
+            if let major = entry.id?.major, let minor = entry.id?.minor, let name = entry.name {
+                registryNames[BeaconRef(major: major, minor: minor)] = name
+            }
+        }
+        let centres = Dictionary(gateways.map { ($0.id, $0.position) }, uniquingKeysWith: { first, _ in first })
         var dots: [FloorDot] = []
         var perZone: [String: Int] = [:]
         for (ref, report) in inStore {
-            let names = present.filter { $0.beacon == ref }.map { $0.name ?? $0.client }
-            let registry = config.beacons.first { $0.id.major == ref.major && $0.id.minor == ref.minor }?.name
-            let centre = gateways.first { $0.id == report.zone }?.position ?? FloorPosition(x: 0, y: 0)
+            let names = (present[ref] ?? []).map { $0.name ?? $0.client }
+            let registry = registryNames[ref]
+            let centre = centres[report.zone] ?? FloorPosition(x: 0, y: 0)
             let index = perZone[report.zone, default: 0]
             perZone[report.zone] = index + 1
             dots.append(FloorDot(beacon: ref, label: names.isEmpty ? (registry ?? ref.description) : names.joined(separator: ", "),
@@ -157,6 +170,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "floor")
+            o("live", brokerConnected)
             o("store", Int(store))
             o("name", storeName(store))
             o("now", now)
@@ -232,6 +246,7 @@ extension FleetState {
         var writer = JSONWriter(capacity: 256 + 400 * ids.count)
         writer.object { o in
             o("page", "fleet")
+            o("live", brokerConnected)
             o("now", now)
             o("brain", brainOnline.map { $0 ? "online" : "offline" } ?? "unknown")
             o("attention", conditions.filter(\.needsAttention).count)

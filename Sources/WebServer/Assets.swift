@@ -159,6 +159,7 @@ enum Assets {
     .login input { display:block; width:100%; font-size:1.1rem; padding:.5rem; margin-top:.25rem; }
     .login button { font-size:1.1rem; padding:.6rem; background:var(--accent); color:#fff; border:0; border-radius:.5rem; }
     .error { color:var(--bad); font-weight:600; }
+    .stale { background:var(--bad); color:#fff; padding:.5rem .8rem; border-radius:.5rem; font-weight:600; }
     .index { font-size:1.2rem; line-height:2; }
     """#
 
@@ -292,7 +293,7 @@ enum Assets {
             el('td', { 'class': 'num' }, fixed(g.malformed, 0)),
             el('td', { 'class': 'num' }, fixed(g.dropped, 0)),
             el('td', { 'class': 'num' }, fixed(g.tracked, 0)),
-            el('td', {}, g.lastHealth ? ago(g.lastHealth) + ' ago' : 'never'),
+            el('td', {}, g.lastHealth ? ago(g.lastHealth).replace(/^(\d.*)$/, '$1 ago') : 'never'),
             el('td', {}, cal), el('td', {}, g.version || ''));
         });
         var head = el('tr', {}, 'Gateway,Zone,Condition,Source,Adverts/s,Decoded/s,Malformed,Dropped,Tracked,Last health,Calibration,Version'
@@ -317,9 +318,13 @@ enum Assets {
       }
 
       var draw = { greeter: greeter, floor: floor, fleet: fleet }[kind];
+      var stale = el('p', { 'class': 'stale', role: 'status' },
+                     'Not connected to the broker: this may be out of date. Reconnecting…');
       function render() {
         skew = Date.parse(data.now) - Date.now();
         draw();
+        if (!data.live) app.prepend(stale);
+        body.classList.toggle('stale-data', !data.live);
       }
       render();
       setInterval(function () {

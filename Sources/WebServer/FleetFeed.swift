@@ -46,7 +46,8 @@ public final class FleetFeed: Service, Sendable {
 
     public init(config: FleetConfig, username: String?, password: String?, logger: Logger, options: Options,
                 updates: LiveUpdates = LiveUpdates()) throws(MQTTError) {
-        var mqtt = MQTTClientOptions(config.broker, clientID: options.clientID, password: password)
+        var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.display, clientID: options.clientID,
+                                     password: password)
         if let username { mqtt.username = username }
         client = try MQTTClient(mqtt)
         state = Mutex(State(fleet: FleetState(config: config)))
@@ -108,12 +109,14 @@ public final class FleetFeed: Service, Sendable {
                 s.settled = false
                 s.ledger = DiscoveryLedger()
             }
+            updates.publish(state.withLock { $0.fleet.setBrokerConnected(true) })
             logger.info("connected to the broker")
         case .disconnected(let reason):
             let was = state.withLock { s in
                 defer { s.connected = false }
                 return s.connected
             }
+            updates.publish(state.withLock { $0.fleet.setBrokerConnected(false) })
             if was { logger.warning("broker connection lost; reconnecting", metadata: ["reason": "\(reason)"]) }
             else { logger.notice("cannot reach the broker; retrying", metadata: ["reason": "\(reason)"]) }
         case .message(let message):

@@ -11,6 +11,11 @@ public struct StaffAccounts: Sendable, Equatable {
         public var line: Int
         public var reason: String
         public var description: String { "line \(line): \(reason)" }
+
+        public init(line: Int, reason: String) {
+            self.line = line
+            self.reason = reason
+        }
     }
 
     public init(hashes: [String: String]) { self.hashes = hashes }
@@ -18,8 +23,8 @@ public struct StaffAccounts: Sendable, Equatable {
     /// Parses the file's text; every bad line is an error (a typo must not lock staff out silently).
     public init(parsing text: String) throws(FileError) {
         var hashes: [String: String] = [:]
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.hasSuffix("\r") ? raw.dropLast() : raw
+        // Any line break (a file edited on Windows has CRLF, one Character in Swift).
+        for (index, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let colon = line.firstIndex(of: ":") else {
                 throw FileError(line: index + 1, reason: "expected name:hash")

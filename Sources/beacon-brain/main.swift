@@ -2,6 +2,7 @@ import ArgumentParser
 import Brain
 import CommandLineSupport
 import Logging
+import Telemetry
 import Config
 
 struct BeaconBrain: AsyncParsableCommand {
@@ -58,11 +59,16 @@ struct BeaconBrain: AsyncParsableCommand {
 
         --stores 12,13 handles only the beacons of those stores (majors) and
         subscribes to their topics only, so several brains can split a fleet;
-        each gets a client id of its own (beacon-brain-12-13).
+        each gets a client id of its own (beacon-brain-12-13, or --client-id).
+
+        It logs in as user "brain" (--broker mqtts://NAME@host for another, e.g.
+        one per shard); the password comes from BEACONBRIDGE_MQTT_PASSWORD,
+        systemd's credential mqtt-password ($CREDENTIALS_DIRECTORY) or the
+        config's passwordFile (beaconctl provision writes them). Connecting
+        anonymously, in plaintext or with tls.insecure is warned about at start.
 
         Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 on a runtime
-        failure, 2 for bad usage or a bad config. The broker password comes from
-        the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+        failure, 2 for bad usage or a bad config.
 
         Every payload's keys, the records and the counters: docs/brain.md.
 
@@ -80,11 +86,26 @@ struct BeaconBrain: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Handle only these stores (majors), comma-separated.", valueName: "12,13"))
     var stores: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The MQTT client id (default beacon-brain, or beacon-brain-12-13 with --stores); unique per brain.",
+        valueName: "ID"))
+    var clientId: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
+    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+                                            valueName: "HOST:PORT"))
+    var metrics: String?
+
     func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
         _ = try parseStores()
+        if let clientId, clientId.isEmpty || clientId.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
+            throw ValidationError("--client-id \"\(clientId)\" must be printable ASCII without spaces")
+        }
     }
 
     func parseStores() throws -> Set<UInt16> {
@@ -107,13 +128,17 @@ struct BeaconBrain: AsyncParsableCommand {
         try ConfigLoading.override(&fleet, broker: broker)
         let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-brain")
+        for risk in fleet.broker.risks(hasPassword: password != nil) { logger.warning("\(risk)") }
+        var options = BrainService.Options(clientID: clientId ?? BrainService.defaultClientID(stores: storeSet))
+        let telemetry = try MetricsSetup(address: metrics, kind: .brain, id: options.clientID, logger: logger)
+        if let recorder = telemetry.recorder { options.onHealth = { recorder.record(healthJSON: $0) } }
         let service: BrainService
         do {
-            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger)
+            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        try await runService(service, logger: logger)
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 

@@ -5,6 +5,7 @@ import CommandLineSupport
 import Gateway
 import HCI
 import Logging
+import Telemetry
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,8 +29,11 @@ struct BeaconGateway: AsyncParsableCommand {
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
         The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
-        stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. Its
-        password comes from that broker's passwordFile or BEACONBRIDGE_MQTT_PASSWORD.
+        stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. It
+        logs in as its id (user name GATEWAY, client id beacon-gateway-GATEWAY); the password comes from
+        BEACONBRIDGE_MQTT_PASSWORD, systemd's credential mqtt-password ($CREDENTIALS_DIRECTORY) or that
+        broker's passwordFile (beaconctl provision writes them). Connecting anonymously, in plaintext or
+        with tls.insecure is warned about at start.
 
         Example:
           beacon-gateway --config deploy/fleet.example.json --id door --source btsnoop:/tmp/store/door.log --loop
@@ -62,6 +66,16 @@ struct BeaconGateway: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
+    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+                                            valueName: "HOST:PORT"))
+    var metrics: String?
+
+    func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
+    }
+
     func run() async throws {
         bootstrapLogging(logLevel)
         var fleet = try ConfigLoading.load(config)
@@ -91,6 +105,7 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")
+        for risk in fleet.broker(forGateway: id).risks(hasPassword: password != nil) { logger.warning("\(risk)") }
 
         let advertisingSource: any AdvertisingSource
         do {
@@ -99,7 +114,7 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
-        let service: GatewayService
+        var service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
@@ -107,7 +122,9 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        try await runService(service, logger: logger)
+        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
+        if let recorder = telemetry.recorder { service.onHealth = { recorder.record(healthJSON: $0) } }
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 

@@ -33,9 +33,13 @@ struct Bench: AsyncParsableCommand {
           3. gateway process (beacon-gateway): resident memory idle and while tracking each of --tracked;
           4. brain (BrainService): join-to-reply latency over --joins joins one at a time beside the
              broker's own round trip, joins answered per second (a burst), and the sighting ingest rate
-             the brain sustains beside the broker's rate in the same run.
+             the brain sustains beside the broker's rate in the same run;
+          5. flood (beacon-brain): --flood-joins joins from as many observers, as fast as the broker
+             takes them, while a legitimate observer joins every 10 ms: its join-to-reply latency beside
+             the same joins with the brain idle and the broker's round trip, the greeter bytes per join,
+             and the brain's resident memory idle, at its peak and after the flood left (docs/PERFORMANCE.md).
 
-        mqtt-baseline and beacon-gateway are taken from beside this executable (the same build).
+        mqtt-baseline, beacon-gateway and beacon-brain are taken from beside this executable (the same build).
         Use a release build: swift build -c release && .build/release/beaconctl bench
 
         Example:
@@ -68,6 +72,9 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .long, help: "Sightings sent to the brain as fast as possible.")
     var sightings = 100_000
 
+    @Option(name: .long, help: "Joins in the flood the brain answers (each from an observer of its own).")
+    var floodJoins = 10_000
+
     @Option(name: .long, help: "Rounds of (C baseline, gateway at full speed), alternating; medians are reported.")
     var rounds = 3
 
@@ -77,7 +84,7 @@ struct Bench: AsyncParsableCommand {
     @Flag(name: .long, help: "Print one JSON object instead of text.")
     var json = false
 
-    @Option(name: .long, help: ArgumentHelp("Run only these phases: broker, gateway, memory, brain (comma separated).",
+    @Option(name: .long, help: ArgumentHelp("Run only these phases: broker, gateway, memory, brain, flood (comma separated).",
                                             valueName: "LIST"))
     var only: String?
 
@@ -87,9 +94,9 @@ struct Bench: AsyncParsableCommand {
         guard pacedRate > 0, pacedRate <= 100_000 else { throw ValidationError("--paced-rate must be 0…100000") }
         guard pacedAdverts >= 10 else { throw ValidationError("--paced-adverts must be at least 10") }
         guard (try? trackedCounts()) != nil else { throw ValidationError("--tracked: counts 0…10000, comma separated") }
-        guard joins >= 1, joinBurst >= 1, sightings >= 1, rounds >= 1 else { throw ValidationError("counts must be positive") }
+        guard joins >= 1, joinBurst >= 1, sightings >= 1, rounds >= 1, floodJoins >= 1 else { throw ValidationError("counts must be positive") }
         if let only {
-            for phase in only.split(separator: ",") where !["broker", "gateway", "memory", "brain"].contains(phase) {
+            for phase in only.split(separator: ",") where !["broker", "gateway", "memory", "brain", "flood"].contains(phase) {
                 throw ValidationError("--only: unknown phase \"\(phase)\"")
             }
         }
@@ -120,6 +127,7 @@ struct Bench: AsyncParsableCommand {
             settings.joins = min(joins, 100)
             settings.joinBurst = min(joinBurst, 100)
             settings.sightings = min(sightings, 2_000)
+            settings.floodJoins = min(floodJoins, 300)
             settings.rounds = 1
         }
         guard let baseline = Programs.sibling("mqtt-baseline") else {
@@ -236,6 +244,7 @@ struct BenchRun {
         if settings.runs("broker") || settings.runs("gateway") { try await brokerAndGateway() }
         if settings.runs("memory") { try await gatewayMemory() }
         if settings.runs("brain") { try await brain() }
+        if settings.runs("flood") { try await flood() }
     }
 
     func unique(_ name: String) -> String { "\(name)-\(WallClock.now().nanoseconds % 1_000_000_000)" }
@@ -329,12 +338,12 @@ struct BenchRun {
 
     // MARK: 2. The gateway pipeline
 
-    func fleetConfig(capture: String, speed: Double, raw: Bool, clientID: String) -> String {
+    func fleetConfig(capture: String, speed: Double, raw: Bool, gatewayID: String) -> String {
         let document: JSONValue = .object([
-            "broker": .object(["url": .string(broker.url), "clientId": .string(clientID)]),
+            "broker": .object(["url": .string(broker.url)]),
             "defaults": .object(["exitTimeout": .number(3600), "staleAfter": .number(3600), "publishInterval": .number(1),
                                  "queueLimit": .number(1_000_000), "healthInterval": .number(3600)]),
-            "gateways": .array([.object(["id": .string("bench"), "raw": .bool(raw),
+            "gateways": .array([.object(["id": .string(gatewayID), "raw": .bool(raw),
                                          "source": .string("btsnoop:\(capture)?speed=\(speed)")])]),
         ])
         return document.jsonText
@@ -365,14 +374,14 @@ struct BenchRun {
             await subscriber.stop()
             throw CommandFailure("mqtt-baseline sub did not subscribe\n\(subscriber.errors)", status: .failure)
         }
-        let config = try FleetConfig.parse(fleetConfig(capture: capture, speed: speed, raw: raw, clientID: unique("bench-gw")))
+        let config = try FleetConfig.parse(fleetConfig(capture: capture, speed: speed, raw: raw, gatewayID: "bench"))
         let gateway = config.gateways[0]
         let log = IngestLog(capacity: workload.count)
         let source = TimedSource(inner: try BtsnoopSource(path: capture, speed: speed), log: log)
         var logger = Logger(label: "bench.gateway")
         logger.logLevel = .error
         let service = try GatewayService(config: config, gateway: gateway, source: source, sourceHasOwnTime: true,
-                                         password: nil, configPath: nil, logger: logger)
+                                         password: nil, configPath: nil, logger: logger, clientID: unique("bench-gw"))
         let task = Task { try await service.run() }
         let status = await subscriber.wait(timeout: 600)
         let endCPU = WallClock.processCPU()
@@ -457,8 +466,9 @@ struct BenchRun {
             let capture = directory + "/\(unique("memory")).log"
             try FileSystem.write(capture, writer.bytes)
             let configPath = directory + "/\(unique("fleet")).json"
+            let gatewayID = unique("bench-mem")
             try FileSystem.write(configPath, Array(fleetConfig(capture: capture, speed: 1, raw: false,
-                                                               clientID: unique("bench-mem")).utf8))
+                                                               gatewayID: gatewayID).utf8))
             // Presence of every beacon, or the gateway's `online` when there are none.
             let filter = count == 0 ? "gateways/+/status" : "beacons/+/+/presence/+"
             let subscriber = try BenchProcess(baseline, ["sub", "--port", String(broker.port), "--count", String(max(count, 1)),
@@ -468,7 +478,7 @@ struct BenchRun {
                 await subscriber.stop()
                 throw CommandFailure("mqtt-baseline sub did not subscribe", status: .failure)
             }
-            let gateway = try BenchProcess(program, ["--config", configPath, "--id", "bench", "--log-level", "error"],
+            let gateway = try BenchProcess(program, ["--config", configPath, "--id", gatewayID, "--log-level", "error"],
                                            name: unique("gateway"), in: directory)
             let status = await subscriber.wait(timeout: 120)
             // Let the last sightings and timers settle before reading /proc.

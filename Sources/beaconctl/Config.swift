@@ -37,6 +37,8 @@ struct Config: AsyncParsableCommand {
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }
+            // Whether a password is found is known only where each part runs.
+            for risk in config.broker.risks(hasPassword: nil) { writeStandardError("warning: \(risk)\n") }
         }
     }
 }
@@ -51,7 +53,7 @@ extension Config {
             restart of the gateway, which its event says. Waits until the broker acknowledges.
 
             Example:
-              beaconctl config push fleet.json --broker mqtt://broker.store.lan
+              beaconctl config push fleet.json --broker mqtts://operator@broker.store.lan
             """)
 
         @Argument(help: ArgumentHelp("The fleet config.", valueName: "FLEET.json"))
@@ -65,8 +67,10 @@ extension Config {
             let text: String
             do { text = try FileSystem.readText(path) } catch { throw CommandFailure("cannot read \(path): \(error)") }
             try ConfigLoading.override(&config, broker: broker)
-            let options = MQTTClientOptions(config.broker, clientID: "beaconctl-push-\(ProcessInfo.id)",
-                                            password: try ConfigLoading.password(for: config.broker))
+            let password = try ConfigLoading.password(for: config.broker)
+            ConfigLoading.warnAboutRisks(of: config.broker, hasPassword: password != nil)
+            let options = MQTTClientOptions(config.broker, identity: BrokerIdentity.operatorUser,
+                                            clientID: "beaconctl-push-\(ProcessInfo.id)", password: password)
             let client: MQTTClient
             do {
                 client = try MQTTClient(options)

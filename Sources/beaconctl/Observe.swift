@@ -108,8 +108,9 @@ struct Observe: AsyncParsableCommand {
         let statusTopic = topics.status(ofObserver: client)
         let inboxTopic = topics.inbox(of: client)
 
-        var options = MQTTClientOptions(fleet.broker, clientID: client,
-                                        password: try ConfigLoading.password(for: fleet.broker))
+        let password = try ConfigLoading.password(for: fleet.broker)
+        ConfigLoading.warnAboutRisks(of: fleet.broker, hasPassword: password != nil)
+        var options = MQTTClientOptions(fleet.broker, identity: client, clientID: client, password: password)
         options.will = MQTTMessage(topic: statusTopic, text: "offline", qos: 1, retain: true)
         let mqtt: MQTTClient
         do { mqtt = try MQTTClient(options) } catch { throw CommandFailure("\(error)", status: .failure) }

@@ -12,10 +12,16 @@
 //   mqtt-baseline rtt  --port P [--count N]
 //       one message at a time (QoS 1, as joins and replies) from a publisher to a subscriber
 //       through the broker: the broker's own loopback latency.
-//   mqtt-baseline join --port P [--count N] [--burst J] [--stores S]
+//   mqtt-baseline join --port P [--count N] [--burst J] [--stores S] [--id ID] [--interval S]
 //       an observer app: joins beacons/<store>/<minor>/observers/<client> and waits for the
-//       brain's reply on observers/<client>/inbox, one at a time (latency), then J joins at
-//       once (joins answered per second); every join is left again.
+//       brain's reply on observers/<client>/inbox, one at a time (latency; a join every S
+//       seconds at most), then J joins at once (joins answered per second); every join is
+//       left again. ID names the MQTT client and prefixes the observer names (default bench).
+//   mqtt-baseline flood --port P [--count N]
+//       a join flood: N joins (QoS 1, retained, with a profile) from N different observer
+//       names flood-<i> to beacons/100/<1..1000>, published as fast as the broker takes them;
+//       waits for the brain's N replies, then leaves every join again.
+//   mqtt-baseline sub also reports the topic and payload bytes it received.
 //
 // Every result is one JSON line on stdout. Times are CLOCK_MONOTONIC. Loopback only.
 #define _GNU_SOURCE
@@ -55,6 +61,7 @@ struct client {
     int subscribed;
     // Counting.
     long received;
+    long bytes;
     double first;
     double last;
     // Latency records (sub --latency-out).
@@ -65,6 +72,8 @@ struct client {
     int arrived;
     long replies;
     double last_reply;
+    // Only inbox topics starting with this count as replies (flood: not someone else's).
+    const char *reply_prefix;
 };
 
 static void on_connect(struct mosquitto *mosq, void *context, int rc) {
@@ -105,8 +114,9 @@ static void on_message(struct mosquitto *mosq, void *context, const struct mosqu
         c->records[3 * c->received + 2] = now_ns();
     }
     c->received++;
+    c->bytes += (long)strlen(m->topic) + m->payloadlen;
     if (c->awaited[0] && strcmp(m->topic, c->awaited) == 0) c->arrived = 1;
-    if (strstr(m->topic, "/inbox")) {
+    if (strstr(m->topic, "/inbox") && (!c->reply_prefix || !strncmp(m->topic, c->reply_prefix, strlen(c->reply_prefix)))) {
         c->replies++;
         c->last_reply = t;
     }
@@ -263,7 +273,8 @@ static int mode_sub(int port, long count, const char *filter, double idle, const
         }
         fclose(file);
     }
-    printf("{\"mode\":\"sub\",\"received\":%ld,\"first\":%.9f,\"last\":%.9f}\n", received, first, last);
+    printf("{\"mode\":\"sub\",\"received\":%ld,\"bytes\":%ld,\"first\":%.9f,\"last\":%.9f}\n", received, c.bytes,
+           first, last);
     fflush(stdout);
     client_stop(&c);
     return 0;
@@ -299,18 +310,20 @@ static int mode_rtt(int port, long count) {
     return n == count ? 0 : 1;
 }
 
-static int mode_join(int port, long count, long burst, long stores) {
+static int mode_join(int port, long count, long burst, long stores, const char *id, double interval) {
     struct client c;
-    client_start(&c, "baseline-observer", port);
+    client_start(&c, id, port);
     client_subscribe(&c, "observers/+/inbox", 1);
     double *latencies = calloc((size_t)count, sizeof(double));
     char topic[128], inbox[128];
     const char *join = "{\"state\":\"joined\",\"profile\":{\"name\":\"Ada\",\"favorite\":\"flat white\"}}";
     long n = 0;
+    double begin = now();
     for (long i = 0; i < count; i++) {
+        while (interval > 0 && now() - begin < (double)i * interval) usleep(200);
         long store = 100 + i % stores, minor = i / stores % 1000 + 1;
-        snprintf(topic, sizeof topic, "beacons/%ld/%ld/observers/bench-%ld", store, minor, i);
-        snprintf(inbox, sizeof inbox, "observers/bench-%ld/inbox", i);
+        snprintf(topic, sizeof topic, "beacons/%ld/%ld/observers/%s-%ld", store, minor, id, i);
+        snprintf(inbox, sizeof inbox, "observers/%s-%ld/inbox", id, i);
         pthread_mutex_lock(&c.lock);
         snprintf(c.awaited, sizeof c.awaited, "%s", inbox);
         c.arrived = 0;
@@ -332,7 +345,7 @@ static int mode_join(int port, long count, long burst, long stores) {
     double start = now();
     for (long i = 0; i < burst; i++) {
         long store = 100 + i % stores, minor = i / stores % 1000 + 1;
-        snprintf(topic, sizeof topic, "beacons/%ld/%ld/observers/burst-%ld", store, minor, i);
+        snprintf(topic, sizeof topic, "beacons/%ld/%ld/observers/%s-burst-%ld", store, minor, id, i);
         int rc;
         while ((rc = mosquitto_publish(c.mosq, NULL, topic, (int)strlen(join), join, 1, true)) == MOSQ_ERR_NOMEM) {
             usleep(100);
@@ -346,7 +359,7 @@ static int mode_join(int port, long count, long burst, long stores) {
     pthread_mutex_unlock(&c.lock);
     for (long i = 0; i < burst; i++) {
         long store = 100 + i % stores, minor = i / stores % 1000 + 1;
-        snprintf(topic, sizeof topic, "beacons/%ld/%ld/observers/burst-%ld", store, minor, i);
+        snprintf(topic, sizeof topic, "beacons/%ld/%ld/observers/%s-burst-%ld", store, minor, id, i);
         mosquitto_publish(c.mosq, NULL, topic, 0, NULL, 1, true);
     }
     printf("{\"mode\":\"join\",");
@@ -358,16 +371,56 @@ static int mode_join(int port, long count, long burst, long stores) {
     return n == count && replies == burst ? 0 : 1;
 }
 
+static int mode_flood(int port, long count) {
+    struct client c;
+    client_start(&c, "baseline-flood", port);
+    c.reply_prefix = "observers/flood-";
+    client_subscribe(&c, "observers/+/inbox", 1);
+    char topic[128];
+    const char *join = "{\"state\":\"joined\",\"profile\":{\"name\":\"Flood\",\"favorite\":\"everything\"}}";
+    pthread_mutex_lock(&c.lock);
+    c.replies = 0;
+    pthread_mutex_unlock(&c.lock);
+    double start = now();
+    for (long i = 0; i < count; i++) {
+        snprintf(topic, sizeof topic, "beacons/100/%ld/observers/flood-%ld", i % 1000 + 1, i);
+        int rc;
+        while ((rc = mosquitto_publish(c.mosq, NULL, topic, (int)strlen(join), join, 1, true)) == MOSQ_ERR_NOMEM) {
+            usleep(100);
+        }
+        if (rc != MOSQ_ERR_SUCCESS) die("publish", rc);
+    }
+    double published = now();
+    wait_for(&c, replies_all, count, 10, 300);
+    pthread_mutex_lock(&c.lock);
+    long replies = c.replies;
+    double last = c.last_reply;
+    pthread_mutex_unlock(&c.lock);
+    for (long i = 0; i < count; i++) {
+        snprintf(topic, sizeof topic, "beacons/100/%ld/observers/flood-%ld", i % 1000 + 1, i);
+        int rc;
+        while ((rc = mosquitto_publish(c.mosq, NULL, topic, 0, NULL, 1, true)) == MOSQ_ERR_NOMEM) usleep(100);
+    }
+    double left = now();
+    printf("{\"mode\":\"flood\",\"sent\":%ld,\"publishSeconds\":%.6f,\"publishedPerSecond\":%.0f,\"replies\":%ld,"
+           "\"repliedSeconds\":%.6f,\"repliesPerSecond\":%.0f,\"leaveSeconds\":%.6f}\n",
+           count, published - start, (double)count / (published - start), replies, last - start,
+           replies > 0 && last > start ? (double)replies / (last - start) : 0, left - published);
+    usleep(500000);
+    client_stop(&c);
+    return replies == count ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: mqtt-baseline pub|sub|rtt|join --port P [--count N] [...]\n");
+        fprintf(stderr, "usage: mqtt-baseline pub|sub|rtt|join|flood --port P [--count N] [...]\n");
         return 2;
     }
     const char *mode = argv[1];
     int port = 1883;
     long count = 100000, beacons = 1000, burst = 1000, stores = 50;
-    double idle = 3, rate = 0;
-    const char *filter = "beacons/+/+", *latency_out = NULL;
+    double idle = 3, rate = 0, interval = 0;
+    const char *filter = "beacons/+/+", *latency_out = NULL, *id = "bench";
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *key = argv[i], *value = argv[i + 1];
         if (!strcmp(key, "--port")) port = atoi(value);
@@ -379,6 +432,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(key, "--rate")) rate = atof(value);
         else if (!strcmp(key, "--filter")) filter = value;
         else if (!strcmp(key, "--latency-out")) latency_out = value;
+        else if (!strcmp(key, "--id")) id = value;
+        else if (!strcmp(key, "--interval")) interval = atof(value);
         else { fprintf(stderr, "mqtt-baseline: unknown option %s\n", key); return 2; }
     }
     if (count < 1 || beacons < 1 || stores < 1 || burst < 0 || port < 1 || port > 65535) {
@@ -390,7 +445,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "pub")) status = mode_pub(port, count, beacons, rate);
     else if (!strcmp(mode, "sub")) status = mode_sub(port, count, filter, idle, latency_out);
     else if (!strcmp(mode, "rtt")) status = mode_rtt(port, count);
-    else if (!strcmp(mode, "join")) status = mode_join(port, count, burst, stores);
+    else if (!strcmp(mode, "join")) status = mode_join(port, count, burst, stores, id, interval);
+    else if (!strcmp(mode, "flood")) status = mode_flood(port, count);
     else { fprintf(stderr, "mqtt-baseline: unknown mode %s\n", mode); status = 2; }
     mosquitto_lib_cleanup();
     return status;

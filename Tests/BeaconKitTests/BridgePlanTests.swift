@@ -17,7 +17,7 @@ struct BridgePlanTests {
       "stores": [
         { "major": 12, "name": "Rue de Rivoli", "broker": { "url": "mqtt://localhost:1883" },
           "bridge": { "username": "store-12", "passwordFile": "/etc/beaconbridge/bridge.password" } },
-        { "major": 13, "broker": { "url": "mqtt://10.13.0.2" },
+        { "major": 13, "broker": { "url": "mqtt://10.13.0.2", "allowPlaintext": true },
           "bridge": { "clientId": "rivoli-13", "certFile": "/etc/b/13.pem", "keyFile": "/etc/b/13.key" } },
         { "major": 14 }
       ],
@@ -58,13 +58,13 @@ struct BridgePlanTests {
 
     @Test func mistakesInTheTopologyAreReportedWithTheirPath() {
         let errors = Self.errors(#"""
-        { "broker": { "url": "mqtt://central:1883" },
-          "bridge": { "url": "mqtt://user@central", "tls": { "insecure": true }, "kepalive": 3 },
+        { "broker": { "url": "mqtt://central:1883", "allowPlaintext": true },
+          "bridge": { "url": "mqtt://user@central", "allowPlaintext": true, "tls": { "insecure": true }, "kepalive": 3 },
           "gateways": [ { "id": "a", "store": 99 } ],
           "stores": [ { "major": 1, "broker": { "username": "x" } },
-                      { "major": 2, "broker": { "url": "mqtt://central:1883" } },
-                      { "major": 3, "broker": { "url": "mqtt://s3" }, "bridge": { "clientId": "bridge-4", "passwordFile": "/p" } },
-                      { "major": 4, "broker": { "url": "mqtt://s4" }, "bridge": { "certFile": "/c" } },
+                      { "major": 2, "broker": { "url": "mqtt://central:1883", "allowPlaintext": true } },
+                      { "major": 3, "broker": { "url": "mqtt://s3", "allowPlaintext": true }, "bridge": { "clientId": "bridge-4", "passwordFile": "/p" } },
+                      { "major": 4, "broker": { "url": "mqtt://s4", "allowPlaintext": true }, "bridge": { "certFile": "/c" } },
                       { "major": 5, "bridge": { "username": "u" } } ] }
         """#)
         #expect(errors.contains("bridge.kepalive: unknown key (did you mean \"keepalive\"?)"))
@@ -75,11 +75,11 @@ struct BridgePlanTests {
         #expect(errors.contains("stores[3].bridge: certFile and keyFile go together (client certificate authentication)"))
         // Checked once the rest is valid.
         #expect(Self.errors(#"""
-        { "broker": { "url": "mqtt://central:1883" },
+        { "broker": { "url": "mqtt://central:1883", "allowPlaintext": true },
           "gateways": [ { "id": "a", "store": 99 } ],
-          "stores": [ { "major": 2, "broker": { "url": "mqtt://central:1883" } },
-                      { "major": 3, "broker": { "url": "mqtt://s3" }, "bridge": { "clientId": "bridge-4" } },
-                      { "major": 4, "broker": { "url": "mqtt://s4" } },
+          "stores": [ { "major": 2, "broker": { "url": "mqtt://central:1883", "allowPlaintext": true } },
+                      { "major": 3, "broker": { "url": "mqtt://s3", "allowPlaintext": true }, "bridge": { "clientId": "bridge-4" } },
+                      { "major": 4, "broker": { "url": "mqtt://s4", "allowPlaintext": true } },
                       { "major": 5, "bridge": { "username": "u" } } ] }
         """#) == [
             "gateways[0].store: store 99 is not in stores[] (list it there, with its broker if it has one)",

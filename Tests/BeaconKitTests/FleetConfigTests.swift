@@ -10,8 +10,7 @@ struct FleetConfigTests {
     {
       "$schema": "https://example.com/fleet.schema.json",
       "broker": {
-        "url": "mqtts://gateway@broker.shop.example:8883",
-        "clientId": "shop-12",
+        "url": "mqtts://broker.shop.example:8883",
         "passwordFile": "/etc/beaconbridge/mqtt.password",
         "tls": { "caFile": "/etc/ssl/shop-ca.pem", "certFile": "/etc/beaconbridge/gw.pem", "keyFile": "/etc/beaconbridge/gw.key" },
         "keepalive": 20,
@@ -56,9 +55,9 @@ struct FleetConfigTests {
 
     @Test func fullConfig() throws {
         let config = try FleetConfig.parse(Self.full)
-        #expect(config.broker.url == BrokerURL(tls: true, username: "gateway", host: "broker.shop.example", port: 8883))
-        #expect(config.broker.clientId == "shop-12")
-        #expect(config.broker.username == "gateway")          // from the URL
+        #expect(config.broker.url == BrokerURL(tls: true, host: "broker.shop.example", port: 8883))
+        #expect(config.broker.username == nil)                // every part logs in as itself
+        #expect(config.broker.username(default: "door-1") == "door-1")
         #expect(config.broker.passwordFile == "/etc/beaconbridge/mqtt.password")
         #expect(config.broker.tls == TLSConfig(caFile: "/etc/ssl/shop-ca.pem", certFile: "/etc/beaconbridge/gw.pem",
                                                keyFile: "/etc/beaconbridge/gw.key"))
@@ -258,8 +257,8 @@ struct FleetConfigTests {
          "beacons[0].latitude: 91 is out of range -90…90"),
         (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "latitude": 1}]}"#,
          "beacons[0]: latitude and longitude go together"),
-        (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "floor": 1}]}"#,
-         "beacons[0]: heading and floor need latitude and longitude"),
+        (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "floor": 501}]}"#,
+         "beacons[0].floor: 501 is out of range -200…500"),
         (#"{"gateways": [{"id": "g", "advertise": {"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "intervalMs": 20}}]}"#,
          "gateways[0].advertise.intervalMs: 20 is out of range 100…10240"),
     ])
@@ -302,14 +301,14 @@ struct FleetConfigTests {
         func rule(_ body: String) -> [String] { Self.errors(#"{"rules": [\#(body)]}"#) }
         #expect(rule(#"{"then": [{"do": "ad"}]}"#) == ["rules[0].when: is required"])
         #expect(rule(#"{"when": "arrive", "then": [{"do": "ad"}]}"#) == [
-            #"rules[0].when: "arrive" is not one of "enter", "exit", "join", "leave", "proximity:immediate", "proximity:near", "proximity:far""#])
+            #"rules[0].when: "arrive" is not one of "enter", "exit", "join", "leave", "proximity:immediate", "proximity:near", "proximity:far", "update""#])
         #expect(rule(#"{"when": "enter"}"#) == ["rules[0].then: is required"])
         #expect(rule(#"{"when": "enter", "then": []}"#) == ["rules[0].then: needs at least one action"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "dance"}]}"#) == [
             #"rules[0].then[0].do: "dance" is not one of "ad", "greeting", "locationFix", "publish""#])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting"}]}"#) == ["rules[0].then[0].text: is required"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting", "text": "Hi {nmae}"}]}"#) == [
-            "rules[0].then[0].text: template uses {nmae}; known: {client} {customer} {distance} {favorite} {floor} {gateway} {heading} {lat} {lon} {major} {minor} {name} {proximity} {rule} {store} {ts} {uuid} {zone}"])
+            "rules[0].then[0].text: template uses {nmae}; known: {client} {customer} {distance} {favorite} {floor} {gateway} {heading} {lat} {lon} {major} {minor} {name} {proximity} {rssi} {rule} {store} {ts} {uuid} {zone}"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting", "text": "Hi {name"}]}"#) == [
             "rules[0].then[0].text: template has an unclosed '{'"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "ad", "text": "x"}]}"#) == [

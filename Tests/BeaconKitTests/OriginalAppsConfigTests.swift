@@ -58,4 +58,59 @@ struct OriginalAppsConfigTests {
         #expect(line.text(words: .original).hasSuffix("  \(proximity.rawValue)  \(word)"))
         #expect(line.plainText.hasSuffix("  \(proximity.rawValue)  Cold"), "the game's words by default")
     }
+
+    static let marker = BeaconUUID("B9407F30-F5F8-466E-AFF9-25556B57FE6D")!
+
+    @Test("registry entries as the navigation library allowed: UUID-only, only a heading, only a floor")
+    func navigationEntries() throws {
+        let config = try FleetConfig.parse(#"""
+            {"beacons": [
+              {"uuid": "B9407F30-F5F8-466E-AFF9-25556B57FE6D", "name": "stairs", "heading": 180, "measuredPower": -70},
+              {"uuid": "B9407F30-F5F8-466E-AFF9-25556B57FE6D", "major": 3, "minor": 1, "name": "lift", "floor": 2},
+              {"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 100, "minor": 1, "latitude": 52.5, "longitude": 13.4}
+            ]}
+            """#)
+        #expect(config.beacons[0].match == .uuid(Self.marker))
+        #expect(config.beacons[0].id == nil)
+        #expect(config.beacons[0].location == Location(heading: 180))
+        #expect(config.beacons[1].location == Location(floor: 2))
+        #expect(config.beacons[2].location == Location(latitude: 52.5, longitude: 13.4))
+
+        // A beacon's own entry wins; any other major/minor of the UUID gets the UUID's entry,
+        // as its own (its store is its major).
+        let own = BeaconID(uuid: Self.marker, major: 3, minor: 1)
+        let other = BeaconID(uuid: Self.marker, major: 7, minor: 42)
+        #expect(config.beacon(own)?.name == "lift")
+        let resolved = try #require(config.beacon(other))
+        #expect(resolved.name == "stairs")
+        #expect(resolved.id == other)
+        #expect(resolved.store == 7)
+        #expect(config.beacon(BeaconID(uuid: BeaconUUID(high: 1, low: 1), major: 7, minor: 42)) == nil)
+        #expect(config.registry.calibration.uuids == [Self.marker: -70])
+        #expect(Location(heading: 180).json == .object(["lat": .null, "lon": .null, "heading": .number(180), "floor": .null]))
+    }
+
+    @Test("what a UUID-only entry cannot have, and entries listed twice")
+    func navigationEntryErrors() {
+        let uuid = #""uuid": "B9407F30-F5F8-466E-AFF9-25556B57FE6D""#
+        #expect(Self.errors(#"{"beacons": [{\#(uuid), "major": 3}]}"#)
+                == ["beacons[0]: major and minor go together (leave both out for every beacon of the UUID)"])
+        #expect(Self.errors(#"{"beacons": [{\#(uuid), "store": 3, "ad": {"title": "x"}}]}"#) == [
+            "beacons[0].store: needs major and minor: the beacons of a UUID-only entry belong to their own major's store",
+            "beacons[0].ad: needs major and minor (one beacon's offer); put an offer for all of them on their store",
+        ])
+        #expect(Self.errors(#"{"beacons": [{\#(uuid), "name": "a"}, {\#(uuid), "name": "b"}]}"#)
+                == ["beacons[1]: every beacon of \(Self.marker) is listed twice"])
+        #expect(Self.errors(#"{"beacons": [{\#(uuid), "latitude": 1}]}"#) == ["beacons[0]: latitude and longitude go together"])
+    }
+
+    @Test("the tracker takes a UUID-only entry's calibration for beacons without their own")
+    func uuidCalibration() {
+        var tracker = Tracker(settings: TrackerSettings(pathLossExponent: 2))
+        tracker.uuidCalibration = [Self.marker: -70]
+        let id = BeaconID(uuid: Self.marker, major: 7, minor: 42)
+        let update = tracker.observe(id, address: BluetoothAddress(rawValue: 1), rssi: -70, measuredPower: -59, txPower: -59,
+                                     at: Instant(seconds: 0))
+        #expect(update.track.distance.map { ($0 * 100).rounded() / 100 } == 1.0, "-70 dBm at -70 dBm calibrated is 1 m")
+    }
 }

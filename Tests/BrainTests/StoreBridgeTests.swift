@@ -19,7 +19,7 @@ import Config
             with: #""gateways": [ { "id": "door", "zone": "Entrance", "store": 100 }, { "id": "till", "zone": "Counter", "store": 100 } ],"#)
         text = text.replacingOccurrences(
             of: #""stores": [ { "major": 100, "name": "Main Street", "ad": { "title": "Deal of the day" } } ],"#,
-            with: #""stores": [ { "major": 100, "name": "Main Street", "broker": { "url": "mqtt://store-100.lan" } }, { "major": 200 } ],"#)
+            with: #""stores": [ { "major": 100, "name": "Main Street", "broker": { "url": "mqtt://store-100.lan", "allowPlaintext": true } }, { "major": 200 } ],"#)
         return try! FleetConfig.parse(text)
     }()
 
@@ -125,6 +125,29 @@ import Config
         #expect(h.retainedJSON(h.topics.visitRecord(of: counter))?["since"] == since)
         #expect(h.retainedJSON(h.topics.presence(of: counter))?["since"] == since)
         #expect(h.retained[h.topics.visitRecord(of: window)] == nil)
+    }
+
+    /// The central broker restarts without its retained messages while the brain keeps its
+    /// state: a store whose status does not come back is unknown, so the reconnect grace does
+    /// not end its visits; its bridge's return reconciles it.
+    @Test(arguments: [false, true])
+    func aBrokerThatLostTheStoresStatusLeavesItUnknown(storeCutOff: Bool) {
+        var h = running()
+        h.announce(window, by: "till", rssi: -70, at: t(1))
+        if storeCutOff { h.publish(Self.bridge, "0", retain: true, at: t(2)) }
+        h.retained = [:]
+        h.apply(h.core.reconnect(at: t(10)))
+        h.apply(h.core.settle(at: t(10)))
+        #expect(h.core.bridges.unknownStores == [100])
+        h.advance(to: t(120))
+        #expect(transitions(h) == ["enter 1", "enter 2"], "no exit after the reconnect grace: the store is unknown")
+        h.publish(Self.bridge, "1", retain: true, at: t(130))
+        h.announce(counter, by: "door", rssi: -60, at: t(130))
+        h.publish("gateways/door/status", "online", retain: true, at: t(130))
+        h.publish("gateways/till/status", "online", retain: true, at: t(130))
+        h.advance(to: t(200))
+        #expect(transitions(h) == ["enter 1", "enter 2", "exit 2"])
+        #expect(h.retained[h.topics.presence(of: counter)] != nil, "written again to the broker that lost it")
     }
 
     @Test func aStoreThatWasNeverSeenUpIsUnknownAndOthersAreNot() {

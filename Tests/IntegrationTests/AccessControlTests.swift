@@ -78,7 +78,7 @@ struct AccessControlTests {
         let capture = try dir.write("store.log", bytes: GatewayTests.capture(beacons: [(1, 0...10)], step: 0.5).bytes)
         let passwordFile = try dir.write("door-password", "pw-door\n")
         let config = try dir.write("fleet.json", """
-        {"broker": {"url": "mqtt://door@127.0.0.1:\(broker.port)", "passwordFile": "\(passwordFile)", "keepalive": 5},
+        {"broker": {"url": "mqtt://127.0.0.1:\(broker.port)", "passwordFile": "\(passwordFile)", "keepalive": 5},
          "gateways": [{"id": "door", "source": "btsnoop:\(capture)?loop"}]}
         """)
         let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door"], in: dir)

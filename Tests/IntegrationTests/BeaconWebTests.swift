@@ -26,10 +26,10 @@ struct BeaconWebTests {
     }
 
     /// Starts `beacon-web` on a free port; its base URL once it listens.
-    static func startWeb(config: String, in dir: TemporaryDirectory) async throws -> (ChildProcess, String) {
+    static func startWeb(config: String, in dir: TemporaryDirectory, extra: [String] = []) async throws -> (ChildProcess, String) {
         let users = try await usersFile(in: dir)
         let web = try startProgram("beacon-web", ["--config", config, "--users", users, "--port", "0",
-                                                  "--client-id", "web-test"], in: dir)
+                                                  "--client-id", "web-test"] + extra, in: dir)
         var url: String?
         _ = await eventually(timeout: 30) {
             url = web.stdoutLines.first { $0.hasPrefix("listening on ") }.map { String($0.dropFirst(13)) }
@@ -51,10 +51,12 @@ struct BeaconWebTests {
         guard let curl = Programs.system("curl") else { throw TestFailure("curl is not installed: run scripts/install-deps") }
         let out = dir.file("curl-\(UUID().uuidString.prefix(8)).body")
         var arguments = ["-s", "-S", "-D", "-", "-o", out, "--max-time", "20"]
+        if url.hasPrefix("https:") { arguments.append("--insecure") }  // the test's own self-signed certificate
         if let cookies { arguments += ["-b", cookies, "-c", cookies] }
         if let form { arguments += ["--data-raw", form] }
         let process = try ChildProcess(curl, arguments + [url], in: dir, name: "curl")
-        guard await process.waitForExit(timeout: 30) == 0 else { throw TestFailure("curl \(url)\n\(process.diagnostics)") }
+        guard let exit = await process.waitForExit(timeout: 30) else { throw TestFailure("curl \(url)\n\(process.diagnostics)") }
+        if exit != 0 { return Exchange(status: 0, headers: process.stderr, body: []) }  // no HTTP answer at all
         let headers = process.stdout
         let status = headers.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         let body = (try? Data(contentsOf: URL(fileURLWithPath: out))).map { [UInt8]($0) } ?? []
@@ -144,11 +146,52 @@ struct BeaconWebTests {
         #expect(login2.status == 200 && login2.text.contains("Staff login") && !login2.text.contains("Ana"))
         #expect(try await Self.http(base + "/healthz", in: dir).text == "ok\n")
 
+        // The broker goes away: the pages say their data may be out of date, until it is back.
+        func live(_ value: Bool) async -> Bool {
+            await eventually(timeout: 40, interval: 0.2) {
+                (try? await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir))?.text
+                    .contains(#""live":\#(value)"#) == true
+            }
+        }
+        #expect(await live(true))
+        await broker.kill()
+        #expect(await live(false), "\(web.diagnostics)")
+        try await broker.restart()
+        #expect(await live(true), "\(web.diagnostics)")
+
         // Logging out ends the session.
         #expect(try await Self.http(base + "/logout", cookies: jar, form: "", in: dir).status == 303)
         #expect(try await Self.http(base + "/api/stores/100/greeter", cookies: jar, in: dir).status == 401)
 
         #expect(await web.stop() == 0, "SIGTERM ends beacon-web cleanly\n\(web.diagnostics)")
+        await broker.stop()
+    }
+
+    @Test("with a certificate it serves HTTPS only, and the session cookie is Secure")
+    func tls() async throws {
+        let dir = try TemporaryDirectory("web-tls")
+        guard let openssl = Programs.system("openssl") else {
+            Issue.record("openssl is not installed: run scripts/install-deps")
+            return
+        }
+        let make = try ChildProcess(openssl, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                                              "-subj", "/CN=localhost", "-keyout", dir.file("key.pem"),
+                                              "-out", dir.file("cert.pem")], in: dir, name: "openssl")
+        #expect(await make.waitForExit(timeout: 60) == 0, "\(make.diagnostics)")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let config = try writeFleet(dir, broker: broker, gateways: [])
+        let (web, base) = try await Self.startWeb(config: config, in: dir,
+                                                  extra: ["--tls-cert", dir.file("cert.pem"), "--tls-key", dir.file("key.pem")])
+        #expect(base.hasPrefix("https://127.0.0.1:"), "\(base)")
+        let jar = dir.file("cookies")
+        let login = try await Self.http(base + "/login", cookies: jar,
+                                        form: "username=manager&password=correct+horse+battery+staple", in: dir)
+        #expect(login.status == 303 && login.headers.contains("; Secure"), "\(login.headers)")
+        #expect(try await Self.http(base + "/api/fleet", cookies: jar, in: dir).status == 200)
+        // Plain HTTP on the same port gets no page.
+        let plain = try await Self.http(base.replacingOccurrences(of: "https:", with: "http:") + "/login", in: dir)
+        #expect(plain.status != 200)
+        #expect(await web.stop() == 0, "\(web.diagnostics)")
         await broker.stop()
     }
 

@@ -36,5 +36,9 @@ struct BenchSmokeTests {
         #expect(number("brainJoins", "joinToReply", "count") == 100)
         #expect(number("brainJoins", "replies") == 100)
         #expect((number("brainSightings", "handled") ?? 0) > 0)
+        #expect(number("brainFlood", "replies") == 300)
+        #expect(number("brainFlood", "legitimateDuringFlood", "count") == 50)
+        #expect((number("brainFlood", "storesBytesPerJoinOrLeave") ?? 0) > 0)
+        #expect((number("brainFlood", "residentMiBPeak") ?? 0) > 1)
     }
 }

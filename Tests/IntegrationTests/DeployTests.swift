@@ -5,7 +5,7 @@ import Testing
 /// The systemd units in deploy/systemd, checked by systemd itself.
 @Suite("deploy: systemd units")
 struct DeployTests {
-    static let units = ["beacon-gateway@.service", "beacon-brain.service"]
+    static let units = ["beacon-gateway@.service", "beacon-brain.service", "beacon-web.service"]
 
     /// `systemd-analyze verify` loads a unit with everything it references: the targets
     /// it orders itself after and the executables of ExecStart=, which must exist. On this
@@ -13,7 +13,7 @@ struct DeployTests {
     /// so the check runs against a scratch root (`--root`): the distribution's unit
     /// directory copied in, the units where an administrator puts them, and stand-ins
     /// for /usr/local/bin/beacon-gateway and beacon-brain, as `make install` would leave.
-    @Test("systemd-analyze verify accepts both units without a warning")
+    @Test("systemd-analyze verify accepts every unit without a warning")
     func verify() async throws {
         guard let analyze = Programs.system("systemd-analyze") else {
             throw TestFailure("systemd-analyze is not installed: apt-get install systemd (scripts/install-deps does)")
@@ -27,7 +27,7 @@ struct DeployTests {
         try fm.copyItem(atPath: distribution, toPath: root + "/usr/lib/systemd/system")
         try fm.createDirectory(atPath: root + "/etc/systemd/system", withIntermediateDirectories: true)
         try fm.createDirectory(atPath: root + "/usr/local/bin", withIntermediateDirectories: true)
-        for program in ["beacon-gateway", "beacon-brain"] {
+        for program in ["beacon-gateway", "beacon-brain", "beacon-web"] {
             let path = root + "/usr/local/bin/" + program
             try "#!/bin/sh\n".write(toFile: path, atomically: true, encoding: .utf8)
             try fm.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
@@ -38,7 +38,8 @@ struct DeployTests {
         }
         let check = try ChildProcess(analyze, ["verify", "--root=\(root)",
                                                "/etc/systemd/system/beacon-gateway@door-1.service",
-                                               "/etc/systemd/system/beacon-brain.service"],
+                                               "/etc/systemd/system/beacon-brain.service",
+                                               "/etc/systemd/system/beacon-web.service"],
                                      in: dir, name: "systemd-analyze")
         let status = await check.waitForExit(timeout: 60)
         #expect(status == 0, "\(check.diagnostics)")
@@ -46,14 +47,53 @@ struct DeployTests {
         #expect(check.stderr.isEmpty, "\(check.diagnostics)")
     }
 
-    @Test("the gateway runs unprivileged with exactly CAP_NET_RAW and CAP_NET_ADMIN, in the host's network namespace")
-    func gatewayPrivileges() throws {
-        let text = try String(contentsOfFile: Programs.repositoryRoot + "/deploy/systemd/beacon-gateway@.service",
-                              encoding: .utf8)
-        let settings = Dictionary(text.split(separator: "\n").filter { !$0.hasPrefix("#") && $0.contains("=") }.map {
+    /// `systemd-analyze security --offline=true` rates the units as installed (exposure 0–10,
+    /// lower is better); `--threshold` makes it fail above the bound.
+    @Test("systemd-analyze security rates the brain at most 1.5 and the gateway at most 1.7", arguments: [
+        ("beacon-brain.service", 15), ("beacon-gateway@.service", 17),
+    ])
+    func exposure(_ unit: String, _ threshold: Int) async throws {
+        let analyze = try #require(Programs.system("systemd-analyze"), "apt-get install systemd (scripts/install-deps does)")
+        let dir = try TemporaryDirectory("systemd-security")
+        let path = dir.file(unit)
+        try FileManager.default.copyItem(atPath: Programs.repositoryRoot + "/deploy/systemd/" + unit, toPath: path)
+        let check = try ChildProcess(analyze, ["security", "--offline=true", "--threshold=\(threshold)", path], in: dir,
+                                     name: "systemd-analyze")
+        #expect(await check.waitForExit(timeout: 60) == 0, "\(check.diagnostics)")
+        #expect(check.stdout.contains("Overall exposure level"), "\(check.diagnostics)")
+    }
+
+    static func settings(_ unit: String) throws -> [String: String] {
+        let text = try String(contentsOfFile: Programs.repositoryRoot + "/deploy/systemd/" + unit, encoding: .utf8)
+        return Dictionary(text.split(separator: "\n").filter { !$0.hasPrefix("#") && $0.contains("=") }.map {
             let parts = $0.split(separator: "=", maxSplits: 1)
             return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
         }, uniquingKeysWith: { $1 })
+    }
+
+    @Test("both units: notify with a watchdog that restarts a hung service, bounded memory and tasks, the password as a credential")
+    func watchdogAndLimits() throws {
+        for unit in ["beacon-gateway@.service", "beacon-brain.service"] {
+            let settings = try Self.settings(unit)
+            #expect(settings["Type"] == "notify", "\(unit)")
+            #expect(settings["NotifyAccess"] == "main", "\(unit)")
+            #expect(settings["WatchdogSec"] == "5", "\(unit)")
+            #expect(settings["Restart"] == "on-failure", "\(unit): a watchdog timeout counts as a failure")
+            // Hung → killed within WatchdogSec → back after RestartSec: within 15 s.
+            #expect((Double(settings["WatchdogSec"] ?? "") ?? 99) + (Double(settings["RestartSec"] ?? "") ?? 99) <= 10, "\(unit)")
+            #expect(settings["MemoryMax"] != nil && settings["TasksMax"] != nil, "\(unit)")
+            #expect(settings["SystemCallFilter"] == "~@privileged @resources", "\(unit)")
+            #expect(settings["LoadCredential"]?.hasPrefix("mqtt-password:/etc/beaconbridge/credentials/") == true
+                        || unit == "beacon-brain.service", "\(unit)")
+        }
+        let text = try String(contentsOfFile: Programs.repositoryRoot + "/deploy/systemd/beacon-brain.service", encoding: .utf8)
+        #expect(text.contains("LoadCredential=mqtt-password:/etc/beaconbridge/credentials/brain.password"))
+        #expect(text.contains("LoadCredential=brain-secret:/etc/beaconbridge/credentials/brain.secret"))
+    }
+
+    @Test("the gateway runs unprivileged with exactly CAP_NET_RAW and CAP_NET_ADMIN, in the host's network namespace")
+    func gatewayPrivileges() throws {
+        let settings = try Self.settings("beacon-gateway@.service")
         #expect(settings["User"] == "beaconbridge")
         #expect(settings["AmbientCapabilities"] == "CAP_NET_RAW CAP_NET_ADMIN")
         #expect(settings["CapabilityBoundingSet"] == "CAP_NET_RAW CAP_NET_ADMIN")

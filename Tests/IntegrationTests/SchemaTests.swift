@@ -75,6 +75,12 @@ struct SchemaTests {
             #"{"stores": [{"major": 1, "broker": {"username": "u"}}]}"#,
             #"{"stores": [{"major": 1, "broker": {"url": "mqtt://s1"}, "bridge": {"passwordFile": "/p"}}]}"#,
             #"{"bridge": {"keepalive": 2}}"#,
+            #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1}]}"#,
+            #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "store": 1}]}"#,
+            #"{"rules": [{"when": "join", "then": [{"do": "greeting", "text": "x"}], "fallback": 3}]}"#,
+            #"{"broker": {"url": "mqtts://b.lan", "clientId": "shop"}}"#,
+            #"{"broker": {"url": "mqtts://b.lan", "username": "gateway"}}"#,
+            #"{"broker": {"url": "mqtts://gateway@b.lan"}}"#,
         ]
         for document in rejected {
             #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }

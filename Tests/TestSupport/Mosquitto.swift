@@ -136,10 +136,15 @@ public final class MosquittoBroker: @unchecked Sendable {
         arguments += payload.isEmpty ? ["-n"] : ["-m", payload]
         if retain { arguments.append("-r") }
         let command = namespace?.wrap(program, arguments) ?? (program: program, arguments: arguments)
-        guard let process = try? ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto_pub") else {
-            return false
+        // A loaded machine can make one attempt fail (a connection timed out); try again.
+        for _ in 0..<3 {
+            guard let process = try? ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto_pub") else {
+                return false
+            }
+            if await process.waitForExit(timeout: 60) == 0 { return true }
+            await process.stop()
         }
-        return await process.waitForExit(timeout: 15) == 0
+        return false
     }
 
     /// Writes a Mosquitto password file with `mosquitto_passwd -b -c` and returns its path.
@@ -176,8 +181,9 @@ public final class MosquittoSubscriber: @unchecked Sendable {
 
     /// Starts a subscriber on `filters` and returns once the broker has acknowledged them.
     /// `clientID`: a persistent session under that id (`-c`), so what is published while the
-    /// broker restarts is delivered once it reconnects.
+    /// broker restarts is delivered once it reconnects. `credentials`: a user name and password.
     public static func start(broker: MosquittoBroker, filters: [String], qos: Int = 1, clientID: String? = nil,
+                             credentials: (user: String, password: String)? = nil,
                              in directory: TemporaryDirectory) async throws -> MosquittoSubscriber {
         guard let program = Programs.system("mosquitto_sub") else {
             throw MosquittoBroker.StartError(description: "mosquitto_sub is not installed (apt install mosquitto-clients)")
@@ -186,6 +192,7 @@ public final class MosquittoSubscriber: @unchecked Sendable {
                          "-i", clientID ?? "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
         if clientID != nil { arguments.append("-c") }
         for filter in filters { arguments += ["-t", filter] }
+        if let credentials { arguments += ["-u", credentials.user, "-P", credentials.password] }
         var command = if let stdbuf = Programs.system("stdbuf") { (stdbuf, ["-oL", program] + arguments) }
                       else { (program, arguments) }
         if let namespace = broker.namespace { command = namespace.wrap(command.0, command.1) }

@@ -26,6 +26,9 @@ public final class NetworkLab: @unchecked Sendable {
     private let lock = NSLock()
     private var namespaces: [NetworkNamespace] = []
     private var links = 0
+    /// Routes added with `route`, restored when their link comes back up (the kernel drops
+    /// a route whose interface goes down).
+    private var routes: [(namespace: NetworkNamespace, destination: String, gateway: String)] = []
     nonisolated(unsafe) private static var counter = 0
     private static let counterLock = NSLock()
 
@@ -86,6 +89,7 @@ public final class NetworkLab: @unchecked Sendable {
     /// A route in `ns` to `destination` through `gateway`.
     public func route(in ns: NetworkNamespace, to destination: String, via gateway: String) throws {
         try ip(["-n", ns.name, "route", "add", destination + "/32", "via", gateway])
+        lock.withLock { routes.append((ns, destination, gateway)) }
     }
 
     /// Brings one side of a link down or up (down on `b`'s side: that namespace loses its
@@ -93,6 +97,11 @@ public final class NetworkLab: @unchecked Sendable {
     public func set(_ link: Link, up: Bool, side: KeyPath<Link, (namespace: NetworkNamespace, interface: String, address: String)> = \.b) throws {
         let end = link[keyPath: side]
         try ip(["-n", end.namespace.name, "link", "set", end.interface, up ? "up" : "down"])
+        guard up else { return }
+        for route in lock.withLock({ routes }) where route.namespace == end.namespace {
+            // `replace`: the route may have survived (the other side was down).
+            try ip(["-n", route.namespace.name, "route", "replace", route.destination + "/32", "via", route.gateway])
+        }
     }
 
     /// Deletes every namespace of this lab (their veths go with them). Idempotent.

@@ -123,13 +123,27 @@ struct FleetStateTests {
     func liveConfig() throws {
         var state = FleetState(config: try fleetConfig())
         let change = state.receive("fleet/config", """
-        {"broker": {"url": "mqtt://elsewhere:1883"}, "stores": [{"major": 100, "name": "High Street"}]}
+        {"broker": {"url": "mqtts://elsewhere:8883"}, "stores": [{"major": 100, "name": "High Street"}]}
         """)
         #expect(change.config && change.affects(.fleet) && change.affects(.greeter(store: 100)))
         #expect(state.storeName(100) == "High Street")
         #expect(state.config.broker.url.host == "127.0.0.1")
         state.receive("fleet/config", "{not json")
         #expect(state.malformed == 1 && state.storeName(100) == "High Street")
+    }
+
+    @Test("every page says whether the broker is connected, and a change of it reaches every page")
+    func live() throws {
+        var state = FleetState(config: try fleetConfig())
+        #expect(state.parsed(.greeter(store: 100))["live"] == .bool(false))
+        let change = state.setBrokerConnected(true)
+        #expect(change.affects(.fleet) && change.affects(.greeter(store: 100)) && change.affects(.floor(store: 100)))
+        for page in [FleetState.Page.fleet, .greeter(store: 100), .floor(store: 100)] {
+            #expect(state.parsed(page)["live"] == .bool(true))
+        }
+        #expect(state.setBrokerConnected(true).isEmpty)
+        #expect(!state.setBrokerConnected(false).isEmpty)
+        #expect(state.parsed(.fleet)["live"] == .bool(false))
     }
 
     @Test("messages that are not JSON, or not what their topic says, are counted and change nothing")

@@ -63,7 +63,7 @@ stop_advertising() {
 
 cat > "$W/fleet.json" <<EOF
 {
-  "broker": { "url": "mqtt://10.0.2.2:$PORT", "keepalive": 5 },
+  "broker": { "url": "mqtt://10.0.2.2:$PORT", "keepalive": 5, "allowPlaintext": true },
   "defaults": { "exitTimeout": 30, "scan": { "stallTimeout": 3 } },
   "gateways": [
     { "id": "pi", "source": "hci:0", "zone": "Kernel lab" },

@@ -1,0 +1,254 @@
+import BeaconKit
+import Simulation
+import Wire
+import Foundation
+import TestSupport
+import Testing
+
+/// Exactly-once effects across broker outages (docs/brain.md "Broker outages"): a replayed
+/// store (two `beacon-gateway`s replaying captures, `beacon-brain`, Ana's `beaconctl observe`)
+/// runs once without an outage and once with one, and the effects must be equal: Ana's inbox
+/// and the rule publishes as multisets, each beacon's presence transitions as a sequence.
+///
+/// The store, in capture time (`end` = outage + 50 s, so everyone is back well before):
+/// 100/1 at the door from 0 to `end`; 100/2 at the door from 0 to 10 s and 100/9 at the
+/// counter from 0 to 0.5 s (they exit during the outage); 100/3 at the counter from 15 s to
+/// `end` (it enters during the outage), and Ana joins 100/3 at the start. The outage begins
+/// once the first effects are seen (about 1 s).
+///
+/// Effects are watched by `mosquitto_sub`; the one that watches after the outage must be
+/// connected before anyone else can publish, so the broker comes back with a password file
+/// that holds only the watcher, the watcher logs in, and a config reload (SIGHUP) with every
+/// part's password lets the others in (each part logs in as its own identity).
+@Suite("broker outages: greetings, rules and presence exactly once")
+struct BrokerOutageTests {
+    enum Stop: String, Sendable { case graceful, sigkill }
+
+    struct Fault: Sendable, CustomStringConvertible {
+        var seconds: Int
+        var persistence: Bool
+        var stop: Stop
+        var description: String { "\(seconds) s, \(stop.rawValue), persistence \(persistence ? "on" : "off")" }
+    }
+
+    struct Effects: Equatable, CustomStringConvertible {
+        /// Ana's inbox without times, sorted.
+        var inbox: [String]
+        /// `displays/…` publishes, sorted.
+        var rules: [String]
+        /// Per beacon, its fleet presence as a sequence of zones and `absent`, repeats folded.
+        var transitions: [String: [String]]
+
+        var description: String { "inbox \(inbox)\nrules \(rules)\ntransitions \(transitions)" }
+    }
+
+    /// The run without an outage, once per capture length, shared by the variants.
+    actor Baselines {
+        static let shared = Baselines()
+        var runs: [Int: Task<Effects, any Error>] = [:]
+
+        func effects(outage seconds: Int) async throws -> Effects {
+            if let run = runs[seconds] { return try await run.value }
+            let run = Task { try await BrokerOutageTests.run(fault: nil, end: Double(seconds + 50), label: "baseline-\(seconds)") }
+            runs[seconds] = run
+            return try await run.value
+        }
+    }
+
+    static let watcher = (user: "watch", password: "watch-outage")
+    /// Every part's user name (`BrokerIdentity`), all with `watcher.password`.
+    static let users = ["watch", "brain", "door", "counter", "ana"]
+
+    @Test("10 s outages", arguments: [
+        Fault(seconds: 10, persistence: false, stop: .sigkill), Fault(seconds: 10, persistence: false, stop: .graceful),
+        Fault(seconds: 10, persistence: true, stop: .sigkill), Fault(seconds: 10, persistence: true, stop: .graceful),
+    ])
+    func tenSeconds(_ fault: Fault) async throws {
+        try await compare(fault)
+    }
+
+    @Test("slow: 60 s outages (about two minutes each, run in parallel)", arguments: [
+        Fault(seconds: 60, persistence: false, stop: .sigkill), Fault(seconds: 60, persistence: false, stop: .graceful),
+        Fault(seconds: 60, persistence: true, stop: .sigkill), Fault(seconds: 60, persistence: true, stop: .graceful),
+    ])
+    func sixtySeconds(_ fault: Fault) async throws {
+        try await compare(fault)
+    }
+
+    func compare(_ fault: Fault) async throws {
+        async let baseline = Baselines.shared.effects(outage: fault.seconds)
+        let withOutage = try await Self.run(fault: fault, end: Double(fault.seconds + 50),
+                                            label: "outage-\(fault.seconds)-\(fault.stop.rawValue)-\(fault.persistence)")
+        let expected = try await baseline
+        // The baseline itself is what the rules say.
+        #expect(expected.rules == ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
+                                   "displays/enter/3 3 at Counter", "displays/enter/9 9 at Counter", "displays/exit/1 1 left",
+                                   "displays/exit/2 2 left", "displays/exit/3 3 left", "displays/exit/9 9 left"])
+        #expect(expected.inbox.count == 3, "\(expected)")
+        #expect(expected.transitions == ["100/1": ["door", "absent"], "100/2": ["door", "absent"],
+                                         "100/3": ["counter", "absent"], "100/9": ["counter", "absent"]])
+        #expect(withOutage == expected, "with a \(fault) outage")
+    }
+
+    // MARK: - One run of the store
+
+    static func capture(_ visits: [(minor: UInt16, from: Double, to: Double)]) -> [UInt8] {
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        var t = 0.0
+        var i = 0
+        let end = visits.map(\.to).max() ?? 0
+        while t <= end {
+            for visit in visits where visit.from <= t && t <= visit.to {
+                let jitter = Int8((i * 7) % 5) - 2
+                writer.appendEvent(advertisingEvent(IBeacon(uuid: StoreSimulation.defaultUUID, major: 100, minor: visit.minor,
+                                                            txPower: -59),
+                                                    address: 0xC0_00_00_64_00_00 + UInt64(visit.minor), rssi: -60 + jitter),
+                                   at: start + t)
+                i += 1
+            }
+            t += 0.25
+        }
+        return writer.bytes
+    }
+
+    static func run(fault: Fault?, end: Double, label: String) async throws -> Effects {
+        let dir = try TemporaryDirectory(label)
+        let everyone = try await passwordFile(users, in: dir)
+        let onlyWatcher = try await passwordFile([watcher.user], in: dir)
+        let passwords = dir.file("passwords")
+        try FileManager.default.copyItem(atPath: everyone, toPath: passwords)
+        let environment = ["BEACONBRIDGE_MQTT_PASSWORD": watcher.password]
+        var extra = "allow_anonymous false\npassword_file \(passwords)\n"
+        if fault?.persistence == true {
+            extra += "persistence true\npersistence_location \(dir.path)/\nautosave_interval 1\n"
+        }
+        let broker = try await MosquittoBroker.start(in: dir, extraConfig: extra)
+        let door = try dir.write("door.log", bytes: capture([(1, 0, end), (2, 0, 10)]))
+        let counter = try dir.write("counter.log", bytes: capture([(9, 0, 0.5), (3, 15, end)]))
+        let config = try writeFleet(dir, broker: broker, gateways: [
+            #"{"id": "door", "source": "btsnoop:\#(door)", "zone": "Entrance"}"#,
+            #"{"id": "counter", "source": "btsnoop:\#(counter)", "zone": "Counter"}"#,
+        ], extra: """
+        "stores": [{"major": 100, "name": "Main Street", "ad": {"title": "Deal of the day"}}],
+        "rules": [
+          {"name": "hello", "when": "join", "then": [{"do": "greeting", "text": "Hello {customer}"}]},
+          {"name": "arrive", "when": "enter", "then": [{"do": "publish", "topic": "displays/enter/{minor}", "text": "{minor} at {zone}"},
+                                                       {"do": "greeting", "text": "welcome to {zone}"}]},
+          {"name": "depart", "when": "exit", "then": [{"do": "publish", "topic": "displays/exit/{minor}", "text": "{minor} left"}]}
+        ]
+        """, defaults: #"{"exitTimeout": 3}"#)
+        let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "brain/status"]
+        var watchers = [try await MosquittoSubscriber.start(broker: broker, filters: filters, credentials: watcher, in: dir)]
+        var processes: [ChildProcess] = []
+        func stopAll() async {
+            for process in processes.reversed() { await process.stop() }
+            for watcher in watchers { await watcher.stop() }
+            await broker.stop()
+        }
+        do {
+            processes.append(try startProgram("beacon-brain", ["--config", config], in: dir, environment: environment))
+            guard await watchers[0].waitFor(topic: "brain/status", text: "online", timeout: 30) != nil else {
+                throw TestFailure("the brain did not come up\n\(processes[0].diagnostics)\n\(broker.diagnostics)")
+            }
+            let profile = try dir.write("ana.json", #"{"name": "Ana", "favorite": "flat white"}"#)
+            processes.append(try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "ana",
+                                                            "--major", "100", "--minor", "3", "--profile", profile], in: dir,
+                                            environment: environment))
+            for id in ["door", "counter"] {
+                processes.append(try startProgram("beacon-gateway", ["--config", config, "--id", id], in: dir,
+                                                  environment: environment))
+            }
+            let diagnostics = { processes.map(\.diagnostics).joined(separator: "\n") + "\n" + broker.diagnostics }
+
+            if let fault {
+                // The outage begins once the first effects are out.
+                let first = await eventually(timeout: 60) {
+                    let rules = Self.effects(watchers).rules
+                    return ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
+                            "displays/enter/9 9 at Counter"].allSatisfy(rules.contains) && Self.effects(watchers).inbox.count >= 2
+                }
+                guard first else { throw TestFailure("no effects before the outage\n\(Self.effects(watchers))\n\(diagnostics())") }
+                switch fault.stop {
+                case .graceful: await broker.stop()
+                case .sigkill: await broker.kill()
+                }
+                await watchers[0].stop()
+                // The outage itself: its length is the scenario, not a wait for something.
+                try await Task.sleep(nanoseconds: UInt64(fault.seconds) * 1_000_000_000)
+                // Back, letting in only the watcher first.
+                try replace(passwords, with: onlyWatcher)
+                try await broker.restart()
+                watchers.append(try await MosquittoSubscriber.start(broker: broker, filters: filters,
+                                                                    credentials: watcher, in: dir))
+                try replace(passwords, with: everyone)
+                broker.process?.signal(SIGHUP)
+            }
+
+            let exits = ["displays/exit/1 1 left", "displays/exit/2 2 left", "displays/exit/3 3 left", "displays/exit/9 9 left"]
+            let done = await eventually(timeout: end + 90, interval: 0.2) {
+                let rules = Self.effects(watchers).rules
+                return exits.allSatisfy(rules.contains)
+            }
+            guard done else { throw TestFailure("not every visit ended\n\(Self.effects(watchers))\n\(diagnostics())") }
+            // Everyone stops; then a marker says every earlier message has been delivered.
+            for process in processes.reversed() {
+                process.signal(SIGTERM)
+                _ = await process.waitForExit(timeout: 20)
+            }
+            let marker = try ChildProcess(try #require(Programs.system("mosquitto_pub")),
+                                          ["-h", "127.0.0.1", "-p", "\(broker.port)", "-u", watcher.user, "-P", watcher.password,
+                                           "-q", "1", "-t", "displays/end", "-m", "end"],
+                                          in: dir, name: "marker")
+            _ = await marker.waitForExit(timeout: 20)
+            guard await watchers.last?.waitFor(topic: "displays/end", timeout: 20) != nil else {
+                throw TestFailure("the end marker did not arrive\n\(diagnostics())")
+            }
+            let effects = Self.effects(watchers)
+            if let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"] {
+                for process in processes { try? process.diagnostics.write(toFile: "\(keep)/\(label)-\(process.name)-\(process.pid).log", atomically: true, encoding: .utf8) }
+            }
+            await stopAll()
+            return effects
+        } catch {
+            await stopAll()
+            throw error
+        }
+    }
+
+    /// A Mosquitto password file for `users`, each with `watcher.password`.
+    static func passwordFile(_ users: [String], in dir: TemporaryDirectory) async throws -> String {
+        let path = try await MosquittoBroker.passwordFile(in: dir, user: users[0], password: watcher.password)
+        for user in users.dropFirst() {
+            let tool = try ChildProcess(try #require(Programs.system("mosquitto_passwd")), ["-b", path, user, watcher.password],
+                                        in: dir, name: "mosquitto_passwd")
+            guard await tool.waitForExit(timeout: 20) == 0 else { throw TestFailure("mosquitto_passwd failed\n\(tool.diagnostics)") }
+        }
+        return path
+    }
+
+    /// Puts `source`'s content at `path` (the broker reads it on start and on SIGHUP).
+    static func replace(_ path: String, with source: String) throws {
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: source, toPath: path)
+    }
+
+    static func effects(_ watchers: [MosquittoSubscriber]) -> Effects {
+        var inbox: [String] = []
+        var rules: [String] = []
+        var transitions: [String: [String]] = [:]
+        for record in watchers.flatMap(\.records) {
+            if record.topic == "observers/ana/inbox", var json = record.json {
+                json["ts"] = nil
+                inbox.append(JSONValue.object(json).jsonText)
+            } else if record.topic.hasPrefix("displays/"), record.topic != "displays/end" {
+                rules.append(record.topic + " " + record.text)
+            } else if record.topic.hasSuffix("/presence") {
+                let beacon = record.topic.split(separator: "/").dropFirst().prefix(2).joined(separator: "/")
+                let state = record.payload.isEmpty ? "absent" : (record.json?["zone"]?.stringValue ?? "?")
+                if transitions[beacon]?.last != state { transitions[beacon, default: []].append(state) }
+            }
+        }
+        return Effects(inbox: inbox.sorted(), rules: rules.sorted(), transitions: transitions)
+    }
+}
