@@ -65,7 +65,8 @@ struct BtsnoopSourceTests {
         let began = Date()
         try await source.run { output in collected.outputs.withLock { $0.append(output) } }
         let took = Date().timeIntervalSince(began)
-        #expect(took >= BtsnoopSource.longestPause - 0.5 && took < BtsnoopSource.longestPause + 3)
+        // At least the longest pause; far less than the gap (a busy machine may add seconds).
+        #expect(took >= BtsnoopSource.longestPause - 0.5 && took < BtsnoopSource.longestPause + 60, "took \(took) s")
         #expect(collected.frames.map(\.time) == [start, start + 90 * 86_400])
     }
 
