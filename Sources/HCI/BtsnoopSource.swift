@@ -2,6 +2,7 @@ public import BeaconKit
 public import Wire
 public import Config
 import SystemCalls
+import LiveClock
 import Synchronization
 
 /// Virtual time of a replay: capture time advancing at the replay speed.

@@ -4,6 +4,7 @@ import Foundation
 import HCI
 import Synchronization
 import SystemCalls
+import LiveClock
 import TestSupport
 import Testing
 
