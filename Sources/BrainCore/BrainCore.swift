@@ -964,7 +964,7 @@ public struct BrainCore: Sendable {
                                    at now: Instant) {
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
-                                         rssi: fleet?.zoneView?.rssiSmoothed, since: since)
+                                         rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone, since: since)
         let scope = RuleEngine.Scope(beacon: ref)
         let fired = rules.fire(context, scope: scope, at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyVisits.insert(ref) }
@@ -979,7 +979,8 @@ public struct BrainCore: Sendable {
         let fleet = presence[ref]
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id?.uuid,
-                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, since: join.since)
+                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone,
+                                         since: join.since)
         let fired = rules.fire(context, scope: RuleEngine.Scope(beacon: ref, client: join.client), at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyJoins.insert(join.key) }
         for rule in fired {

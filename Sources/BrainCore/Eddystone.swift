@@ -10,9 +10,10 @@ extension RuleEngine.Context {
     /// namespace/instance for an Eddystone beacon.
     func matches(_ rule: Rule) -> Bool {
         if let eddystone = beacon.eddystone {
-            return rule.matches(eddystone: .eddystone(namespace: eddystone.namespace, instance: eddystone.instance), entry: entry)
+            return rule.matches(eddystone: .eddystone(namespace: eddystone.namespace, instance: eddystone.instance), entry: entry,
+                                zone: zone)
         }
-        return rule.matches(major: beacon.major, minor: beacon.minor, uuid: uuid, entry: entry)
+        return rule.matches(major: beacon.major, minor: beacon.minor, uuid: uuid, entry: entry, zone: zone)
     }
 }
 

@@ -416,6 +416,9 @@ public struct Rule: Sendable, Equatable {
     public var beacons: [BeaconKey]
     public var stores: [UInt16]
     public var names: [String]
+    /// Only while the beacon's zone is held by one of these gateways (by id): "the deal at
+    /// the counter" rather than wherever the customer first comes close.
+    public var zones: [String]
     /// Only when the smoothed RSSI is above this, dBm.
     public var rssiAbove: Double?
     public var actions: [Action]
@@ -428,14 +431,15 @@ public struct Rule: Sendable, Equatable {
     public var fallback: String?
 
     public init(name: String, trigger: Trigger, beacons: [BeaconKey] = [], stores: [UInt16] = [], names: [String] = [],
-                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil,
-                fallback: String? = nil) {
+                zones: [String] = [], rssiAbove: Double? = nil, actions: [Action], once: Bool = false,
+                cooldown: Cooldown? = nil, fallback: String? = nil) {
         self.fallback = fallback
         self.name = name
         self.trigger = trigger
         self.beacons = beacons
         self.stores = stores
         self.names = names
+        self.zones = zones
         self.rssiAbove = rssiAbove
         self.actions = actions
         self.once = once
@@ -451,23 +455,26 @@ public struct Rule: Sendable, Equatable {
         return 1
     }
 
-    /// Whether this rule concerns a beacon with this identity and registry entry.
-    public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?) -> Bool {
+    /// Whether this rule concerns a beacon with this identity and registry entry, whose zone
+    /// is held by the gateway `zone` (`nil`: the beacon is present nowhere).
+    public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?, zone: String? = nil) -> Bool {
         if !beacons.isEmpty, !beacons.contains(where: { key in
             key.eddystone == nil && key.major == major && key.minor == minor
                 && (key.uuid == nil || uuid == nil || key.uuid == uuid)
         }) { return false }
         if !stores.isEmpty, !stores.contains(entry?.store ?? major) { return false }
         if !names.isEmpty, !names.contains(where: { $0 == entry?.name }) { return false }
+        if !zones.isEmpty, !zones.contains(where: { $0 == zone }) { return false }
         return true
     }
 
     /// Whether this rule concerns the Eddystone-UID beacon `id`, with this registry entry (an
     /// Eddystone beacon is in a store only by its entry's `store`).
-    public func matches(eddystone id: BeaconID, entry: BeaconEntry?) -> Bool {
+    public func matches(eddystone id: BeaconID, entry: BeaconEntry?, zone: String? = nil) -> Bool {
         if !beacons.isEmpty, !beacons.contains(where: { $0.eddystone == id }) { return false }
         if !stores.isEmpty, !(entry?.storeMajor.map(stores.contains) ?? false) { return false }
         if !names.isEmpty, !names.contains(where: { $0 == entry?.name }) { return false }
+        if !zones.isEmpty, !zones.contains(where: { $0 == zone }) { return false }
         return true
     }
 }

@@ -13,7 +13,7 @@ extension FleetConfig {
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "namespace", "instance", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad", "owner"]
-    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
+    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "zones", "rssiAbove", "then", "once", "cooldown",
                            "fallback"]
 
     /// Parses and validates a fleet config; throws every problem found.
@@ -122,6 +122,11 @@ extension FleetConfig {
         var ruleIndex: [String: Int] = [:]
         for (i, value) in (r.array(top["rules"], at: "rules") ?? []).enumerated() {
             guard let rule = parseRule(value, at: "rules[\(i)]", &r) else { continue }
+            for (j, zone) in rule.zones.enumerated() where !gateways.contains(where: { $0.id == zone }) {
+                let known = gateways.map(\.id)
+                r.fail("rules[\(i)].zones[\(j)]", "\"\(zone)\" is not a gateway id" +
+                       (known.isEmpty ? " (the config lists no gateways)" : "; the gateways are \(known.joined(separator: ", "))"))
+            }
             // The brain remembers what a rule did by its name (once, cooldowns): two rules with
             // one name would share that memory.
             if let first = ruleIndex[rule.name] {
@@ -347,6 +352,9 @@ extension FleetConfig {
         let names = (r.array(o["names"], at: path + ".names") ?? []).enumerated().compactMap { i, v in
             r.string(v, at: path + ".names[\(i)]")
         }
+        let zones = (r.array(o["zones"], at: path + ".zones") ?? []).enumerated().compactMap { i, v in
+            r.string(v, at: path + ".zones[\(i)]")
+        }
         let rssiAbove = r.number(o["rssiAbove"], at: path + ".rssiAbove", in: -127...20, unit: " dBm")
         var actions: [Rule.Action] = []
         let thenList = r.required(o, "then", at: path).flatMap { r.array($0, at: path + ".then") } ?? []
@@ -367,8 +375,8 @@ extension FleetConfig {
             r.fail(path + ".rssiAbove", "applies to beacon events (enter, exit, proximity), not to \(name)'s join/leave")
         }
         guard let trigger else { return nil }
-        return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, rssiAbove: rssiAbove,
-                    actions: actions, once: once, cooldown: cooldown, fallback: fallback)
+        return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, zones: zones,
+                    rssiAbove: rssiAbove, actions: actions, once: once, cooldown: cooldown, fallback: fallback)
     }
 
     static func parseAction(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Action? {

@@ -327,6 +327,21 @@ struct FleetConfigTests {
             "rules[0].stores[0]: expected an integer, found a string"])
     }
 
+    @Test("a rule's zones name gateways of the fleet")
+    func ruleZones() throws {
+        let gateways = #""gateways": [{"id": "door"}, {"id": "counter"}]"#
+        let config = try FleetConfig.parse(#"{\#(gateways), "rules": [{"when": "proximity:immediate", "zones": ["counter"], "then": [{"do": "ad"}]}]}"#)
+        #expect(config.rules[0].zones == ["counter"])
+        #expect(config.rules[0].matches(major: 1, minor: 2, uuid: nil, entry: nil, zone: "counter"))
+        #expect(!config.rules[0].matches(major: 1, minor: 2, uuid: nil, entry: nil, zone: "door"))
+        #expect(!config.rules[0].matches(major: 1, minor: 2, uuid: nil, entry: nil, zone: nil))
+        #expect(Self.errors(#"{\#(gateways), "rules": [{"when": "enter", "zones": ["countr"], "then": [{"do": "ad"}]}]}"#) == [
+            #"rules[0].zones[0]: "countr" is not a gateway id; the gateways are door, counter"#])
+        #expect(Self.errors(#"{"rules": [{"when": "enter", "zones": ["counter", 3], "then": [{"do": "ad"}]}]}"#) == [
+            "rules[0].zones[1]: expected a string, found a number",
+            #"rules[0].zones[0]: "counter" is not a gateway id (the config lists no gateways)"#])
+    }
+
     @Test(arguments: [
         (#""after 3 updates at near""#, Rule.Cooldown?.some(.updates(count: 3, at: .near)), nil as String?),
         (#""after 1 update at far""#, .updates(count: 1, at: .far), nil),
