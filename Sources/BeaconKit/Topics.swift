@@ -1,7 +1,9 @@
-/// Every MQTT topic of the contract (SPEC §5), under an optional prefix.
+/// Every MQTT topic of BeaconBridge (README "MQTT contract", docs/brain.md), under an
+/// optional prefix: the contract's topics, the brain's own records, and the subscription
+/// filters that read them.
 ///
-/// One place builds and parses topic names so that gateway, brain, observer and tests
-/// cannot drift apart.
+/// The one place that builds and parses topic names, so that gateway, brain, observer and
+/// tests cannot drift apart.
 public struct Topics: Sendable, Equatable {
     /// Prepended with a `/` when not empty: prefix `acme` gives `acme/beacons/1/2`.
     public let prefix: String
@@ -19,7 +21,9 @@ public struct Topics: Sendable, Equatable {
         return nil
     }
 
-    package func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
+    /// Any topic or filter under the prefix, from its tail: for the few that are written
+    /// elsewhere (a rule's own topic, the patterns of a store's bridge).
+    public func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
 
     /// `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`.
     public func beacon(_ id: BeaconID) -> String {
@@ -54,8 +58,6 @@ public struct Topics: Sendable, Equatable {
 
     public func ad(of id: BeaconID) -> String { beacon(id) + "/ad" }
 
-    /// The brain's zone decisions about a beacon (enter, zone, exit), with capture times.
-    public func zoneEvents(of id: BeaconID) -> String { beacon(id) + "/events" }
 
     public func observer(_ client: String, of id: BeaconID) -> String { beacon(id) + "/observers/" + client }
 
@@ -77,6 +79,94 @@ public struct Topics: Sendable, Equatable {
     /// Subscription filter for one gateway's own retained presence (read back on start).
     public func presenceFilter(seenBy gateway: String) -> [String] {
         [topic("beacons/+/+/presence/\(gateway)"), topic("eddystone/+/+/presence/\(gateway)")]
+    }
+
+    // MARK: The brain's topics
+
+    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
+    public func beacon(_ ref: BeaconRef) -> String {
+        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
+        return topic("beacons/\(ref.major)/\(ref.minor)")
+    }
+    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
+    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
+    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
+    /// The brain's zone decisions about a beacon (enter, zone, exit), with capture times.
+    public func zoneEvents(of ref: BeaconRef) -> String { beacon(ref) + "/events" }
+    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
+
+    /// One customer of a store's roster (retained; see `Roster.Customer`).
+    public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
+
+    /// The part of the brain's record topics naming a beacon: `<major>/<minor>` or
+    /// `eddystone/<namespace>/<instance>`.
+    private func recordKey(_ ref: BeaconRef) -> String {
+        ref.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(ref.major)/\(ref.minor)"
+    }
+
+    /// The brain's record of a visit (see `VisitRecord`): `brain/visits/<major>/<minor>` or
+    /// `brain/visits/eddystone/<namespace>/<instance>`.
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
+    /// The brain's record of an answered join (see `AnsweredRecord`).
+    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
+        topic("brain/answered/" + recordKey(ref) + "/" + client)
+    }
+    /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
+    public var brainEvents: String { topic("brain/events") }
+    /// One brain's counters, retained, refreshed periodically; per client id, since several
+    /// brains may share a broker.
+    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
+    /// Where a brain sends itself a marker after subscribing: when it comes back, the
+    /// broker has delivered every retained message of the subscriptions made before.
+    public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
+
+    // MARK: Subscription filters
+
+    public var gatewayStatusFilter: String { topic("gateways/+/status") }
+    public var observerStatusFilter: String { topic("observers/+/status") }
+    /// Every gateway's RSSI reports (`rssiReports(ofGateway:)`).
+    public var gatewayRSSIFilter: String { topic("gateways/+/rssi") }
+
+    /// What others publish about the beacons of one store (`nil`: of every store) that
+    /// the brain reads: the gateways' presence, joins. (Not sightings: the brain hears the
+    /// gateways through their RSSI reports, whose topic names the gateway.)
+    public func beaconFilters(ofStore major: UInt16?) -> [String] {
+        let m = major.map(String.init) ?? "+"
+        return ["beacons/\(m)/+/presence/+", "beacons/\(m)/+/observers/+"].map(topic)
+    }
+
+    /// The brain's own retained topics about the beacons of one store (`nil`: of every
+    /// store): fleet presence, ads, its records of visits and answered joins.
+    public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
+        let m = major.map(String.init) ?? "+"
+        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+"].map(topic)
+    }
+
+    /// What others publish about one Eddystone beacon (`nil`: about every one) that the
+    /// brain reads: the gateways' presence, joins.
+    public func eddystoneFilters(of ref: BeaconRef?) -> [String] {
+        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
+        return ["eddystone/\(b)/presence/+", "eddystone/\(b)/observers/+"].map(topic)
+    }
+
+    /// The brain's own retained topics about one Eddystone beacon (`nil`: about every one).
+    public func eddystoneRecordFilters(of ref: BeaconRef?) -> [String] {
+        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
+        return ["eddystone/\(b)/presence", "eddystone/\(b)/ad", "brain/visits/eddystone/\(b)", "brain/answered/eddystone/\(b)/+"]
+            .map(topic)
+    }
+
+    /// The roster of one store, or of every store.
+    public func rosterFilter(ofStore store: UInt16?) -> String { store.map(roster(ofStore:)) ?? topic("stores/+/roster") }
+
+    /// The customers of one store, or of every store.
+    public func customersFilter(ofStore store: UInt16?) -> String {
+        topic("stores/\(store.map(String.init) ?? "+")/customers/+")
+    }
+
+    /// The bridge status of one store, or of every store.
+    public func bridgeStatusFilter(ofStore store: UInt16?) -> String {
+        store.map(bridgeStatus(ofStore:)) ?? topic("stores/+/bridge")
     }
 
     /// Splits a topic into its segments after the prefix; `nil` when outside the prefix.
@@ -114,26 +204,12 @@ public struct Topics: Sendable, Equatable {
     /// Parses any topic of the contract; `nil` for anything else.
     public func parse(_ topic: String) -> Parsed? {
         guard let s = segments(of: topic) else { return nil }
-        func u16(_ text: Substring) -> UInt16? {
-            // Digits only, no sign, no leading zero (so each number has one topic), ≤ 65535.
-            let utf8 = text.utf8
-            guard (1...5).contains(utf8.count), utf8.first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
-            var value = 0
-            for c in utf8 {
-                guard c >= 0x30 && c <= 0x39 else { return nil }
-                value = value * 10 + Int(c - 0x30)
-            }
-            return value <= Int(UInt16.max) ? UInt16(value) : nil
-        }
-        func name(_ text: Substring) -> String? {
-            Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
-        }
         switch (s.count, s.first) {
         case (3, "beacons"):
-            guard let major = u16(s[1]), let minor = u16(s[2]) else { return nil }
+            guard let major = Self.number(s[1]), let minor = Self.number(s[2]) else { return nil }
             return .sighting(major: major, minor: minor)
         case (4, "beacons"):
-            guard let major = u16(s[1]), let minor = u16(s[2]) else { return nil }
+            guard let major = Self.number(s[1]), let minor = Self.number(s[2]) else { return nil }
             switch s[3] {
             case "presence": return .fleetPresence(major: major, minor: minor)
             case "ad": return .ad(major: major, minor: minor)
@@ -141,14 +217,14 @@ public struct Topics: Sendable, Equatable {
             default: return nil
             }
         case (5, "beacons"):
-            guard let major = u16(s[1]), let minor = u16(s[2]), let last = name(s[4]) else { return nil }
+            guard let major = Self.number(s[1]), let minor = Self.number(s[2]), let last = Self.name(s[4]) else { return nil }
             switch s[3] {
             case "presence": return .gatewayPresence(major: major, minor: minor, gateway: last)
             case "observers": return .observer(major: major, minor: minor, client: last)
             default: return nil
             }
         case (3, "gateways"):
-            guard let gateway = name(s[1]) else { return nil }
+            guard let gateway = Self.name(s[1]) else { return nil }
             switch s[2] {
             case "status": return .gatewayStatus(gateway)
             case "health": return .gatewayHealth(gateway)
@@ -158,14 +234,14 @@ public struct Topics: Sendable, Equatable {
             default: return nil
             }
         case (3, "observers"):
-            guard let client = name(s[1]) else { return nil }
+            guard let client = Self.name(s[1]) else { return nil }
             switch s[2] {
             case "status": return .observerStatus(client)
             case "inbox": return .inbox(client)
             default: return nil
             }
         case (3, "stores"):
-            guard let major = u16(s[1]) else { return nil }
+            guard let major = Self.number(s[1]) else { return nil }
             switch s[2] {
             case "roster": return .roster(major)
             case "bridge": return .bridgeStatus(major)
@@ -175,5 +251,181 @@ public struct Topics: Sendable, Equatable {
         case (2, "brain") where s[1] == "status": return .brainStatus
         default: return nil
         }
+    }
+
+    /// A topic of the brain's own records.
+    public enum BrainRecordTopic: Sendable, Equatable {
+        case visit(BeaconRef)
+        case answered(BeaconRef, client: String)
+    }
+
+    /// `brain/visits/<beacon>` or `brain/answered/<beacon>/<client>`, parsed; `<beacon>` is
+    /// `<major>/<minor>` or `eddystone/<namespace>/<instance>`.
+    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
+        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
+        let ref: BeaconRef
+        let rest: ArraySlice<Substring>
+        if s[2] == "eddystone" {
+            guard s.count >= 5, let eddystone = Self.eddystone(s[3], s[4]) else { return nil }
+            ref = BeaconRef(eddystone)
+            rest = s[5...]
+        } else {
+            guard let major = Self.number(s[2]), let minor = Self.number(s[3]) else { return nil }
+            ref = BeaconRef(major: major, minor: minor)
+            rest = s[4...]
+        }
+        switch (s[1], rest.count) {
+        case ("visits", 0): return .visit(ref)
+        case ("answered", 1): return Self.name(rest[rest.startIndex]).map { .answered(ref, client: $0) }
+        default: return nil
+        }
+    }
+
+    /// What a beacon's topic is about.
+    public enum BeaconTopic: Sendable, Equatable {
+        /// A gateway's sighting.
+        case sighting
+        /// A gateway's retained view.
+        case gatewayPresence(gateway: String)
+        /// The brain's fleet presence.
+        case fleetPresence
+        /// An observer's join.
+        case observer(client: String)
+        /// The beacon's standing offer.
+        case ad
+    }
+
+    /// Parses a topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
+    /// `eddystone/<namespace>/<instance>[/…]` (lower-case hex, one topic per beacon).
+    public func parseBeacon(_ topic: String) -> (beacon: BeaconRef, about: BeaconTopic)? {
+        switch parse(topic) {
+        case .sighting(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .sighting)
+        case .gatewayPresence(let major, let minor, let gateway)?:
+            return (BeaconRef(major: major, minor: minor), .gatewayPresence(gateway: gateway))
+        case .fleetPresence(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .fleetPresence)
+        case .observer(let major, let minor, let client)?: return (BeaconRef(major: major, minor: minor), .observer(client: client))
+        case .ad(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .ad)
+        case _?: return nil
+        case nil: break
+        }
+        guard let s = segments(of: topic), (3...5).contains(s.count), s[0] == "eddystone",
+              let eddystone = Self.eddystone(s[1], s[2]) else { return nil }
+        let ref = BeaconRef(eddystone)
+        switch (s.count, s.count > 3 ? s[3] : "") {
+        case (3, _): return (ref, .sighting)
+        case (4, "presence"): return (ref, .fleetPresence)
+        case (4, "ad"): return (ref, .ad)
+        case (5, "presence"): return Self.name(s[4]).map { (ref, .gatewayPresence(gateway: $0)) }
+        case (5, "observers"): return Self.name(s[4]).map { (ref, .observer(client: $0)) }
+        default: return nil
+        }
+    }
+
+    /// Namespace and instance as topics write them: lower-case hex, 20 and 12 digits.
+    static func eddystone(_ namespace: Substring, _ instance: Substring) -> EddystoneKey? {
+        guard let ns = EddystoneNamespace(hex: String(namespace)), ns.description == namespace,
+              let id = EddystoneInstance(hex: String(instance)), id.description == instance else { return nil }
+        return EddystoneKey(namespace: ns, instance: id)
+    }
+
+    /// `stores/<store>/customers/<client>`, parsed; `nil` for any other topic.
+    public func parseCustomer(_ topic: String) -> (store: UInt16, client: String)? {
+        guard let s = segments(of: topic), s.count == 4, s[0] == "stores", s[2] == "customers",
+              let store = Self.number(s[1]), let client = Self.name(s[3]) else { return nil }
+        return (store, client)
+    }
+
+    /// A major, minor or store number in a topic: digits only, no sign, no leading zero (so
+    /// each number has one topic), at most 65535.
+    static func number(_ text: Substring) -> UInt16? {
+        let utf8 = text.utf8
+        guard (1...5).contains(utf8.count), utf8.first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
+        var value = 0
+        for c in utf8 {
+            guard c >= 0x30 && c <= 0x39 else { return nil }
+            value = value * 10 + Int(c - 0x30)
+        }
+        return value <= Int(UInt16.max) ? UInt16(value) : nil
+    }
+
+    /// A gateway id or client id in a topic, when it is a usable segment.
+    static func name(_ text: Substring) -> String? {
+        Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
+    }
+}
+
+/// A beacon as MQTT topics name it: an iBeacon or AltBeacon by major and minor (topics carry
+/// no UUID, `beacons/<major>/<minor>`), an Eddystone-UID beacon by namespace and instance
+/// (`eddystone/<namespace>/<instance>`).
+public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The Eddystone-UID beacon named; `nil` for an iBeacon or AltBeacon. When set, `major`
+    /// and `minor` are 0 and mean nothing: look here first.
+    public let eddystone: EddystoneKey?
+    public let major: UInt16
+    public let minor: UInt16
+
+    public init(major: UInt16, minor: UInt16) {
+        eddystone = nil
+        self.major = major
+        self.minor = minor
+    }
+
+    /// An Eddystone-UID beacon.
+    public init(_ eddystone: EddystoneKey) {
+        self.eddystone = eddystone
+        major = 0
+        minor = 0
+    }
+
+    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.init(EddystoneKey(namespace: namespace, instance: instance))
+    }
+
+    /// iBeacons first, by major and minor; then Eddystone beacons.
+    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool {
+        switch (lhs.eddystone, rhs.eddystone) {
+        case (nil, nil): (lhs.major, lhs.minor) < (rhs.major, rhs.minor)
+        case (nil, _?): true
+        case (_?, nil): false
+        case let (a?, b?): a < b
+        }
+    }
+
+    /// `major/minor`, or `namespace/instance`, as in the topics.
+    public var description: String { eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)" }
+
+    /// `{"major":…,"minor":…}`, or `{"namespace":…,"instance":…}` for an Eddystone beacon: the
+    /// form every brain payload uses to name a beacon.
+    public var json: JSONValue {
+        if let eddystone {
+            return .object(["namespace": .string(eddystone.namespace.description), "instance": .string(eddystone.instance.description)])
+        }
+        return .object(["major": .number(Double(major)), "minor": .number(Double(minor))])
+    }
+
+    /// Writes the beacon's identity keys into a payload: `major`, `minor`; or `namespace`, `instance`.
+    package func write(into o: inout JSONWriter.ObjectWriter) {
+        if let eddystone {
+            o("namespace", eddystone.namespace.description)
+            o("instance", eddystone.instance.description)
+        } else {
+            o("major", Int(major))
+            o("minor", Int(minor))
+        }
+    }
+}
+
+/// The identity of an Eddystone-UID beacon.
+public struct EddystoneKey: Hashable, Comparable, Sendable {
+    public var namespace: EddystoneNamespace
+    public var instance: EddystoneInstance
+
+    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.namespace = namespace
+        self.instance = instance
+    }
+
+    public static func < (lhs: EddystoneKey, rhs: EddystoneKey) -> Bool {
+        (lhs.namespace.high, lhs.namespace.low, lhs.instance.rawValue) < (rhs.namespace.high, rhs.namespace.low, rhs.instance.rawValue)
     }
 }

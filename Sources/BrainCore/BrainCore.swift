@@ -2,25 +2,11 @@ public import BeaconKit
 public import Config
 import Tracking
 
-/// Something the brain's core wants logged; the core itself never logs.
-public struct BrainLogEntry: Sendable, Equatable {
-    public enum Level: String, Sendable { case debug, info, notice, warning, error }
-    public var level: Level
-    public var message: String
-    public var metadata: [String: String]
-
-    public init(_ level: Level, _ message: String, _ metadata: [String: String] = [:]) {
-        self.level = level
-        self.message = message
-        self.metadata = metadata
-    }
-}
-
 /// What one input led to.
 public struct BrainOutput: Sendable, Equatable {
     /// To publish, in this order.
-    public var messages: [OutgoingMessage] = []
-    public var log: [BrainLogEntry] = []
+    public var messages: [MQTTMessage] = []
+    public var log: [LogEntry] = []
     /// `BrainCore.subscriptions` changed (a new config moved beacons between stores).
     public var subscriptionsChanged = false
 
@@ -187,19 +173,27 @@ public struct BrainCore: Sendable {
         let entries = registry[ref]
         guard let uuid else { return entries?.first }
         if let own = entries?.first(where: { $0.id?.uuid == uuid }) { return own }
+        guard ref.eddystone == nil else { return nil }
         return uuidEntries[uuid]?.resolved(for: BeaconID(uuid: uuid, major: ref.major, minor: ref.minor))
     }
 
-    /// The store (a major) a beacon belongs to: its registry `store`, else its major.
-    public func store(of ref: BeaconRef) -> UInt16 { registry[ref]?.first?.store ?? ref.major }
+    /// The store (a major) a beacon belongs to: its registry `store`, else its major. An
+    /// Eddystone beacon has no major: it belongs to its registry entry's `store`, or to none.
+    public func store(of ref: BeaconRef) -> UInt16? {
+        if let store = registry[ref]?.first?.storeMajor { return store }
+        return ref.eddystone == nil ? ref.major : nil
+    }
 
-    /// Whether this brain handles the beacon (`--stores`).
-    public func owns(_ ref: BeaconRef) -> Bool { stores.isEmpty || stores.contains(store(of: ref)) }
+    /// Whether this brain handles the beacon (`--stores`; a beacon of no store is handled only
+    /// by a brain of every store).
+    public func owns(_ ref: BeaconRef) -> Bool {
+        stores.isEmpty || store(of: ref).map(stores.contains) == true
+    }
 
     /// The beacon's standing offer: its registry entry's ad, else its store's. Keyed by
     /// major/minor like the `ad` topic, so the reply to a join and the retained ad agree.
     public func ad(of ref: BeaconRef) -> JSONValue? {
-        entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
+        entry(ref)?.ad ?? store(of: ref).flatMap { storeEntries[$0]?.ad }
     }
 
     /// The majors whose topics this brain needs: its stores and the majors of registry
@@ -207,26 +201,35 @@ public struct BrainCore: Sendable {
     public var majors: [UInt16]? {
         guard !stores.isEmpty else { return nil }
         var majors = stores
-        for ref in registry.keys where owns(ref) { majors.insert(ref.major) }
+        for ref in registry.keys where owns(ref) && ref.eddystone == nil { majors.insert(ref.major) }
         return majors.sorted()
     }
+
+    /// The Eddystone beacons whose topics this brain needs (registry beacons of its stores);
+    /// `nil` for every Eddystone beacon.
+    public var eddystoneBeacons: [BeaconRef]? {
+        guard !stores.isEmpty else { return nil }
+        return registry.keys.filter { $0.eddystone != nil && owns($0) }.sorted()
+    }
+
+    /// The Eddystone beacons the subscriptions name; `[nil]` for every one.
+    private var eddystoneLevels: [BeaconRef?] { eddystoneBeacons.map { $0 as [BeaconRef?] } ?? [nil] }
 
     /// The topic filters to subscribe to.
     public var subscriptions: [String] { liveSubscriptions + readBackSubscriptions }
 
     /// The filters of what others publish: gateways, observers, config (and bridges).
     public var liveSubscriptions: [String] {
-        // Gateways' RSSI reports name the gateway in the topic (an ACL can pin it) and carry
-        // every major: a brain of some stores takes its own beacons from them. The brain does
-        // not read sightings (beacons/<major>/<minor>): their gateway is only in the payload.
-        var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("gateways/+/rssi"),
-                       topics.topic("observers/+/status")]
-        for major in majorLevels {
-            filters += ["beacons/\(major)/+/presence/+", "beacons/\(major)/+/observers/+"].map(topics.topic)
-        }
+        // Gateways' RSSI reports name the gateway in the topic (an ACL pins it to the
+        // gateway's user) and carry every store's beacons: a brain of some stores takes its
+        // own from them. The brain reads no sightings (beacons/<major>/<minor>): their gateway
+        // is only in the payload, which anyone allowed to publish sightings could forge.
+        var filters = [topics.fleetConfig, topics.gatewayStatusFilter, topics.gatewayRSSIFilter, topics.observerStatusFilter]
+        for major in majorLevels { filters += topics.beaconFilters(ofStore: major) }
+        for beacon in eddystoneLevels { filters += topics.eddystoneFilters(of: beacon) }
         if !config.bridgedStores.isEmpty {
-            filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
-                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatus(ofStore:))
+            filters += stores.isEmpty ? [topics.bridgeStatusFilter(ofStore: nil)]
+                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatusFilter(ofStore:))
         }
         return filters
     }
@@ -237,30 +240,29 @@ public struct BrainCore: Sendable {
     /// everything it writes (half of its input in a join flood).
     public var readBackSubscriptions: [String] {
         var filters: [String] = []
-        for major in majorLevels {
-            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/ad",
-                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
-        }
+        for major in majorLevels { filters += topics.brainRecordFilters(ofStore: major) }
+        for beacon in eddystoneLevels { filters += topics.eddystoneRecordFilters(of: beacon) }
         if stores.isEmpty {
-            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
+            filters += [topics.rosterFilter(ofStore: nil), topics.customersFilter(ofStore: nil)]
         } else {
-            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+            for store in stores.sorted() { filters += [topics.rosterFilter(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
         return filters
     }
 
-    private var majorLevels: [String] { majors.map { $0.map(String.init) } ?? ["+"] }
+    /// The majors the subscriptions name; `nil` for every major.
+    private var majorLevels: [UInt16?] { majors.map { $0 as [UInt16?] } ?? [nil] }
 
     /// `brain/status` `online`, retained; the will says `offline`.
-    public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
-    public var offlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
+    public var onlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "online", qos: 1, retain: true) }
+    public var offlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "offline", qos: 1, retain: true) }
 
     /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
     /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
-                       at now: Instant) -> OutgoingMessage {
+                       at now: Instant) -> MQTTMessage {
         var writer = JSONWriter()
         let c = counters
         writer.object { o in
@@ -291,7 +293,7 @@ public struct BrainCore: Sendable {
             o("publishFailures", publishFailures)
             o("ts", now)
         }
-        return OutgoingMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
+        return MQTTMessage(topic: topics.brainHealth(client), text: writer.text, qos: 0, retain: true)
     }
 
     // MARK: - Inputs
@@ -314,15 +316,17 @@ public struct BrainCore: Sendable {
                 report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
                 note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
             }
-            if case .observer(let major, let minor, let client)? = topics.parse(topic) {
-                let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
+            if case let (ref, .observer(client))? = topics.parseBeacon(topic) {
+                let key = ObserverJoin.Key(beacon: ref, client: client)
                 if owns(key.beacon) {
                     reject(key, reason: "join payload of \(payload.count) bytes exceeds \(limits.maxPayload)", at: now)
                 }
             }
             return finish(at: now)
         }
-        if let parsed = topics.parse(topic) {
+        if let (ref, about) = topics.parseBeacon(topic) {
+            routeBeacon(ref, about, topic: topic, payload: payload, retained: retained, at: now)
+        } else if let parsed = topics.parse(topic) {
             route(parsed, topic: topic, payload: payload, retained: retained, at: now)
         } else if let record = topics.parseBrainRecord(topic) {
             readRecord(record, topic: topic, payload: payload, retained: retained)
@@ -483,13 +487,16 @@ public struct BrainCore: Sendable {
     /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
     private mutating func markLeftovers() {
         for topic in known.keys {
+            if case let (ref, .fleetPresence)? = topics.parseBeacon(topic) {
+                dirtyPresence.insert(ref)
+                continue
+            }
             switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
             case (.roster(let store)?, _): dirtyStores.insert(store)
             case (nil, nil):
                 if let (store, client) = topics.parseCustomer(topic) {
                     dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
                 }
-            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
             case (_, .visit(let ref)?): dirtyVisits.insert(ref)
             case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
             default: break
@@ -581,41 +588,20 @@ public struct BrainCore: Sendable {
         case .gatewayRSSI(let gateway):
             guard let json = json(payload, .rssiReport, topic) else { return }
             do {
-                let report = try RSSIReport(parsing: json, topic: gateway)
+                var report = try RSSIReport(parsing: json, topic: gateway)
                 recovery.gatewayIsLive(gateway, at: now)
-                let stores = self.stores, registry = self.registry
-                let owns: (BeaconRef) -> Bool = { ref in
-                    stores.isEmpty || stores.contains(registry[ref]?.first?.store ?? ref.major)
-                }
-                handle(presence.report(report, receivedAt: now, accepts: owns, holding: holdsView), at: now)
-                for entry in report.entries {
-                    let ref = BeaconRef(major: entry.major, minor: entry.minor)
-                    if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: true) }
+                // Every store's beacons are in a report: this brain takes its own.
+                if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
+                handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
+                for entry in report.entries where presence[entry.beacon]?.views[gateway] != nil {
+                    recovery.confirmView(entry.beacon, gateway: gateway, live: true)
                 }
             } catch {
                 malformed(.rssiReport, topic, error.reason)
             }
 
-        case .gatewayPresence(let major, let minor, let gateway):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard owned(ref) else { return }
-            if !retained { recovery.gatewayIsLive(gateway, at: now) }
-            if payload.isEmpty {
-                handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
-                recovery.viewEnded(ref, gateway: gateway)
-                return
-            }
-            // Left behind by a gateway found offline after a reconnect: only it can say.
-            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
-            guard let json = json(payload, .gatewayPresence, topic) else { return }
-            do {
-                let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
-                handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
-                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
-                if presence[ref] != nil { dirtyPresence.insert(ref) }
-            } catch {
-                malformed(.gatewayPresence, topic, error.reason)
-            }
+        case .sighting, .gatewayPresence, .observer, .fleetPresence, .ad:
+            break  // topics about one beacon: `routeBeacon`
 
         case .gatewayStatus(let gateway):
             switch String(decoding: payload, as: UTF8.self) {
@@ -654,39 +640,6 @@ public struct BrainCore: Sendable {
                 bridges.remember(major, connected: text == "1", live: !retained)
             }
 
-        case .observer(let major, let minor, let client):
-            let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
-            guard owned(key.beacon) else { return }
-            if !retained {
-                offlineObservers.remove(client)
-                recovery.observerIsLive(client, at: now)
-            }
-            if payload.isEmpty {
-                if isSettled {
-                    leave(key, deleteTopic: false, at: now)
-                    recovery.joinEnded(key)
-                } else {
-                    pendingJoins[key] = nil
-                    pendingErrors[key] = nil
-                }
-                return
-            }
-            let request: JoinRequest
-            do {
-                request = try JoinRequest(parsing: payload)
-            } catch {
-                malformed(.join, topic, error.reason)
-                reject(key, reason: error.reason, at: now)
-                return
-            }
-            let fingerprint = JoinRequest.fingerprint(payload)
-            if isSettled {
-                join(key, request, fingerprint: fingerprint, at: now)
-            } else {
-                pendingJoins[key] = (request, fingerprint)
-                pendingErrors[key] = nil
-            }
-
         case .observerStatus(let client):
             switch String(decoding: payload, as: UTF8.self) {
             case "online":
@@ -720,24 +673,6 @@ public struct BrainCore: Sendable {
                 rejectConfig(error.errors.map(\.description), at: now)
             }
 
-        case .fleetPresence(let major, let minor):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            guard let json = json(payload, .fleetPresence, topic) else { return }
-            do {
-                let report = try FleetPresenceReport(parsing: json, topic: ref)
-                if !isSettled { retainedPresence[ref] = report }
-                known[topic] = report.signature
-            } catch {
-                known[topic] = ""
-                malformed(.fleetPresence, topic, error.reason)
-            }
-
-        case .ad(let major, let minor):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            known[topic] = String(decoding: payload, as: UTF8.self)
-
         case .roster(let store):
             guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
             guard let json = json(payload, .roster, topic) else {
@@ -751,8 +686,89 @@ public struct BrainCore: Sendable {
                 malformed(.roster, topic, error.reason)
             }
 
-        case .sighting, .zoneEvents, .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
+        case .zoneEvents, .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
             unknownTopic(topic)
+        }
+    }
+
+    /// A topic about one beacon, iBeacon (`beacons/<major>/<minor>…`) or Eddystone-UID
+    /// (`eddystone/<namespace>/<instance>…`): both families are handled alike.
+    private mutating func routeBeacon(_ ref: BeaconRef, _ about: Topics.BeaconTopic, topic: String, payload: [UInt8],
+                                      retained: Bool, at now: Instant) {
+        switch about {
+        case .sighting:
+            // Not subscribed: the brain hears gateways through their RSSI reports.
+            unknownTopic(topic)
+
+        case .gatewayPresence(let gateway):
+            guard owned(ref) else { return }
+            if !retained { recovery.gatewayIsLive(gateway, at: now) }
+            if payload.isEmpty {
+                handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+                recovery.viewEnded(ref, gateway: gateway)
+                return
+            }
+            // Left behind by a gateway found offline after a reconnect: only it can say.
+            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
+            guard let json = json(payload, .gatewayPresence, topic) else { return }
+            do {
+                let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
+                handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
+            } catch {
+                malformed(.gatewayPresence, topic, error.reason)
+            }
+
+        case .observer(let client):
+            let key = ObserverJoin.Key(beacon: ref, client: client)
+            guard owned(key.beacon) else { return }
+            if !retained {
+                offlineObservers.remove(client)
+                recovery.observerIsLive(client, at: now)
+            }
+            if payload.isEmpty {
+                if isSettled {
+                    leave(key, deleteTopic: false, at: now)
+                    recovery.joinEnded(key)
+                } else {
+                    pendingJoins[key] = nil
+                    pendingErrors[key] = nil
+                }
+                return
+            }
+            let request: JoinRequest
+            do {
+                request = try JoinRequest(parsing: payload)
+            } catch {
+                malformed(.join, topic, error.reason)
+                reject(key, reason: error.reason, at: now)
+                return
+            }
+            let fingerprint = JoinRequest.fingerprint(payload)
+            if isSettled {
+                join(key, request, fingerprint: fingerprint, at: now)
+            } else {
+                pendingJoins[key] = (request, fingerprint)
+                pendingErrors[key] = nil
+            }
+
+        case .fleetPresence:
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            guard let json = json(payload, .fleetPresence, topic) else { return }
+            do {
+                let report = try FleetPresenceReport(parsing: json, topic: ref)
+                if !isSettled { retainedPresence[ref] = report }
+                known[topic] = report.signature
+            } catch {
+                known[topic] = ""
+                malformed(.fleetPresence, topic, error.reason)
+            }
+
+        case .ad:
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            known[topic] = String(decoding: payload, as: UTF8.self)
+
         }
     }
 
@@ -846,8 +862,8 @@ public struct BrainCore: Sendable {
         // The zone decisions with their capture times (dropped while collecting: the brain
         // says nothing before it has settled).
         for decision in presence.takeDecisions() where isSettled {
-            out.messages.append(OutgoingMessage(topic: topics.zoneEvents(of: decision.beacon), payload: decision.json,
-                                                qos: 1, retain: false))
+            out.messages.append(MQTTMessage(topic: topics.zoneEvents(of: decision.beacon), text: decision.json,
+                                            qos: 1, retain: false))
         }
     }
 
@@ -926,7 +942,7 @@ public struct BrainCore: Sendable {
 
     /// Deletes a join the observer can no longer delete itself, so its profile leaves the broker.
     private mutating func deleteJoinTopic(_ key: ObserverJoin.Key) {
-        out.messages.append(OutgoingMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
+        out.messages.append(MQTTMessage(topic: topics.observer(key.client, of: key.beacon), text: "", qos: 1, retain: true))
     }
 
     /// The client may make this join (new, or a changed profile) within its rate; otherwise
@@ -943,7 +959,9 @@ public struct BrainCore: Sendable {
 
     /// A client's roster entry in the store of `key`'s beacon is to be checked.
     private mutating func touchRoster(_ key: ObserverJoin.Key) {
-        dirtyCustomers.insert(RosterBook.Key(store: store(of: key.beacon), client: key.client))
+        // An Eddystone beacon of no store has no roster.
+        guard let store = store(of: key.beacon) else { return }
+        dirtyCustomers.insert(RosterBook.Key(store: store, client: key.client))
     }
 
     /// An oversized or malformed join: an error to the observer, nothing else changes.
@@ -962,7 +980,7 @@ public struct BrainCore: Sendable {
                                    at now: Instant) {
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
-                                         rssi: fleet?.zoneView?.rssiSmoothed, since: since)
+                                         rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone, since: since)
         let scope = RuleEngine.Scope(beacon: ref)
         let fired = rules.fire(context, scope: scope, at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyVisits.insert(ref) }
@@ -977,7 +995,8 @@ public struct BrainCore: Sendable {
         let fleet = presence[ref]
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id?.uuid,
-                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, since: join.since)
+                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone,
+                                         since: join.since)
         let fired = rules.fire(context, scope: RuleEngine.Scope(beacon: ref, client: join.client), at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyJoins.insert(join.key) }
         for rule in fired {
@@ -1026,8 +1045,8 @@ public struct BrainCore: Sendable {
                     note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
                     continue
                 }
-                out.messages.append(OutgoingMessage(topic: topic, payload: rule.text(template, values) ?? Template.render(template, values),
-                                                 qos: qos, retain: retain))
+                out.messages.append(MQTTMessage(topic: topic, text: rule.text(template, values) ?? Template.render(template, values),
+                                                qos: qos, retain: retain))
             }
         }
     }
@@ -1035,10 +1054,15 @@ public struct BrainCore: Sendable {
     /// Template values (see `Template.variables`); numbers as text, missing ones empty.
     private func variables(_ rule: Rule, _ ref: BeaconRef, _ entry: BeaconEntry?, _ fleet: FleetBeacon?,
                            _ join: ObserverJoin?, at now: Instant) -> [String: String] {
-        var values: [String: String] = [
-            "major": "\(ref.major)", "minor": "\(ref.minor)", "store": "\(store(of: ref))", "rule": rule.name,
-            "ts": now.iso8601,
-        ]
+        var values: [String: String] = ["rule": rule.name, "ts": now.iso8601]
+        values["store"] = store(of: ref).map(String.init)
+        if let eddystone = ref.eddystone {
+            values["namespace"] = eddystone.namespace.description
+            values["instance"] = eddystone.instance.description
+        } else {
+            values["major"] = "\(ref.major)"
+            values["minor"] = "\(ref.minor)"
+        }
         values["uuid"] = (fleet?.uuid ?? entry?.id?.uuid)?.description
         values["name"] = entry?.name
         if let fleet {
@@ -1078,7 +1102,7 @@ public struct BrainCore: Sendable {
 
     private mutating func inbox(_ client: String, _ message: InboxMessage, at now: Instant) {
         counters.inboxMessages += 1
-        out.messages.append(OutgoingMessage(topic: topics.inbox(of: client), payload: message.json(at: now),
+        out.messages.append(MQTTMessage(topic: topics.inbox(of: client), text: message.json(at: now),
                                          qos: 1, retain: false))
     }
 
@@ -1094,7 +1118,7 @@ public struct BrainCore: Sendable {
         }
         for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
         for topic in known.keys.sorted() where desired[topic] == nil {
-            if case .ad? = topics.parse(topic) { setRetained(topic, signature: nil) { "" } }
+            if case (_, .ad)? = topics.parseBeacon(topic) { setRetained(topic, signature: nil) { "" } }
         }
     }
 
@@ -1103,7 +1127,7 @@ public struct BrainCore: Sendable {
     private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
         guard known[topic] != signature else { return }
         known[topic] = signature
-        out.messages.append(OutgoingMessage(topic: topic, payload: signature == nil ? "" : text(), qos: 1, retain: true))
+        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true))
     }
 
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
@@ -1193,9 +1217,11 @@ public struct BrainCore: Sendable {
 
     /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
     /// for closures that run while `presence` changes.
-    private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16? {
         let (gatewayStores, registry) = (self.gatewayStores, self.registry)
-        return { ref, gateway in gatewayStores[gateway] ?? registry[ref]?.first?.store ?? ref.major }
+        return { ref, gateway in
+            gatewayStores[gateway] ?? registry[ref]?.first?.storeMajor ?? (ref.eddystone == nil ? ref.major : nil)
+        }
     }
 
     private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
@@ -1297,7 +1323,7 @@ public struct BrainCore: Sendable {
     }
 
     private mutating func event(_ text: String) {
-        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: text, qos: 1, retain: false))
+        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: text, qos: 1, retain: false))
     }
 
     private mutating func rejectConfig(_ errors: [String], at now: Instant) {
@@ -1319,20 +1345,23 @@ public struct BrainCore: Sendable {
             for (key, list) in details.sorted(by: { $0.key < $1.key }) { o(key, .array(list.map(JSONValue.string))) }
             o("ts", now)
         }
-        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: writer.text, qos: 1, retain: false))
+        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: writer.text, qos: 1, retain: false))
     }
 
-    private mutating func note(_ level: BrainLogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {
-        out.log.append(BrainLogEntry(level, message, metadata))
+    private mutating func note(_ level: LogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {
+        out.log.append(LogEntry(level, message, metadata))
     }
 
     private mutating func index(_ config: FleetConfig) {
         registry = [:]
         uuidEntries = [:]
         for entry in config.beacons {
-            if case .uuid(let uuid) = entry.match { uuidEntries[uuid] = entry }
-            guard let major = entry.id?.major, let minor = entry.id?.minor else { continue }
-            registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
+            switch entry.match {
+            case .uuid(let uuid): uuidEntries[uuid] = entry
+            case .beacon(.ibeacon(_, let major, let minor)): registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
+            case .beacon(.eddystone(let namespace, let instance)):
+                registry[BeaconRef(namespace: namespace, instance: instance), default: []].append(entry)
+            }
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
         gatewayStores = [:]

@@ -2,36 +2,17 @@ public import BeaconKit
 public import Tracking
 public import Config
 
-/// The payloads the brain reads and writes (SPEC §5), as values with a strict parser and a
-/// stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
+/// The payloads the brain reads and writes (docs/brain.md, "What it reads" and "What it
+/// writes"), as values with a strict parser and a stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
 /// definition of every key.
 ///
 /// Everything parsed here comes from the network and is untrusted: a parser checks the type
 /// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
 
-/// A beacon as MQTT topics name it: topics carry major and minor but no UUID.
-public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var major: UInt16
-    public var minor: UInt16
-
-    public init(major: UInt16, minor: UInt16) {
-        self.major = major
-        self.minor = minor
-    }
-
-    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
-
-    /// `major/minor`, as in the topics.
-    public var description: String { "\(major)/\(minor)" }
-
-    /// `{"major":…,"minor":…}`, the form every brain payload uses to name a beacon.
-    public var json: JSONValue { .object(["major": .number(Double(major)), "minor": .number(Double(minor))]) }
-
+extension BeaconRef {
     init(json value: JSONValue?, at path: String) throws(PayloadError) {
         let r = PayloadReader(path: path)
-        let object = try r.object(value)
-        major = try r.u16(object["major"], "major")
-        minor = try r.u16(object["minor"], "minor")
+        self = try r.beacon(r.object(value))
     }
 }
 
@@ -87,6 +68,19 @@ struct PayloadReader {
     func optionalNumber(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Double? {
         guard let value, value != .null else { return nil }
         return try number(value, key)
+    }
+
+    /// The beacon an object names: `major` and `minor`, or `namespace` and `instance` (20 and
+    /// 12 hex digits).
+    func beacon(_ object: JSONObject) throws(PayloadError) -> BeaconRef {
+        guard object["namespace"] != nil || object["instance"] != nil else {
+            return BeaconRef(major: try u16(object["major"], "major"), minor: try u16(object["minor"], "minor"))
+        }
+        let namespace = try string(object["namespace"], "namespace", maxLength: 20)
+        let instance = try string(object["instance"], "instance", maxLength: 12)
+        guard let ns = EddystoneNamespace(hex: namespace) else { throw PayloadError("\(name("namespace")) is not 20 hex digits") }
+        guard let id = EddystoneInstance(hex: instance) else { throw PayloadError("\(name("instance")) is not 12 hex digits") }
+        return BeaconRef(namespace: ns, instance: id)
     }
 
     func u16(_ value: JSONValue?, _ key: String) throws(PayloadError) -> UInt16 {
@@ -179,9 +173,9 @@ struct ViewPayload {
     init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
         let r = reader
         object = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
-        uuid = try r.uuid(object["uuid"], "uuid")
+        let ref = try r.beacon(object)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
+        uuid = beacon.eddystone == nil ? try r.uuid(object["uuid"], "uuid") : nil
         gateway = try r.segment(object["gateway"], "gateway")
         proximity = try r.proximity(object["proximity"], "proximity")
         rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
@@ -294,9 +288,8 @@ public struct FleetPresenceReport: Sendable, Equatable {
     func encode(volatile: Bool) -> String {
         var writer = JSONWriter(capacity: 256)
         writer.object { o in
-            o("uuid", uuid?.description)
-            o("major", Int(beacon.major))
-            o("minor", Int(beacon.minor))
+            if beacon.eddystone == nil { o("uuid", uuid?.description) }
+            beacon.write(into: &o)
             o("zone", zone)
             o("zoneName", zoneName)
             // Written directly: the signature is computed for every sighting the brain takes in.
@@ -318,10 +311,10 @@ public struct FleetPresenceReport: Sendable, Equatable {
     public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
         let r = PayloadReader(path: "")
         let o = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        let ref = try r.beacon(o)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
         self.beacon = ref
-        uuid = try r.uuid(o["uuid"], "uuid")
+        uuid = ref.eddystone == nil ? try r.uuid(o["uuid"], "uuid") : nil
         zone = try r.segment(o["zone"], "zone")
         zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
         proximity = try r.proximity(o["proximity"], "proximity")
@@ -813,55 +806,5 @@ public enum Base64 {
             i += 4
         }
         return out
-    }
-}
-
-// MARK: - Topics of the brain
-
-extension Topics {
-    public func beacon(_ ref: BeaconRef) -> String { topic("beacons/\(ref.major)/\(ref.minor)") }
-    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
-    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
-    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
-    /// The brain's zone decisions about a beacon, with capture times (`ZoneDecision`).
-    public func zoneEvents(of ref: BeaconRef) -> String { beacon(ref) + "/events" }
-    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
-
-    /// The brain's record of a visit (see `VisitRecord`).
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/\(ref.major)/\(ref.minor)") }
-    /// The brain's record of an answered join (see `AnsweredRecord`).
-    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/\(ref.major)/\(ref.minor)/\(client)")
-    }
-    /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
-    public var brainEvents: String { topic("brain/events") }
-    /// One brain's counters, retained, refreshed periodically; per client id, since several
-    /// brains may share a broker.
-    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
-    /// Where a brain sends itself a marker after subscribing: when it comes back, the
-    /// broker has delivered every retained message of the subscriptions made before.
-    public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
-
-    /// A topic of the brain's own records.
-    public enum BrainRecordTopic: Sendable, Equatable {
-        case visit(BeaconRef)
-        case answered(BeaconRef, client: String)
-    }
-
-    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
-        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
-        func u16(_ text: Substring) -> UInt16? {
-            guard !text.isEmpty, text.count <= 5, let value = UInt16(text), String(value) == text else { return nil }
-            return value
-        }
-        guard let major = u16(s[2]), let minor = u16(s[3]) else { return nil }
-        let ref = BeaconRef(major: major, minor: minor)
-        switch (s[1], s.count) {
-        case ("visits", 4): return .visit(ref)
-        case ("answered", 5):
-            let client = String(s[4])
-            return Topics.problem(withSegment: client) == nil ? .answered(ref, client: client) : nil
-        default: return nil
-        }
     }
 }

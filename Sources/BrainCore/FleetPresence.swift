@@ -128,6 +128,9 @@ public struct FleetPresence: Sendable {
         /// Gateways by the door (`entrance`): new beacons enter in their zone unless another
         /// gateway is clearly louder.
         public var entrances: Set<String> = []
+        /// Per gateway: seconds between two "updates" (its `publishInterval`, 0 in raw mode),
+        /// so rules counting updates count one a second, as they counted sightings.
+        public var updateIntervals: [String: Double] = [:]
 
         public init(_ brain: BrainConfig = BrainConfig(), viewTimeouts: [String: Double] = [:],
                     defaultViewTimeout: Double = 10, step: Double = 0.5) {
@@ -144,7 +147,11 @@ public struct FleetPresence: Sendable {
                       defaultViewTimeout: config.gateways.map(\.tracker.exitTimeout).max() ?? 10,
                       step: intervals.min() ?? 0.5)
             entrances = Set(config.gateways.filter(\.entrance).map(\.id))
+            updateIntervals = Dictionary(config.gateways.map { ($0.id, $0.tracker.raw ? 0 : $0.tracker.publishInterval) },
+                                         uniquingKeysWith: { a, _ in a })
         }
+
+        func updateInterval(_ gateway: String) -> Double { updateIntervals[gateway] ?? 1 }
 
         func viewTimeout(_ gateway: String) -> Double { viewTimeouts[gateway] ?? defaultViewTimeout }
         var zScore: Double { normalQuantile(brain.zoneConfidence) }
@@ -199,7 +206,7 @@ public struct FleetPresence: Sendable {
         offlineGateways.remove(report.gateway)
         clock.online.insert(report.gateway)
         for entry in report.entries {
-            let ref = BeaconRef(major: entry.major, minor: entry.minor)
+            let ref = entry.beacon
             guard accepts(ref) else { continue }
             sequence += 1
             pending.append(PendingSample(time: report.from + max(0, entry.at), gateway: report.gateway, ref: ref,
@@ -398,9 +405,11 @@ public struct FleetPresence: Sendable {
             e.links[sample.gateway] = link
             e.lastHeard = max(e.lastHeard, sample.time)
             e.stepCount += sample.entry.count
+            if let uuid = sample.entry.uuid { e.uuid = uuid }
             evidence[ref] = e
             touched.insert(ref)
             if var beacon = beacons[ref] {
+                if let uuid = sample.entry.uuid { beacon.uuid = uuid }
                 let isNew = beacon.views[sample.gateway] == nil
                 beacon.views[sample.gateway] = reportView(sample.gateway, link)
                 if isNew { events.append(.viewsChanged(ref)) }
@@ -428,7 +437,8 @@ public struct FleetPresence: Sendable {
                 expireViews(&beacon, e, at: end, &events, holding: held)
                 contest(&beacon, &e, at: end, &events)
                 refreshProximity(&beacon, &events)
-                if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step {
+                if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
+                   updateDue(&e, gateway: beacon.zone, at: end) {
                     events.append(.update(ref, beacon.proximity))
                 }
                 beacons[ref] = beacon
@@ -545,13 +555,26 @@ public struct FleetPresence: Sendable {
            !louder(loud, than: quiet, at: end) {
             zone = door
         }
-        let beacon = FleetBeacon(ref: ref, uuid: nil, views: views, zone: zone, proximity: views[zone]?.proximity ?? .unknown,
+        var e = e
+        _ = updateDue(&e, gateway: zone, at: end)
+        evidence[ref] = e
+        let beacon = FleetBeacon(ref: ref, uuid: e.uuid, views: views, zone: zone, proximity: views[zone]?.proximity ?? .unknown,
                                  since: e.firstHeard)
         beacons[ref] = beacon
         events.append(.enter(ref))
         if beacon.proximity != .unknown { events.append(.proximity(ref, from: .unknown, to: beacon.proximity)) }
         events.append(.update(ref, beacon.proximity))
         record(.enter, beacon, from: nil, at: end)
+    }
+
+    /// Whether an update of the zone gateway is due: at most one per its `publishInterval`
+    /// (half a step early is on time: steps do not fall on the interval's grid).
+    private func updateDue(_ e: inout Evidence, gateway: String, at end: Instant) -> Bool {
+        if let last = e.lastUpdate, end.seconds(since: last) < settings.updateInterval(gateway) - settings.step / 2 {
+            return false
+        }
+        e.lastUpdate = end
+        return true
     }
 
     /// The gateway with the loudest level (RSSI), else the closest proximity class.

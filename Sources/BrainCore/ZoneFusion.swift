@@ -98,6 +98,10 @@ struct Evidence: Sendable, Equatable {
     /// The gateway passing the zone test, and for how many steps in a row.
     var challenger: String?
     var passes = 0
+    /// The beacon's UUID, from the reports.
+    var uuid: BeaconUUID?
+    /// The last "update" (`FleetEvent.update`), capture time.
+    var lastUpdate: Instant?
 
     init(at time: Instant) {
         firstHeard = time
@@ -200,13 +204,12 @@ public struct ZoneDecision: Sendable, Equatable {
     /// Capture time of the decision.
     public var at: Instant
 
-    /// `{"event","major","minor","zone","zoneName","from"?,"since","ts"}`.
+    /// `{"event","major","minor"|"namespace","instance","zone","zoneName","from"?,"since","ts"}`.
     public var json: String {
         var writer = JSONWriter(capacity: 192)
         writer.object { o in
             o("event", kind.rawValue)
-            o("major", Int(beacon.major))
-            o("minor", Int(beacon.minor))
+            beacon.write(into: &o)
             o("zone", zone)
             o("zoneName", zoneName)
             if let from { o("from", from) }
@@ -233,8 +236,8 @@ public struct ZoneDecision: Sendable, Equatable {
         guard let kind = Kind(rawValue: try r.string(o["event"], "event")) else {
             throw PayloadError("event must be enter, zone or exit")
         }
-        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        let ref = try r.beacon(o)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
         self.kind = kind
         self.beacon = ref
         zone = try r.segment(o["zone"], "zone")
@@ -306,8 +309,8 @@ extension RSSIReport {
             guard count >= 1, count <= 100_000, count == count.rounded() else { throw PayloadError("beacons[\(i)].n must be a count ≥ 1") }
             let at = try er.number(e["at"], "at")
             guard at >= 0, at <= 3600 else { throw PayloadError("beacons[\(i)].at must be 0…3600 s") }
-            entries.append(Entry(major: try er.u16(e["major"], "major"), minor: try er.u16(e["minor"], "minor"),
-                                 count: Int(count), rssi: try er.optionalNumber(e["rssi"], "rssi"), at: at,
+            entries.append(Entry(beacon: try er.beacon(e), uuid: try er.uuid(e["uuid"], "uuid"), count: Int(count),
+                                 rssi: try er.optionalNumber(e["rssi"], "rssi"), at: at,
                                  rssiSmoothed: try er.optionalNumber(e["rssiSmoothed"], "rssiSmoothed"),
                                  distance: try er.optionalNumber(e["distance"], "distance"),
                                  proximity: try er.proximity(e["proximity"], "proximity")))

@@ -2,8 +2,8 @@ public import BeaconKit
 public import Tracking
 public import Config
 
-/// The JSON payloads of the MQTT contract (SPEC §5), written directly as text: keys in
-/// a fixed documented order, numbers rounded the same way every time.
+/// The gateway's JSON payloads (README, "MQTT contract"), written directly as text: keys
+/// in a fixed documented order, numbers rounded the same way every time.
 public enum Payloads {
     /// A sighting on `beacons/<major>/<minor>`:
     /// `{"uuid","major","minor","gateway","address","rssi","rssiSmoothed","txPower","distance",
@@ -119,41 +119,39 @@ public enum Payloads {
         }
     }
 
-    /// One line of `beaconctl decode`: `{"format":"ibeacon","uuid",…}` or `{"error":"…"}`.
-    public static func decoded(_ beacon: Beacon, report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String {
+    /// An answer to an operator's command on `gateways/<id>/events`:
+    /// `{"event":"command","command","status","detail"?,"ts"}`, `status` `ok` or `rejected`.
+    public static func commandReply(_ command: String, status: String, detail: String?, at time: Instant) -> String {
         var writer = JSONWriter()
         writer.object { o in
-            o("format", beacon.format)
-            switch beacon {
-            case .iBeacon(let b):
-                o("uuid", b.uuid.description)
-                o("major", Int(b.major))
-                o("minor", Int(b.minor))
-                o("txPower", Int(b.txPower))
-            case .altBeacon(let b):
-                o("uuid", b.uuid.description)
-                o("major", Int(b.major))
-                o("minor", Int(b.minor))
-                o("txPower", Int(b.referenceRSSI))
-                o("company", Int(b.company))
-            case .eddystoneUID(let b):
-                o("namespace", b.namespace.description)
-                o("instance", b.instance.description)
-                o("txPower", Int(b.txPower))
-            case .eddystoneURL(let b):
-                o("url", b.url)
-                o("txPower", Int(b.txPower))
-            case .eddystoneTLM(let b):
-                o("battery", Int(b.batteryMillivolts))
-                o("temperature", b.temperature, places: 2)
-                o("advertisingCount", Int(b.advertisingCount))
-                o("uptime", Double(b.uptimeDeciseconds) / 10, places: 1)
+            o("event", "command")
+            o("command", command)
+            o("status", status)
+            if let detail { o("detail", detail) }
+            o("ts", time)
+        }
+        return writer.text
+    }
+
+    /// What became of a new fleet config, on `gateways/<id>/events`:
+    /// `{"event":"config","origin","status":"applied","needsRestart"?,"ts"}` or
+    /// `{"event":"config","origin","status":"rejected","errors":[…],"ts"}`.
+    public static func configReport(_ result: ConfigApplyResult, origin: String, at time: Instant) -> String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("event", "config")
+            o("origin", origin)
+            switch result {
+            case .applied(let needsRestart):
+                o("status", "applied")
+                if !needsRestart.isEmpty {
+                    o("needsRestart", .array(needsRestart.map(JSONValue.string)))
+                }
+            case .rejected(let errors):
+                o("status", "rejected")
+                o("errors", .array(errors.map(JSONValue.string)))
             }
-            if let report {
-                o("address", report.address.description)
-                o("rssi", report.rssi.map(Int.init))
-                if let ts = report.ts { o("ts", ts) }
-            }
+            o("ts", time)
         }
         return writer.text
     }

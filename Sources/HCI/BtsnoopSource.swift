@@ -2,6 +2,7 @@ public import BeaconKit
 public import Wire
 public import Config
 import SystemCalls
+import LiveClock
 import Synchronization
 
 /// Virtual time of a replay: capture time advancing at the replay speed.
@@ -39,44 +40,36 @@ public final class ReplayClock: SourceClock {
     func finish() { anchor.withLock { $0.finished = true } }
 }
 
-/// Where a replay sits in wall-clock time: capture time `origin` plays at wall-clock time
-/// `at`, and capture time `t` at `at + (t − origin) / speed`. Gateways replaying captures of
-/// the same store given the same timeline replay them together, however their captures
-/// begin and whenever each process starts; none starts before `at` (also at speed 0).
-public struct ReplayTimeline: Sendable, Equatable {
-    public var origin: Instant
-    public var at: Instant
-
-    public init(origin: Instant, at: Instant) {
-        self.origin = origin
-        self.at = at
-    }
-}
-
 /// Replays a btsnoop capture (datalink 1001, 1002 H4 or 2001 BlueZ monitor) as if a
 /// controller were sending its events now, at `speed` times real time (0: as fast as
 /// possible), optionally looping. Frames carry capture time (shifted by the capture's
 /// span on each loop so time keeps increasing).
-///
-/// Without a `timeline` the first frame plays when the replay starts; with one, every
-/// frame plays at its place on the shared timeline, and a replay that falls behind catches
-/// up rather than shifting its own origin.
 public struct BtsnoopSource: AdvertisingSource {
     public let path: String
     public let speed: Double
     public let loop: Bool
-    public let timeline: ReplayTimeline?
+    /// The wall-clock time at which the capture's first frame plays (`nil`: as soon as the
+    /// replay starts). Gateways replaying captures of one store with the same value stay in
+    /// step, whenever each process happened to start: one that starts late or falls behind
+    /// catches up rather than shifting its timeline.
+    public let startsAt: Instant?
+    /// The capture time that plays at `startsAt` (`nil`: the capture's first frame). Gateways
+    /// given the same `startsAt` and `origin` replay captures that began at different
+    /// times on one timeline, each frame at its own place on it.
+    public let origin: Instant?
     private let replayClock: ReplayClock
     /// Largest wall-clock gap between in-band ticks, seconds.
     static let tickInterval = 0.1
     /// Longest a replay waits between two frames, wall-clock seconds, whatever the capture's gap.
     public static let longestPause = 5.0
 
-    public init(path: String, speed: Double = 1, loop: Bool = false, timeline: ReplayTimeline? = nil) throws(BtsnoopError) {
+    public init(path: String, speed: Double = 1, loop: Bool = false, startsAt: Instant? = nil,
+                origin: Instant? = nil) throws(BtsnoopError) {
         self.path = path
         self.speed = speed
         self.loop = loop
-        self.timeline = timeline
+        self.startsAt = startsAt
+        self.origin = startsAt == nil ? nil : origin
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.read(path)
@@ -89,7 +82,7 @@ public struct BtsnoopSource: AdvertisingSource {
                 return reader.next()?.timestamp ?? .epoch
             }
         }.get()
-        replayClock = ReplayClock(speed: speed, start: timeline?.origin ?? start)
+        replayClock = ReplayClock(speed: speed, start: self.origin.map { min($0, start) } ?? start)
     }
 
     public var name: String { SourceURI.btsnoop(path: path, speed: speed, loop: loop).description }
@@ -100,22 +93,19 @@ public struct BtsnoopSource: AdvertisingSource {
     public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(path) } catch { throw BtsnoopError("\(path): \(error)") }
-        if let timeline {
-            // Everyone starts at the shared moment, also at full speed.
-            while case let wait = timeline.at.seconds(since: WallClock.now()), wait > 0 {
-                try await Task.sleep(nanoseconds: UInt64(min(wait, Self.tickInterval) * 1e9))
-            }
-        }
-        output(.state(.running, detail: "replaying \(path) at \(speed == 0 ? "full speed" : "\(speed)×")"
-                      + (timeline.map { " on a shared timeline (\($0.origin) plays at \($0.at))" } ?? "")))
+        output(.state(.running, detail: "replaying \(path) at \(speed == 0 ? "full speed" : "\(speed)×")"))
         var offset = 0.0
         var pass = 0
         var lastTime: Instant?
         var wallAnchor = WallClock.monotonic()
         var virtualAnchor: Instant?
-        if let timeline {
-            virtualAnchor = timeline.origin
-            wallAnchor = WallClock.monotonic() - WallClock.now().seconds(since: timeline.at)
+        // Ticks fall on a grid of capture time (every tickInterval × speed seconds from the
+        // first frame), not on whenever the process woke up: timers (stale, exit) come due at
+        // the same capture times on every run, however busy the machine.
+        let tickStep = Self.tickInterval * speed
+        var grid: (origin: Instant, next: Instant)?
+        func gridPoint(after time: Instant, origin: Instant) -> Instant {
+            origin + ((time.seconds(since: origin) / tickStep).rounded(.down) + 1) * tickStep
         }
         repeat {
             let frames = try Self.events(in: bytes)
@@ -125,23 +115,33 @@ public struct BtsnoopSource: AdvertisingSource {
                 var time = frame.time + offset
                 if let previous = lastTime, time < previous { time = previous }
                 if speed > 0 {
-                    if virtualAnchor == nil { virtualAnchor = time; wallAnchor = WallClock.monotonic() }
+                    if virtualAnchor == nil {
+                        virtualAnchor = origin ?? time
+                        wallAnchor = WallClock.monotonic() + (startsAt.map { $0.seconds(since: WallClock.now()) } ?? 0)
+                    }
                     var due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
-                    if timeline == nil, due - WallClock.monotonic() > Self.longestPause {
+                    if lastTime != nil, due - WallClock.monotonic() > Self.longestPause {
                         // A capture resumed after hours or months (the kept tail of an
-                        // old log): skip ahead instead of sleeping; capture time still jumps.
+                        // old log): skip ahead instead of sleeping; capture time still jumps,
+                        // and the ticks of the part skipped are due no more.
                         wallAnchor -= due - WallClock.monotonic() - Self.longestPause
                         due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
+                        if let g = grid {
+                            let skippedTo = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed
+                            grid!.next = max(g.next, gridPoint(after: skippedTo, origin: g.origin))
+                        }
                     }
-                    while true {
-                        let wait = due - WallClock.monotonic()
-                        if wait <= 0 { break }
-                        try await Task.sleep(nanoseconds: UInt64(min(wait, Self.tickInterval) * 1e9))
-                        let virtualNow = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed
-                        if virtualNow < time { output(.tick(virtualNow)) }
+                    while let tick = grid?.next, tick < time {
+                        let wait = wallAnchor + tick.seconds(since: virtualAnchor!) / speed - WallClock.monotonic()
+                        if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+                        output(.tick(tick))
+                        grid!.next = tick + tickStep
                     }
-                    if timeline == nil, WallClock.monotonic() - due > 1 {
-                        // Fell behind (a slow consumer): re-anchor rather than rushing.
+                    let wait = due - WallClock.monotonic()
+                    if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+                    if startsAt == nil, WallClock.monotonic() - due > 1 {
+                        // Fell behind (a slow consumer): re-anchor rather than rushing. A
+                        // replay meant to be in step with others (--start-at) catches up instead.
                         virtualAnchor = time
                         wallAnchor = WallClock.monotonic()
                     }
@@ -149,6 +149,10 @@ public struct BtsnoopSource: AdvertisingSource {
                 replayClock.set(time)
                 lastTime = time
                 output(.frame(HCIFrame(time: time, event: frame.event)))
+                if speed > 0 {
+                    let origin = grid?.origin ?? time
+                    grid = (origin, gridPoint(after: time, origin: origin))
+                }
             }
             pass += 1
             offset += last.time.seconds(since: first.time) + 1

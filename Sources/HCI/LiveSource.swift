@@ -2,6 +2,7 @@ public import BeaconKit
 public import Config
 public import Logging
 import SystemCalls
+import LiveClock
 
 /// The live sources' clock: the wall clock.
 public struct LiveSourceClock: SourceClock {
@@ -25,13 +26,13 @@ public func makeLiveSource(_ uri: SourceURI, scan: ScanConfig, advertise: Advert
     }
 }
 
-/// The source for any URI: a live one (`makeLiveSource`) or a replay (`BtsnoopSource`, on
-/// `timeline` when given), with errors that say which URI failed and why.
+/// The source for any URI: a live one (`makeLiveSource`) or a replay (`BtsnoopSource`),
+/// with errors that say which URI failed and why.
 public func makeSource(_ uri: SourceURI, scan: ScanConfig = ScanConfig(), advertise: AdvertiseConfig? = nil,
-                       timeline: ReplayTimeline? = nil,
+                       replayStartsAt: Instant? = nil, replayOrigin: Instant? = nil,
                        logger: Logger = Logger(label: "beaconbridge.hci")) throws -> any AdvertisingSource {
     if case .btsnoop(let path, let speed, let loop) = uri {
-        return try BtsnoopSource(path: path, speed: speed, loop: loop, timeline: timeline)
+        return try BtsnoopSource(path: path, speed: speed, loop: loop, startsAt: replayStartsAt, origin: replayOrigin)
     }
     return try makeLiveSource(uri, scan: scan, advertise: advertise, logger: logger)
 }

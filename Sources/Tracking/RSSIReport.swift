@@ -1,21 +1,22 @@
 public import BeaconKit
 
-/// What one gateway heard in one report window, for the brain's zone fusion: every beacon
-/// with a major and minor, how many advertisements, their mean RSSI and when, plus the
-/// gateway's track (smoothed RSSI, distance, proximity) at the end of the window.
+/// What one gateway heard in one report window, for the brain's zone fusion: every beacon,
+/// how many advertisements, their mean RSSI and when, plus the gateway's track (smoothed
+/// RSSI, distance, proximity) at the end of the window.
 ///
 /// Published on `gateways/<gateway>/rssi` (QoS 1, not retained): the gateway is a topic
-/// level, so a broker ACL can pin it to the gateway's own user. `from` is the start of
-/// the window (capture time), `to` the time up to which the gateway has reported
-/// everything it heard: the brain waits for every gateway's `to` before it decides, which
-/// makes its decisions depend on capture time only, not on when messages arrive. A window
-/// with nothing heard still goes out (an empty `beacons`): it moves `to` on. Windows are
-/// aligned to multiples of the interval since the Unix epoch, so every gateway's windows
-/// coincide.
+/// level, so a broker ACL pins it to the gateway's own user, and the brain checks that the
+/// payload names the same gateway. `from` is the start of the window (capture time), `to`
+/// the time up to which the gateway has reported everything it heard: the brain waits for
+/// every gateway's `to` before it decides, which makes its decisions depend on capture time
+/// only, not on when messages arrive. A window with nothing heard still goes out (an empty
+/// `beacons`): it moves `to` on. Windows are aligned to multiples of the interval since
+/// the Unix epoch, so every gateway's windows coincide.
 public struct RSSIReport: Sendable, Equatable {
     public struct Entry: Sendable, Equatable {
-        public var major: UInt16
-        public var minor: UInt16
+        public var beacon: BeaconRef
+        /// The iBeacon's proximity UUID (topics carry none); `nil` for Eddystone.
+        public var uuid: BeaconUUID?
         /// Advertisements heard in the window.
         public var count: Int
         /// Their mean RSSI, dBm (after the gateway's `rssiOffset`); `nil` without RSSI.
@@ -27,10 +28,10 @@ public struct RSSIReport: Sendable, Equatable {
         public var distance: Double?
         public var proximity: Proximity
 
-        public init(major: UInt16, minor: UInt16, count: Int, rssi: Double?, at: Double, rssiSmoothed: Double?,
-                    distance: Double?, proximity: Proximity) {
-            self.major = major
-            self.minor = minor
+        public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, count: Int, rssi: Double?, at: Double,
+                    rssiSmoothed: Double? = nil, distance: Double? = nil, proximity: Proximity = .unknown) {
+            self.beacon = beacon
+            self.uuid = uuid
             self.count = count
             self.rssi = rssi
             self.at = at
@@ -52,16 +53,17 @@ public struct RSSIReport: Sendable, Equatable {
         self.entries = entries
     }
 
-    /// `{"gateway","from","to","beacons":[{"major","minor","n","rssi","at","rssiSmoothed","distance","proximity"}…]}`.
+    /// `{"gateway","from","to","beacons":[{"major","minor"|"namespace","instance","uuid"?,"n","rssi","at",
+    /// "rssiSmoothed","distance","proximity"}…]}`.
     public var json: String {
-        var writer = JSONWriter(capacity: 96 + 112 * entries.count)
+        var writer = JSONWriter(capacity: 96 + 160 * entries.count)
         writer.object { o in
             o("gateway", gateway)
             o("from", from)
             o("to", to)
             o("beacons", objects: entries) { e, entry in
-                e("major", Int(entry.major))
-                e("minor", Int(entry.minor))
+                entry.beacon.write(into: &e)
+                if let uuid = entry.uuid { e("uuid", uuid.description) }
                 e("n", entry.count)
                 e("rssi", entry.rssi, places: 1)
                 e("at", entry.at, places: 3)
@@ -78,18 +80,45 @@ public struct RSSIReport: Sendable, Equatable {
     public static let entriesPerMessage = 200
 }
 
-/// Collects a gateway's samples into report windows. A value owned by the gateway's
+extension BeaconID {
+    /// How topics name this beacon.
+    public var ref: BeaconRef {
+        switch self {
+        case .ibeacon(_, let major, let minor): BeaconRef(major: major, minor: minor)
+        case .eddystone(let namespace, let instance): BeaconRef(namespace: namespace, instance: instance)
+        }
+    }
+}
+
+/// Collects a gateway's advertisements into report windows. A value owned by the gateway's
 /// engine; time is passed in.
 public struct RSSIReporter: Sendable {
     /// Window length, seconds; 0 turns reports off.
-    public var interval: Double
-    /// Start of the window being filled; `nil` before the first input.
+    public var interval: Double {
+        didSet { windowEnd = windowStart.map { $0 + interval } }
+    }
+    /// Start and end of the window being filled; `nil` before the first input.
     private var windowStart: Instant?
-    private var samples: [BeaconID: (count: Int, rssiSum: Double, rssiCount: Int, timeSum: Double)] = [:]
+    private var windowEnd: Instant?
+    private var samples: [BeaconID: Sums] = [:]
+
+    private struct Sums {
+        var count = 0
+        var rssiSum = 0.0
+        var rssiCount = 0
+        var timeSum = 0.0
+    }
 
     public init(interval: Double) { self.interval = interval }
 
     public var isEnabled: Bool { interval > 0 }
+
+    /// Whether `now` closes the open window (or opens the first): cheap, for every frame.
+    public func isDue(at now: Instant) -> Bool {
+        guard isEnabled else { return false }
+        guard let windowEnd else { return true }
+        return now >= windowEnd
+    }
 
     /// The window containing `time`.
     public func window(containing time: Instant) -> Instant {
@@ -102,11 +131,10 @@ public struct RSSIReporter: Sendable {
     /// One advertisement heard at `time` (after any windows it closes were taken with
     /// `close(upTo:)`). A late one counts in the open window, at its start.
     public mutating func add(_ id: BeaconID, rssi: Double?, at time: Instant) {
-        guard isEnabled, id.major != nil, id.minor != nil else { return }
-        if windowStart == nil { windowStart = window(containing: time) }
-        let start = windowStart!
-        let offset = max(0, time.seconds(since: start))
-        var s = samples[id] ?? (0, 0, 0, 0)
+        guard isEnabled else { return }
+        if windowStart == nil { open(window(containing: time)) }
+        let offset = max(0, time.seconds(since: windowStart!))
+        var s = samples[id] ?? Sums()
         s.count += 1
         s.timeSum += offset
         if let rssi {
@@ -122,23 +150,22 @@ public struct RSSIReporter: Sendable {
     public mutating func close(upTo now: Instant, gateway: String, track: (BeaconID) -> Track?) -> [RSSIReport] {
         guard isEnabled else { return [] }
         guard let start = windowStart else {
-            windowStart = window(containing: now)
+            open(window(containing: now))
             return []
         }
         let boundary = window(containing: now)
         guard boundary > start else { return [] }
         var entries: [RSSIReport.Entry] = []
         for (id, s) in samples.sorted(by: { $0.key < $1.key }) {
-            guard let major = id.major, let minor = id.minor else { continue }
             let t = track(id)
-            entries.append(.init(major: major, minor: minor, count: s.count,
+            entries.append(.init(beacon: id.ref, uuid: id.uuid, count: s.count,
                                  rssi: s.rssiCount > 0 ? s.rssiSum / Double(s.rssiCount) : nil,
                                  at: s.timeSum / Double(s.count),
                                  rssiSmoothed: t?.rssi == nil ? nil : t?.rssiSmoothed, distance: t?.distance,
                                  proximity: t?.proximity ?? .unknown))
         }
         samples.removeAll(keepingCapacity: true)
-        windowStart = boundary
+        open(boundary)
         var reports: [RSSIReport] = []
         var chunks = stride(from: 0, to: entries.count, by: RSSIReport.entriesPerMessage).map {
             Array(entries[$0..<min(entries.count, $0 + RSSIReport.entriesPerMessage)])
@@ -149,5 +176,10 @@ public struct RSSIReporter: Sendable {
             reports.append(RSSIReport(gateway: gateway, from: start, to: last ? boundary : start, entries: chunk))
         }
         return reports
+    }
+
+    private mutating func open(_ start: Instant) {
+        windowStart = start
+        windowEnd = start + interval
     }
 }

@@ -5,7 +5,7 @@ import CommandLineSupport
 import Gateway
 import HCI
 import Logging
-import SystemCalls
+import BeaconKit
 import Telemetry
 
 struct BeaconGateway: AsyncParsableCommand {
@@ -25,7 +25,8 @@ struct BeaconGateway: AsyncParsableCommand {
         and a retained fleet/config. A gateway whose config has "advertise" is a beacon while it scans.
 
         Sources: hci:0 (kernel adapter), h4:unix:/path, h4:tcp:host:port, h4:tty:/dev/ttyAMA0@115200,
-        btsnoop:/path/capture.log (replay; --speed, --loop).
+        btsnoop:/path/capture.log (replay; --speed, --loop, --start-at: gateways replaying captures that
+        begin at the same instant, as beaconctl simulate's do, with the same --start-at stay in step).
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
         The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
@@ -58,15 +59,16 @@ struct BeaconGateway: AsyncParsableCommand {
     @Flag(name: .long, help: "Replay a btsnoop source in a loop.")
     var loop = false
 
-    @Option(name: .long, help: ArgumentHelp("Replays: the capture time that plays at --replay-at (default: the capture's "
-                                            + "first frame). Give every gateway of a store the same pair to replay "
-                                            + "their captures together.", valueName: "ISO-8601"))
-    var replayOrigin: String?
+    @Option(name: .long, help: ArgumentHelp(
+        "Replay: play the capture's first frame at this wall-clock time (ISO-8601 UTC), not at once.",
+        valueName: "TIME"))
+    var startAt: String?
 
-    @Option(name: .long, help: ArgumentHelp("Replays: when --replay-origin plays, ISO-8601 or +SECONDS from now "
-                                            + "(default: when the replay starts); nothing plays before it.",
-                                            valueName: "TIME"))
-    var replayAt: String?
+    @Option(name: .long, help: ArgumentHelp(
+        "Replay: the capture time that plays at --start-at (default: the capture's first frame). Gateways given "
+        + "the same --start-at and --replay-origin replay captures that begin at different times on one timeline.",
+        valueName: "TIME"))
+    var replayOrigin: String?
 
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
@@ -76,7 +78,6 @@ struct BeaconGateway: AsyncParsableCommand {
     var metrics: String?
 
     func validate() throws {
-        _ = try timeline(now: .epoch)
         if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
             throw ValidationError("--metrics: \(error)")
         }
@@ -100,60 +101,43 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         if case .btsnoop(let path, let configuredSpeed, let configuredLoop) = uri {
             uri = .btsnoop(path: path, speed: speed ?? configuredSpeed, loop: loop || configuredLoop)
-        } else if speed != nil || loop || replayOrigin != nil || replayAt != nil {
-            throw CommandFailure("--speed, --loop, --replay-origin and --replay-at apply to btsnoop: sources only")
+        } else if speed != nil || loop || startAt != nil || replayOrigin != nil {
+            throw CommandFailure("--speed, --loop, --start-at and --replay-origin apply to btsnoop: sources only")
         }
-        var timeline = try timeline(now: WallClock.now())
-        if timeline != nil, timeline?.origin == .epoch, case .btsnoop(let path, _, _) = uri {
-            // --replay-at alone: the capture's own first frame plays then.
-            timeline?.origin = (try? BtsnoopSource(path: path).clock.now()) ?? .epoch
+        func instant(_ text: String?, _ option: String) throws -> Instant? {
+            try text.map { text in
+                guard let instant = Instant(iso8601: text) else {
+                    throw CommandFailure("\(option): \"\(text)\" is not an ISO-8601 UTC time such as 2026-11-21T09:00:00Z")
+                }
+                return instant
+            }
         }
+        let startsAt = try instant(startAt, "--start-at")
+        let origin = try instant(replayOrigin, "--replay-origin")
+        if origin != nil, startsAt == nil { throw CommandFailure("--replay-origin needs --start-at") }
         let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")
         for risk in fleet.broker(forGateway: id).risks(hasPassword: password != nil) { logger.warning("\(risk)") }
 
         let advertisingSource: any AdvertisingSource
         do {
-            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise, timeline: timeline)
+            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise,
+                                               replayStartsAt: startsAt, replayOrigin: origin)
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
-        var service: GatewayService
+        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
+        var onHealth: (@Sendable (String) -> Void)?
+        if let recorder = telemetry.recorder { onHealth = { recorder.record(healthJSON: $0) } }
+        let service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
-                                         logger: logger)
+                                         logger: logger, onHealth: onHealth)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
-        if let recorder = telemetry.recorder { service.onHealth = { recorder.record(healthJSON: $0) } }
         try await runService(service, also: telemetry.services, logger: logger)
-    }
-}
-
-extension BeaconGateway {
-    /// The shared replay timeline from --replay-origin and --replay-at, if either is given.
-    func timeline(now: Instant) throws -> ReplayTimeline? {
-        guard replayOrigin != nil || replayAt != nil else { return nil }
-        var origin = Instant.epoch
-        if let replayOrigin {
-            guard let value = Instant(iso8601: replayOrigin) else {
-                throw ValidationError("--replay-origin: \"\(replayOrigin)\" is not an ISO-8601 instant")
-            }
-            origin = value
-        }
-        var at = now
-        if let replayAt {
-            if replayAt.hasPrefix("+"), let seconds = Double(replayAt.dropFirst()), seconds >= 0, seconds < 86_400 {
-                at = now + seconds
-            } else if let value = Instant(iso8601: replayAt) {
-                at = value
-            } else {
-                throw ValidationError("--replay-at: \"\(replayAt)\" is neither ISO-8601 nor +SECONDS")
-            }
-        }
-        return ReplayTimeline(origin: origin, at: at)
     }
 }
 

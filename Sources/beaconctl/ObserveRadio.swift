@@ -9,6 +9,7 @@ import Synchronization
 import SystemCalls
 import Tracking
 import Wire
+import LiveClock
 
 /// `beaconctl observe --source`: the observer's own radio. Frames go through `AutoObserver`
 /// (ranging, which beacon to join and when to leave); its decisions become joins and leaves

@@ -70,9 +70,11 @@ struct Score: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Keep each run's files (captures, config, truth, logs) under DIR.", valueName: "DIR"))
     var keep: String?
 
+    @OptionGroup(title: "Floor model (as beaconctl simulate --model floor)") var floor: FloorOptions
+
     func validate() throws {
         _ = try seedList()
-        _ = try store.simulation()
+        _ = try store.floor(floor, seed: 1)
         guard replaySpeed >= 0, replaySpeed <= 1000 else { throw ValidationError("--replay-speed must be 0…1000") }
         if let brain { _ = try brainObject(brain) }
     }
@@ -100,9 +102,9 @@ struct Score: AsyncParsableCommand {
     }
 
     /// The fleet config of a simulated store, with `--brain` merged in.
-    func config(for simulation: StoreSimulation, directory: String, broker: String) throws -> (text: String, config: FleetConfig) {
-        var text = fleetConfig(simulation, directory: directory, broker: broker, loop: false, speed: replaySpeed,
-                               defaults: ["reportInterval": .number(reportInterval)])
+    func config(for simulation: FloorSimulation, directory: String, broker: String) throws -> (text: String, config: FleetConfig) {
+        var text = floorFleet(simulation, directory: directory, broker: broker, loop: false, speed: replaySpeed,
+                              defaults: ["reportInterval": .number(reportInterval)])
         if let brain {
             guard case .object(var o)? = try? JSONParser().parse(text) else { throw CommandFailure("internal: fleet config") }
             o["brain"] = try brainObject(brain)
@@ -122,7 +124,7 @@ struct Score: AsyncParsableCommand {
         defer { if keep == nil { try? FileSystem.removeTree(temporary) } }
         var results: [SeedResult] = []
         for (index, seed) in seeds.enumerated() {
-            let simulation = try store.simulation(seed: seed)
+            let simulation = try store.floor(floor, seed: seed)
             if !json { progress("seed \(seed) (\(index + 1) of \(seeds.count)): simulating") }
             let run: StoreRun
             if inProcess {

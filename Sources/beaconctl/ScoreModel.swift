@@ -30,7 +30,7 @@ struct StoreRun {
 /// engines do the same per frame), in a fraction of the time: for trying settings on many
 /// seeds. `beaconctl score` without `--in-process` runs the real programs.
 enum InProcessStore {
-    static func run(_ simulation: StoreSimulation, config: FleetConfig) throws -> StoreRun {
+    static func run(_ simulation: FloorSimulation, config: FleetConfig) throws -> StoreRun {
         struct GatewayState {
             var id: String
             var settings: TrackerSettings

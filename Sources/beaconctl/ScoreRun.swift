@@ -6,13 +6,14 @@ import MQTT
 import Simulation
 import Synchronization
 import SystemCalls
+import LiveClock
 
 /// One simulated store replayed through the real programs: a Mosquitto of its own, one
 /// `beacon-gateway` per gateway on a shared replay timeline, `beacon-brain`, and a
 /// subscriber collecting the brain's zone decisions (`beacons/+/+/events`) and the
 /// gateways' sightings (`beacons/+/+`). Every process is stopped by its PID.
 struct ProcessStore {
-    var simulation: StoreSimulation
+    var simulation: FloorSimulation
     var directory: String
     var configText: (_ broker: String) throws -> String
     /// Prints where the replay is.
@@ -79,9 +80,7 @@ struct ProcessStore {
         var subscriber: MQTTClient?
         do {
             let collected = Collected(start: simulation.start)
-            var writing = simulation
-            writing.start = simulation.start
-            try write(writing, into: directory, broker: broker.url, loop: false)
+            try write(simulation, into: directory, broker: broker.url, loop: false)
             let configPath = directory + "/fleet.json"
             try FileSystem.write(configPath, Array(try configText(broker.url).utf8))
 
@@ -104,7 +103,7 @@ struct ProcessStore {
             for id in gateways {
                 processes.append(try BenchProcess(gatewayProgram, [
                     "--config", configPath, "--id", id, "--log-level", "error",
-                    "--replay-origin", simulation.start.iso8601, "--replay-at", at.iso8601,
+                    "--start-at", at.iso8601, "--replay-origin", simulation.start.iso8601,
                 ], name: "gateway-\(id)", in: directory))
             }
             let end = simulation.start + simulation.crowd.duration

@@ -1,105 +1,167 @@
 import ArgumentParser
 import BeaconKit
-import CommandLineSupport
 import Config
 import Simulation
+import CommandLineSupport
 import SystemCalls
 import Wire
+import LiveClock
 
 struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a simulated store with ground truth: one btsnoop capture per gateway, a fleet config, truth.json.",
+        abstract: "Write a synthetic store as btsnoop captures, one per gateway, plus a fleet config (and its ground truth).",
         discussion: """
-        A store model (docs/presence.md): a floor with a door and gateways (the default is issue 8's
-        15 × 10 m shop with four gateways), optional walls; customers carrying iBeacons come in at
-        the door, walk between points of interest near the gateways, linger and leave by the door.
-        Every gateway hears them through a radio model: log-distance path loss, slow shadowing
-        (a Gauss–Markov process per beacon and gateway), fast fading, lost advertisements, a
-        sensitivity floor and per-gateway RSSI offsets. A few phones that are not beacons advertise
-        too. The same seed gives the same store, byte for byte.
+        Two store models:
 
-        Writes into --out: <gateway>.log for each gateway; fleet.json, whose gateways replay those
-        captures (with their positions); truth.json, where each customer was and in which zone
-        (the nearest gateway's), in seconds after "start". `beaconctl score` replays a store
-        through the real programs and compares the brain's decisions with truth.json.
+        walkway (the default): customers carrying iBeacons walk in at the door, go to the counter
+        (or browse half way), linger and leave; gateways along the walkway (--gateways id:metres)
+        hear them with log-distance path loss and Gaussian noise, alongside a few phones that are
+        not beacons. Each gateway hears at its own phase of the advertising interval, and every
+        capture begins at --start with its controller's reset, so gateways replaying them in step
+        (beacon-gateway --start-at) tell the brain the same story on every run.
+
+        floor: a shop floor with a door and gateways at x,y (default: issue 8's 15 × 10 m shop with
+        four gateways, door, window, shelves and counter), optional walls; customers walk between
+        points of interest near the gateways, linger and leave by the door. The radio has slow
+        shadowing (a Gauss–Markov process per beacon and gateway), fast fading, lost
+        advertisements, a sensitivity floor and per-gateway RSSI offsets (docs/presence.md). Also
+        writes truth.json: where each customer was and in which zone (the nearest gateway's), in
+        seconds after "start". `beaconctl score` replays floors through the real programs and
+        compares the brain's decisions with it.
+
+        The same seed gives the same store, byte for byte. Writes into --out: <gateway>.log for
+        each gateway and fleet.json, a fleet config whose gateways replay those captures (in a
+        loop unless --no-loop), with the customers in the beacon registry.
 
         Examples:
-          beaconctl simulate --out /tmp/store
-          beaconctl simulate --out /tmp/noisy --shadowing 6 --loss 0.4 --seed 7
-          beaconctl simulate --out /tmp/skewed --offsets door:+6,window:-6,shelves:+6,counter:-6 --gateways-advertise
-          beaconctl simulate --out /tmp/hall --size 30x12 --door 0,6 \\
+          beaconctl simulate --out /tmp/store --customers 8 --duration 120
+          beaconctl simulate --out /tmp/floor --model floor --shadowing 6 --loss 0.4 --seed 7
+          beaconctl simulate --out /tmp/skewed --model floor --offsets door:+6,window:-6,shelves:+6,counter:-6
+          beaconctl simulate --out /tmp/hall --model floor --size 30x12 --door 0,6 \\
               --gateways 'a:5,6;b:15,6;c:25,6' --wall 10,0,10,8:6
           beacon-gateway --config /tmp/store/fleet.json --id door
         """)
 
+    enum Model: String, ExpressibleByArgument, CaseIterable {
+        case walkway, floor
+    }
+
     @Option(name: .long, help: ArgumentHelp("Directory to write into (created if missing).", valueName: "DIR"))
     var out: String
 
+    @Option(name: .long, help: "The store model: walkway or floor.")
+    var model = Model.walkway
+
     @OptionGroup var store: StoreOptions
+
+    @Option(name: .long, help: "Random seed.")
+    var seed: UInt64 = 1
+
+    @Option(name: .long, help: ArgumentHelp("When the captures begin: ISO-8601 UTC (2026-11-21T09:00:00Z) or \"now\".",
+                                            valueName: "TIME"))
+    var start = StoreSimulation.defaultStart.iso8601
 
     @Option(name: .long, help: ArgumentHelp("Broker for the generated fleet.json.", valueName: "URL"))
     var broker = "mqtt://127.0.0.1:1883"
 
-    @Option(name: .long, help: ArgumentHelp("Capture time of second 0: \"now\" or an ISO-8601 instant.", valueName: "TIME"))
-    var start = "now"
-
     @Flag(name: .long, inversion: .prefixedNo, help: "Gateways in fleet.json replay their captures in a loop.")
     var loop = true
 
+    @OptionGroup(title: "Floor model") var floor: FloorOptions
+
     func validate() throws {
         guard (try? BrokerURL(parsing: broker)) != nil else { throw ValidationError("--broker: not an mqtt:// URL") }
-        guard start == "now" || Instant(iso8601: start) != nil else {
-            throw ValidationError("--start: \"\(start)\" is neither now nor an ISO-8601 instant")
+        guard startInstant != nil else { throw ValidationError("--start: \"\(start)\" is neither an ISO-8601 UTC time nor \"now\"") }
+        switch model {
+        case .walkway:
+            if let option = floor.given.first { throw ValidationError("\(option) needs --model floor") }
+            _ = try store.walkway(seed: seed)
+        case .floor:
+            _ = try store.floor(floor, seed: seed)
         }
-        _ = try store.simulation()
     }
 
+    var startInstant: Instant? { start == "now" ? WallClock.now() : Instant(iso8601: start) }
+
     func run() throws {
-        var simulation = try store.simulation()
-        simulation.start = start == "now" ? WallClock.now() : Instant(iso8601: start)!
         do {
-            try write(simulation, into: out, broker: broker, loop: loop) { printLine($0) }
-        } catch {
+            switch model {
+            case .walkway:
+                var simulation = try store.walkway(seed: seed)
+                simulation.start = startInstant!
+                try write(simulation.captures(), fleet: walkwayFleet(simulation, directory: out, broker: broker, loop: loop),
+                          truth: nil, into: out) { printLine($0) }
+                let visits = simulation.visits
+                printLine("\(visits.count) customers over \(Int(simulation.duration)) s in store \(simulation.store); first arrives after "
+                          + "\(Int(visits.map(\.arrival).min() ?? 0)) s")
+            case .floor:
+                var simulation = try store.floor(floor, seed: seed)
+                simulation.start = startInstant!
+                try write(simulation, into: out, broker: broker, loop: loop) { printLine($0) }
+                let visits = simulation.visits
+                printLine("\(visits.count) customers over \(Int(simulation.crowd.duration)) s on a "
+                          + "\(decimal(simulation.layout.width, places: 1)) × \(decimal(simulation.layout.height, places: 1)) m floor "
+                          + "in store \(simulation.store); first arrives after \(Int(visits.map(\.arrival).min() ?? 0)) s")
+            }
+        } catch let error as SystemError {
             throw CommandFailure("cannot write the simulation: \(error)", status: .failure)
         }
-        let visits = simulation.visits
-        printLine("\(visits.count) customers over \(Int(simulation.crowd.duration)) s in store \(simulation.store); "
-                  + "the first comes in after \(Int(visits.map(\.arrival).min() ?? 0)) s")
     }
 }
 
-/// Writes a simulation's captures, fleet config and ground truth into `directory`.
-func write(_ simulation: StoreSimulation, into directory: String, broker: String, loop: Bool,
-           speed: Double? = nil, report: (String) -> Void = { _ in }) throws(SystemError) {
+/// Writes captures, a fleet config and (for a floor) the ground truth into `directory`.
+func write(_ captures: [String: BtsnoopWriter], fleet: String, truth: GroundTruth?, into directory: String,
+           report: (String) -> Void = { _ in }) throws(SystemError) {
     try FileSystem.makeDirectories(directory)
-    for (id, writer) in simulation.captures().sorted(by: { $0.key < $1.key }) {
+    for (id, writer) in captures.sorted(by: { $0.key < $1.key }) {
         let path = directory + "/\(id).log"
         try FileSystem.write(path, writer.bytes)
         report("wrote \(path) (\(writer.bytes.count) bytes)")
     }
-    try FileSystem.write(directory + "/fleet.json", Array(fleetConfig(simulation, directory: directory, broker: broker,
-                                                                      loop: loop, speed: speed).utf8))
+    try FileSystem.write(directory + "/fleet.json", Array(fleet.utf8))
     report("wrote \(directory)/fleet.json")
-    try FileSystem.write(directory + "/truth.json", Array((simulation.truth.json + "\n").utf8))
-    report("wrote \(directory)/truth.json")
+    if let truth {
+        try FileSystem.write(directory + "/truth.json", Array((truth.json + "\n").utf8))
+        report("wrote \(directory)/truth.json")
+    }
 }
 
-/// A fleet config for a simulated store: its gateways replay the captures, with positions
-/// and (when they advertise) their reference beacons; the customers are in the registry.
-func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: String, loop: Bool, speed: Double? = nil,
-                 defaults: [String: JSONValue] = [:]) -> String {
+/// Writes a floor's captures, fleet config and ground truth into `directory`.
+func write(_ simulation: FloorSimulation, into directory: String, broker: String, loop: Bool, speed: Double? = nil,
+           report: (String) -> Void = { _ in }) throws(SystemError) {
+    try write(simulation.captures(), fleet: floorFleet(simulation, directory: directory, broker: broker, loop: loop, speed: speed),
+              truth: simulation.truth, into: directory, report: report)
+}
+
+/// A fleet config for a simulated walkway: its gateways replay the captures.
+func walkwayFleet(_ simulation: StoreSimulation, directory: String, broker: String, loop: Bool) -> String {
+    let gateways: [JSONValue] = simulation.gateways.map { gateway in
+        .object(["id": .string(gateway.id), "source": .string("btsnoop:\(directory)/\(gateway.id).log\(loop ? "?loop" : "")"),
+                 "zone": .string(gateway.id)])
+    }
+    // Customers walk to the gateway farthest from the door: the counter.
+    let counter = simulation.gateways.max { $0.position < $1.position }!
+    return simulatedFleet(uuid: simulation.uuid, store: simulation.store, minors: simulation.visits.map(\.minor),
+                          broker: broker, gateways: gateways, counter: counter.id)
+}
+
+/// A fleet config for a simulated floor: its gateways replay the captures, with positions,
+/// the entrance marked, and (when they advertise) their reference beacons.
+func floorFleet(_ simulation: FloorSimulation, directory: String, broker: String, loop: Bool, speed: Double? = nil,
+                defaults: [String: JSONValue] = [:]) -> String {
     var query: [String] = []
     if let speed { query.append("speed=\(decimal(speed, places: 3))") }
     if loop { query.append("loop") }
     let suffix = query.isEmpty ? "" : "?" + query.joined(separator: "&")
-    let gatewayList: [JSONValue] = simulation.layout.gateways.enumerated().map { index, gateway in
+    let layout = simulation.layout
+    let gateways: [JSONValue] = layout.gateways.enumerated().map { index, gateway in
         var object: [String: JSONValue] = [
             "id": .string(gateway.id), "source": .string("btsnoop:\(directory)/\(gateway.id).log\(suffix)"),
             "zone": .string(gateway.id.prefix(1).uppercased() + gateway.id.dropFirst()),
             "position": .object(["x": .number(gateway.position.x), "y": .number(gateway.position.y)]),
             "store": .number(Double(simulation.store)),
         ]
-        if gateway.id == simulation.layout.zone(at: simulation.layout.door) { object["entrance"] = .bool(true) }
+        if gateway.id == layout.zone(at: layout.door) { object["entrance"] = .bool(true) }
         if simulation.gatewaysAdvertise {
             let beacon = simulation.referenceBeacon(of: index)
             object["advertise"] = .object(["uuid": .string(beacon.uuid.description), "major": .number(Double(beacon.major)),
@@ -108,29 +170,47 @@ func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: Strin
         }
         return .object(JSONObject(object.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) }))
     }
-    let beacons: [JSONValue] = simulation.visits.map { visit in
-        .object(["uuid": .string(simulation.uuid.description), "major": .number(Double(simulation.store)),
-                 "minor": .number(Double(visit.minor)), "name": .string("customer-\(visit.minor)")])
+    let counter = layout.gateways.first { $0.id == "counter" }?.id
+    return simulatedFleet(uuid: simulation.uuid, store: simulation.store, minors: simulation.visits.map(\.minor),
+                          broker: broker, gateways: gateways, counter: counter, defaults: defaults,
+                          floorPlan: (layout.width, layout.height))
+}
+
+/// The fleet config both models share: the customers in the registry, the store with its
+/// ad, a greeting, the deal at the counter and a note for the barista.
+private func simulatedFleet(uuid: BeaconUUID, store: UInt16, minors: [UInt16], broker: String, gateways: [JSONValue],
+                            counter: String?, defaults: [String: JSONValue] = [:],
+                            floorPlan: (width: Double, height: Double)? = nil) -> String {
+    let beacons: [JSONValue] = minors.map { minor in
+        .object(["uuid": .string(uuid.description), "major": .number(Double(store)),
+                 "minor": .number(Double(minor)), "name": .string("customer-\(minor)")])
     }
+    var storeEntry: [(key: String, value: JSONValue)] = [
+        (key: "major", value: .number(Double(store))), (key: "name", value: .string("Simulated store")),
+    ]
+    if let floorPlan {
+        storeEntry.append((key: "floorPlan", value: .object(["width": .number(floorPlan.width), "height": .number(floorPlan.height)])))
+    }
+    storeEntry.append((key: "ad", value: .object(["title": .string("Deal of the day"),
+                                                   "text": .string("Two coffees for the price of one")])))
+    var deal: JSONObject = ["name": .string("deal at the counter"), "when": .string("proximity:immediate")]
+    if let counter { deal["zones"] = .array([.string(counter)]) }
+    deal["then"] = .array([.object(["do": .string("ad")])])
+    deal["once"] = .bool(true)
     let document: JSONValue = .object([
         "broker": .object(["url": .string(broker)]),
-        "uuids": .array([.string(simulation.uuid.description)]),
+        "uuids": .array([.string(uuid.description)]),
         "defaults": .object(JSONObject(["exitTimeout": JSONValue.number(10), "publishInterval": .number(1)]
             .merging(defaults) { _, new in new }.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })),
-        "gateways": .array(gatewayList),
+        "gateways": .array(gateways),
         "beacons": .array(beacons),
-        "stores": .array([.object(["major": .number(Double(simulation.store)), "name": .string("Simulated store"),
-                                   "floorPlan": .object(["width": .number(simulation.layout.width),
-                                                         "height": .number(simulation.layout.height)]),
-                                   "ad": .object(["title": .string("Deal of the day"),
-                                                  "text": .string("Two coffees for the price of one")])])]),
+        "stores": .array([.object(JSONObject(storeEntry))]),
         "rules": .array([
             .object(["name": .string("welcome"), "when": .string("join"),
                      "fallback": .string("Hello! Your coffee is on its way."),
                      "then": .array([.object(["do": .string("greeting"),
                                               "text": .string("Hello {customer}! A {favorite} is on its way.")])])]),
-            .object(["name": .string("deal nearby"), "when": .string("proximity:near"),
-                     "then": .array([.object(["do": .string("ad")])]), "once": .bool(true)]),
+            .object(deal),
             .object(["name": .string("tell the barista"), "when": .string("enter"),
                      "then": .array([.object(["do": .string("publish"), "topic": .string("displays/{store}/barista"),
                                               "text": .string("{name} came in at {zone}")])])]),
@@ -139,16 +219,16 @@ func fleetConfig(_ simulation: StoreSimulation, directory: String, broker: Strin
     return document.jsonText + "\n"
 }
 
-/// The store model's options, shared by `simulate` and `score`.
+/// What both store models take, shared by `simulate` and `score`.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: "Customers (one beacon each).")
-    var customers = 20
+    @Option(name: .long, help: "Customers (one beacon each); default 5 on a walkway, 20 on a floor.")
+    var customers: Int?
 
-    @Option(name: .long, help: "Simulated seconds; arrivals spread over the first 80 %.")
-    var duration = 900.0
+    @Option(name: .long, help: "Simulated seconds; default 120 on a walkway, 900 on a floor.")
+    var duration: Double?
 
-    @Option(name: .long, help: "Random seed.")
-    var seed: UInt64 = 1
+    @Option(name: .long, help: "Advertisements per second per beacon (default 2).")
+    var rate: Double?
 
     @Option(name: .customLong("store"), help: "The store's major.")
     var major: UInt16 = 100
@@ -156,72 +236,130 @@ struct StoreOptions: ParsableArguments {
     @Option(name: .long, help: "Proximity UUID of the customers' beacons.")
     var uuid = StoreSimulation.defaultUUID.description
 
-    @Option(name: .long, help: ArgumentHelp("Floor size in metres.", valueName: "WxH"))
+    @Option(name: .long, help: ArgumentHelp(
+        "Gateways: on a walkway id:metres-from-door, comma separated (default door:0,counter:12); on a floor "
+        + "id:x,y separated by ';' (default issue 8's four).", valueName: "LIST"))
+    var gateways: String?
+
+    private func common() throws -> BeaconUUID {
+        if let customers, !(1...5000).contains(customers) { throw ValidationError("--customers must be 1…5000") }
+        if let duration, !(duration > 0 && duration <= 86400) { throw ValidationError("--duration must be 0…86400 seconds") }
+        if let rate, !(rate >= 0.1 && rate <= 50) { throw ValidationError("--rate must be 0.1…50 per second") }
+        guard let uuid = BeaconUUID(uuid) else { throw ValidationError("--uuid: \"\(uuid)\" is not a UUID") }
+        return uuid
+    }
+
+    /// The walkway these options describe (start: the default instant).
+    func walkway(seed: UInt64) throws -> StoreSimulation {
+        let uuid = try common()
+        let list = try (gateways ?? "door:0,counter:12").split(separator: ",").map { item in
+            let parts = item.split(separator: ":")
+            guard parts.count == 2, let position = Double(parts[1]), Topics.problem(withSegment: String(parts[0])) == nil
+            else { throw ValidationError("--gateways: \"\(item)\" is not id:metres") }
+            return StoreSimulation.Gateway(id: String(parts[0]), position: position)
+        }
+        guard !list.isEmpty else { throw ValidationError("--gateways: name at least one id:metres") }
+        return StoreSimulation(uuid: uuid, store: major, customers: customers ?? 5, duration: duration ?? 120,
+                               rate: rate ?? 2, gateways: list, seed: seed)
+    }
+
+    /// The floor these options and `floor` describe (start: the default instant).
+    func floor(_ floor: FloorOptions, seed: UInt64) throws -> FloorSimulation {
+        let uuid = try common()
+        var layout = StoreLayout.standard
+        if let gateways {
+            layout.gateways = try gateways.split(separator: ";").map { item in
+                let parts = item.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, Topics.problem(withSegment: String(parts[0])) == nil else {
+                    throw ValidationError("--gateways: \"\(item)\" is not id:x,y")
+                }
+                return StoreLayout.Gateway(id: String(parts[0]), position: try FloorOptions.point(String(parts[1]), "--gateways"))
+            }
+            guard Set(layout.gateways.map(\.id)).count == layout.gateways.count, !layout.gateways.isEmpty else {
+                throw ValidationError("--gateways: ids must be unique")
+            }
+        }
+        var crowd = CrowdModel()
+        if let customers { crowd.customers = customers }
+        if let duration { crowd.duration = duration }
+        var radio = RadioModel()
+        if let rate { radio.rate = rate }
+        try floor.apply(to: &layout, &radio, &crowd)
+        var simulation = FloorSimulation(uuid: uuid, store: major, layout: layout, radio: radio, crowd: crowd, seed: seed)
+        simulation.gatewaysAdvertise = floor.gatewaysAdvertise
+        return simulation
+    }
+}
+
+/// The floor model's own options (docs/presence.md has the model); each defaults to the model's value.
+struct FloorOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Floor size in metres (default 15x10).", valueName: "WxH"))
     var size: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where customers come in and go out, metres.", valueName: "X,Y"))
+    @Option(name: .long, help: ArgumentHelp("Where customers come in and go out, metres (default 0.3,2.5).", valueName: "X,Y"))
     var door: String?
-
-    @Option(name: .long, help: ArgumentHelp("Gateways as id:x,y separated by ';' (default: issue 8's four).",
-                                            valueName: "LIST"))
-    var gateways: String?
 
     @Option(name: .long, help: ArgumentHelp("A wall from (x1,y1) to (x2,y2) losing dB (default 6); repeatable.",
                                             valueName: "X1,Y1,X2,Y2[:DB]"))
     var wall: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("Per-gateway RSSI offsets injected, dB: id:+6,id:-6 (the gateways' radios "
-                                            + "read high or low; what calibration corrects).", valueName: "LIST"))
+                                            + "read high or low; what rssiOffset and calibration correct).", valueName: "LIST"))
     var offsets: String?
 
     @Flag(name: .long, help: "Every gateway also advertises an iBeacon once a second, heard by the others (calibration).")
     var gatewaysAdvertise = false
 
-    @Option(name: .long, help: "Slow shadowing, dB (standard deviation).")
-    var shadowing = RadioModel().shadowing
+    @Option(name: .long, help: "Slow shadowing, dB (standard deviation; default 4).")
+    var shadowing: Double?
 
-    @Option(name: .long, help: "Metres walked over which shadowing decorrelates.")
-    var shadowingDistance = RadioModel().shadowingDistance
+    @Option(name: .long, help: "Metres walked over which shadowing decorrelates (default 2).")
+    var shadowingDistance: Double?
 
-    @Option(name: .long, help: "Seconds over which shadowing decorrelates standing still.")
-    var shadowingTime = RadioModel().shadowingTime
+    @Option(name: .long, help: "Seconds over which shadowing decorrelates standing still (default 5).")
+    var shadowingTime: Double?
 
-    @Option(name: .long, help: "Fast fading, dB (standard deviation, per advertisement and gateway).")
-    var fading = RadioModel().fading
+    @Option(name: .long, help: "Fast fading, dB (standard deviation, per advertisement and gateway; default 3).")
+    var fading: Double?
 
-    @Option(name: .long, help: "Fraction of advertisements each gateway misses (0…0.95).")
-    var loss = RadioModel().loss
+    @Option(name: .long, help: "Fraction of advertisements each gateway misses, 0…0.95 (default 0.2).")
+    var loss: Double?
 
-    @Option(name: .long, help: "Path-loss exponent of the simulated air.")
-    var pathLoss = RadioModel().pathLossExponent
+    @Option(name: .long, help: "Path-loss exponent of the simulated air (default 2.5).")
+    var pathLoss: Double?
 
-    @Option(name: .long, help: "Advertisements per second per beacon.")
-    var rate = RadioModel().rate
+    @Option(name: .long, help: "RSSI at 1 m, dBm (default -59).")
+    var measuredPower: Double?
 
-    @Option(name: .long, help: "RSSI at 1 m, dBm.")
-    var measuredPower = RadioModel().measuredPower
+    @Option(name: .long, help: "Weakest RSSI a gateway hears, dBm (default -95).")
+    var sensitivity: Double?
 
-    @Option(name: .long, help: "Weakest RSSI a gateway hears, dBm.")
-    var sensitivity = RadioModel().sensitivity
+    @Option(name: .long, help: ArgumentHelp("Points of interest per customer (default 1-4).", valueName: "MIN-MAX"))
+    var stops: String?
 
-    @Option(name: .long, help: ArgumentHelp("Points of interest per customer.", valueName: "MIN-MAX"))
-    var stops = "1-4"
+    @Option(name: .long, help: ArgumentHelp("Seconds at each point of interest (default 10-90).", valueName: "MIN-MAX"))
+    var dwell: String?
 
-    @Option(name: .long, help: ArgumentHelp("Seconds at each point of interest.", valueName: "MIN-MAX"))
-    var dwell = "10-90"
+    @Option(name: .long, help: ArgumentHelp("Walking speed, m/s (default 0.5-1).", valueName: "MIN-MAX"))
+    var speed: String?
 
-    @Option(name: .long, help: ArgumentHelp("Walking speed, m/s.", valueName: "MIN-MAX"))
-    var speed = "0.6-1.2"
+    @Option(name: .long, help: "Metres from its gateway a point of interest may be (default 0.5).")
+    var spotRadius: Double?
 
-    @Option(name: .long, help: "Metres from its gateway a point of interest may be.")
-    var spotRadius = CrowdModel().spotRadius
+    /// The options given, by name (they need the floor model).
+    var given: [String] {
+        let all: [(String, Bool)] = [
+            ("--size", size != nil), ("--door", door != nil), ("--wall", !wall.isEmpty), ("--offsets", offsets != nil),
+            ("--gateways-advertise", gatewaysAdvertise), ("--shadowing", shadowing != nil),
+            ("--shadowing-distance", shadowingDistance != nil), ("--shadowing-time", shadowingTime != nil),
+            ("--fading", fading != nil), ("--loss", loss != nil), ("--path-loss", pathLoss != nil),
+            ("--measured-power", measuredPower != nil), ("--sensitivity", sensitivity != nil), ("--stops", stops != nil),
+            ("--dwell", dwell != nil), ("--speed", speed != nil), ("--spot-radius", spotRadius != nil),
+        ]
+        return all.filter(\.1).map(\.0)
+    }
 
-    /// The simulation these options describe (start: the default instant).
-    func simulation(seed override: UInt64? = nil) throws -> StoreSimulation {
-        guard (1...5000).contains(customers) else { throw ValidationError("--customers must be 1…5000") }
-        guard duration > 0, duration <= 86400 else { throw ValidationError("--duration must be 0…86400 seconds") }
-        guard let uuid = BeaconUUID(uuid) else { throw ValidationError("--uuid: \"\(uuid)\" is not a UUID") }
-        var layout = StoreLayout.standard
+    func apply(to layout: inout StoreLayout, _ radio: inout RadioModel, _ crowd: inout CrowdModel) throws {
         if let size {
             let parts = size.split(separator: "x").compactMap { Double($0) }
             guard parts.count == 2, parts.allSatisfy({ $0 > 0 && $0 <= 1000 }) else {
@@ -230,23 +368,11 @@ struct StoreOptions: ParsableArguments {
             layout.width = parts[0]
             layout.height = parts[1]
         }
-        if let door { layout.door = try point(door, "--door") }
-        if let gateways {
-            layout.gateways = try gateways.split(separator: ";").map { item in
-                let parts = item.split(separator: ":", maxSplits: 1)
-                guard parts.count == 2, Topics.problem(withSegment: String(parts[0])) == nil else {
-                    throw ValidationError("--gateways: \"\(item)\" is not id:x,y")
-                }
-                return StoreLayout.Gateway(id: String(parts[0]), position: try point(String(parts[1]), "--gateways"))
-            }
-            guard Set(layout.gateways.map(\.id)).count == layout.gateways.count, !layout.gateways.isEmpty else {
-                throw ValidationError("--gateways: ids must be unique")
-            }
-        }
+        if let door { layout.door = try Self.point(door, "--door") }
         for text in wall {
-            let (coordinates, loss) = text.split(separator: ":").map(String.init).splitLast
-            let numbers = coordinates.split(separator: ",").compactMap { Double($0) }
-            guard numbers.count == 4, let attenuation = Double(loss ?? "6"), attenuation >= 0 else {
+            let parts = text.split(separator: ":", maxSplits: 1)
+            let numbers = parts[0].split(separator: ",").compactMap { Double($0) }
+            guard numbers.count == 4, let attenuation = Double(parts.count > 1 ? parts[1] : "6"), attenuation >= 0 else {
                 throw ValidationError("--wall: \"\(text)\" is not x1,y1,x2,y2[:dB]")
             }
             layout.walls.append(.init(from: FloorPoint(x: numbers[0], y: numbers[1]),
@@ -255,38 +381,42 @@ struct StoreOptions: ParsableArguments {
         if let offsets {
             for item in offsets.split(separator: ",") {
                 let parts = item.split(separator: ":")
-                guard parts.count == 2, let value = Double(parts[1].replacingPlus), abs(value) <= 40,
-                      let index = layout.gateways.firstIndex(where: { $0.id == parts[0] })
+                guard parts.count == 2, let value = Double(parts[1].hasPrefix("+") ? parts[1].dropFirst() : parts[1]),
+                      abs(value) <= 40, let index = layout.gateways.firstIndex(where: { $0.id == parts[0] })
                 else { throw ValidationError("--offsets: \"\(item)\" is not gateway:dB for a gateway of the store") }
                 layout.gateways[index].rssiOffset = value
             }
         }
-        var radio = RadioModel()
-        radio.shadowing = try ranged(shadowing, 0...20, "--shadowing")
-        radio.shadowingDistance = try ranged(shadowingDistance, 0.01...1000, "--shadowing-distance")
-        radio.shadowingTime = try ranged(shadowingTime, 0.01...100_000, "--shadowing-time")
-        radio.fading = try ranged(fading, 0...20, "--fading")
-        radio.loss = try ranged(loss, 0...0.95, "--loss")
-        radio.pathLossExponent = try ranged(pathLoss, 1...6, "--path-loss")
-        radio.rate = try ranged(rate, 0.1...50, "--rate")
-        radio.measuredPower = try ranged(measuredPower, -100...0, "--measured-power")
-        radio.sensitivity = try ranged(sensitivity, -120...0, "--sensitivity")
-        var crowd = CrowdModel(customers: customers, duration: duration)
-        let stopRange = try range(stops, "--stops")
-        guard stopRange.lowerBound >= 1, stopRange.upperBound <= 100, stopRange.lowerBound == stopRange.lowerBound.rounded(),
-              stopRange.upperBound == stopRange.upperBound.rounded() else { throw ValidationError("--stops must be whole numbers 1…100") }
-        crowd.stops = Int(stopRange.lowerBound)...Int(stopRange.upperBound)
-        crowd.dwell = try range(dwell, "--dwell")
-        crowd.speed = try range(speed, "--speed")
-        guard crowd.speed.lowerBound > 0 else { throw ValidationError("--speed must be above 0") }
-        crowd.spotRadius = try ranged(spotRadius, 0...100, "--spot-radius")
-        var simulation = StoreSimulation(uuid: uuid, store: major, layout: layout, radio: radio, crowd: crowd,
-                                         seed: override ?? seed)
-        simulation.gatewaysAdvertise = gatewaysAdvertise
-        return simulation
+        func set(_ value: Double?, _ target: inout Double, _ range: ClosedRange<Double>, _ option: String) throws {
+            guard let value else { return }
+            guard range.contains(value) else {
+                throw ValidationError("\(option) must be \(decimal(range.lowerBound, places: 2))…\(decimal(range.upperBound, places: 2))")
+            }
+            target = value
+        }
+        try set(shadowing, &radio.shadowing, 0...20, "--shadowing")
+        try set(shadowingDistance, &radio.shadowingDistance, 0.01...1000, "--shadowing-distance")
+        try set(shadowingTime, &radio.shadowingTime, 0.01...100_000, "--shadowing-time")
+        try set(fading, &radio.fading, 0...20, "--fading")
+        try set(loss, &radio.loss, 0...0.95, "--loss")
+        try set(pathLoss, &radio.pathLossExponent, 1...6, "--path-loss")
+        try set(measuredPower, &radio.measuredPower, -100...0, "--measured-power")
+        try set(sensitivity, &radio.sensitivity, -120...0, "--sensitivity")
+        if let stops {
+            let range = try Self.range(stops, "--stops")
+            guard range.lowerBound >= 1, range.upperBound <= 100, range.lowerBound == range.lowerBound.rounded(),
+                  range.upperBound == range.upperBound.rounded() else { throw ValidationError("--stops must be whole numbers 1…100") }
+            crowd.stops = Int(range.lowerBound)...Int(range.upperBound)
+        }
+        if let dwell { crowd.dwell = try Self.range(dwell, "--dwell") }
+        if let speed {
+            crowd.speed = try Self.range(speed, "--speed")
+            guard crowd.speed.lowerBound > 0 else { throw ValidationError("--speed must be above 0") }
+        }
+        try set(spotRadius, &crowd.spotRadius, 0...100, "--spot-radius")
     }
 
-    private func point(_ text: String, _ option: String) throws -> FloorPoint {
+    static func point(_ text: String, _ option: String) throws -> FloorPoint {
         let parts = text.split(separator: ",").compactMap { Double($0) }
         guard parts.count == 2, parts.allSatisfy({ abs($0) <= 10_000 }) else {
             throw ValidationError("\(option): \"\(text)\" is not x,y in metres")
@@ -294,30 +424,11 @@ struct StoreOptions: ParsableArguments {
         return FloorPoint(x: parts[0], y: parts[1])
     }
 
-    private func range(_ text: String, _ option: String) throws -> ClosedRange<Double> {
+    static func range(_ text: String, _ option: String) throws -> ClosedRange<Double> {
         let parts = text.split(separator: "-").compactMap { Double($0) }
         guard (1...2).contains(parts.count), parts.allSatisfy({ $0 >= 0 }), parts[0] <= parts[parts.count - 1] else {
             throw ValidationError("\(option): \"\(text)\" is not MIN-MAX (or one number)")
         }
         return parts[0]...parts[parts.count - 1]
     }
-
-    private func ranged(_ value: Double, _ range: ClosedRange<Double>, _ option: String) throws -> Double {
-        guard range.contains(value) else {
-            throw ValidationError("\(option) must be \(decimal(range.lowerBound, places: 2))…\(decimal(range.upperBound, places: 2))")
-        }
-        return value
-    }
-}
-
-extension Array where Element == String {
-    /// `["1,2,3,4", "6"]` → ("1,2,3,4", "6"); one element → (it, nil).
-    fileprivate var splitLast: (String, String?) {
-        count > 1 ? (self[0..<(count - 1)].joined(separator: ":"), last) : (first ?? "", nil)
-    }
-}
-
-extension Substring {
-    /// "+6" → "6": Double() takes no leading plus.
-    fileprivate var replacingPlus: String { hasPrefix("+") ? String(dropFirst()) : String(self) }
 }

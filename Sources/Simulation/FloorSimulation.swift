@@ -1,0 +1,527 @@
+import RealModule
+public import BeaconKit
+public import Wire
+
+extension SplitMix64 {
+    /// Uniform in `range` (a degenerate range gives its bound).
+    mutating func uniform(_ range: ClosedRange<Double>) -> Double {
+        range.lowerBound == range.upperBound ? range.lowerBound : Double.random(in: range, using: &self)
+    }
+}
+
+/// A simulated store floor with ground truth (`StoreSimulation` is the simpler walkway):
+/// customers carrying iBeacons come in at the door, walk between points of interest,
+/// linger at each and leave by the door, heard by every gateway through a radio model
+/// (log-distance path loss, slow shadowing, fast fading, advertisements lost, per-gateway
+/// RSSI offsets, optional walls). The output is one
+/// btsnoop capture per gateway, which `beacon-gateway` replays like a real one, and the
+/// ground truth (`truth`): where every customer was at every instant, and in which zone.
+///
+/// The model, its parameters and why they have their defaults: docs/presence.md.
+public struct FloorSimulation: Sendable {
+    public var uuid: BeaconUUID
+    /// The store's major: every customer's beacon and the gateways' reference beacons.
+    public var store: UInt16
+    public var layout: StoreLayout
+    public var radio: RadioModel
+    public var crowd: CrowdModel
+    public var seed: UInt64
+    /// Capture time of the simulation's second 0.
+    public var start: Instant
+    /// Non-beacon advertisers (phones, headphones) in range of every gateway.
+    public var bystanders: Int = 3
+    /// Gateways advertise an iBeacon of their own (`referenceBeacon(of:)`) once a second,
+    /// heard by the other gateways: what auto-calibration learns from.
+    public var gatewaysAdvertise = false
+
+    public init(uuid: BeaconUUID = StoreSimulation.defaultUUID, store: UInt16 = 100, layout: StoreLayout = .standard,
+                radio: RadioModel = .init(), crowd: CrowdModel = .init(), seed: UInt64 = 1,
+                start: Instant = StoreSimulation.defaultStart) {
+        self.uuid = uuid
+        self.store = store
+        self.layout = layout
+        self.radio = radio
+        self.crowd = crowd
+        self.seed = seed
+        self.start = start
+    }
+
+    /// A gateway's own advertisement when `gatewaysAdvertise`: minor 60000 + its index.
+    public func referenceBeacon(of gatewayIndex: Int) -> IBeacon {
+        IBeacon(uuid: uuid, major: store, minor: UInt16(60_000 + gatewayIndex), txPower: Int8(radio.measuredPower))
+    }
+
+    /// The customers' visits for this seed: who comes when, walks where and stays how long.
+    public var visits: [Visit] {
+        var random = SplitMix64(seed: seed)
+        let c = crowd
+        return (0..<c.customers).map { i in
+            let arrival = random.uniform(0...max(c.duration * 0.8, 0))
+            let speed = random.uniform(c.speed)
+            let stops = Int(random.uniform(Double(c.stops.lowerBound)...Double(c.stops.upperBound) + 0.999))
+            var legs: [Visit.Leg] = []
+            var here = layout.door
+            var zone = layout.zone(at: here)
+            var t = arrival
+            for stop in 0..<max(1, stops) {
+                // Each stop is at a point of interest near a gateway: another zone's, except
+                // that three customers in ten stop first in the zone they came in by.
+                let others = layout.gateways.indices.filter { layout.gateways[$0].id != zone }
+                let stayFirst = stop == 0 && random.uniform(0...1) >= 0.7
+                let index = stayFirst || others.isEmpty
+                    ? layout.gateways.firstIndex { $0.id == zone } ?? 0
+                    : others[Int(random.uniform(0...Double(others.count) - 0.001))]
+                let spot = layout.spot(near: index, radius: c.spotRadius, using: &random)
+                zone = layout.gateways[index].id
+                let walk = here.distance(to: spot) / speed
+                legs.append(Visit.Leg(start: t, end: t + walk, from: here, to: spot))
+                t += walk
+                let dwell = random.uniform(c.dwell)
+                legs.append(Visit.Leg(start: t, end: t + dwell, from: spot, to: spot))
+                t += dwell
+                here = spot
+            }
+            legs.append(Visit.Leg(start: t, end: t + here.distance(to: layout.door) / speed, from: here, to: layout.door))
+            let address = BluetoothAddress(rawValue: 0xC0_00_00_00_00_00 | UInt64(store) << 16 | UInt64(i + 1))
+            return Visit(minor: UInt16(truncatingIfNeeded: i + 1), address: address, legs: legs)
+        }
+    }
+
+    /// One customer's walk: straight legs between points, some of them standing still.
+    public struct Visit: Sendable, Equatable {
+        public struct Leg: Sendable, Equatable {
+            /// Seconds into the simulation.
+            public var start: Double
+            public var end: Double
+            public var from: FloorPoint
+            public var to: FloorPoint
+
+            public var isDwell: Bool { from == to }
+
+            func position(at t: Double) -> FloorPoint {
+                guard end > start else { return to }
+                let f = min(1, max(0, (t - start) / (end - start)))
+                return FloorPoint(x: from.x + (to.x - from.x) * f, y: from.y + (to.y - from.y) * f)
+            }
+        }
+
+        public var minor: UInt16
+        public var address: BluetoothAddress
+        public var legs: [Leg]
+
+        /// Seconds into the simulation when the customer comes in and goes out.
+        public var arrival: Double { legs.first?.start ?? 0 }
+        public var departure: Double { legs.last?.end ?? 0 }
+
+        /// Where the customer is `t` seconds into the simulation; `nil` outside the visit.
+        public func position(at t: Double) -> FloorPoint? {
+            guard t >= arrival, t <= departure else { return nil }
+            return (legs.first { t <= $0.end } ?? legs[legs.count - 1]).position(at: t)
+        }
+
+        /// Whether the customer is walking (not standing) at `t`.
+        public func isWalking(at t: Double) -> Bool {
+            guard let leg = legs.first(where: { t >= $0.start && t <= $0.end }) else { return false }
+            return !leg.isDwell
+        }
+    }
+
+    /// The ground truth of this simulation.
+    public var truth: GroundTruth {
+        GroundTruth(start: start, visits: visits.map { visit in
+            GroundTruth.Visit(major: store, minor: visit.minor, enter: visit.arrival,
+                              exit: visit.departure, zones: layout.zones(along: visit.legs),
+                              walking: visit.legs.filter { !$0.isDwell }.map { $0.start...$0.end })
+        })
+    }
+
+    /// Captures keyed by gateway id (H4 datalink, one or two reports per event), in time order.
+    public func captures() -> [String: BtsnoopWriter] {
+        var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
+        let visits = self.visits
+        var heard: [[(time: Double, report: HCIEventBuilder.Report)]] = Array(repeating: [], count: layout.gateways.count)
+        let period = 1 / radio.rate
+        for visit in visits {
+            var channel = RadioChannel(radio: radio, layout: layout, random: &random)
+            let beacon = IBeacon(uuid: uuid, major: store, minor: visit.minor, txPower: Int8(radio.measuredPower))
+            let data = AdvertisingData.iBeacon(beacon)
+            var t = visit.arrival + random.uniform(0...period)
+            while t < visit.departure {
+                let position = visit.position(at: t)!
+                for (index, rssi) in channel.sample(at: t, from: position, random: &random) {
+                    heard[index].append((t, .init(address: visit.address, data: data, rssi: rssi)))
+                }
+                // BLE adds 0–10 ms of random delay to every advertising interval.
+                t += period + random.uniform(0...0.01)
+            }
+        }
+        if gatewaysAdvertise {
+            // Each gateway as a fixed beacon, heard by the others once a second.
+            for (index, gateway) in layout.gateways.enumerated() {
+                var channel = RadioChannel(radio: radio, layout: layout, random: &random)
+                let data = AdvertisingData.iBeacon(referenceBeacon(of: index))
+                let address = BluetoothAddress(rawValue: 0xC1_00_00_00_00_00 | UInt64(index))
+                var t = random.uniform(0...1)
+                while t < crowd.duration {
+                    for (other, rssi) in channel.sample(at: t, from: gateway.position, random: &random) where other != index {
+                        heard[other].append((t, .init(address: address, data: data, rssi: rssi)))
+                    }
+                    t += 1 + random.uniform(0...0.01)
+                }
+            }
+        }
+        var writers: [String: BtsnoopWriter] = [:]
+        var step = 0.0
+        while step < crowd.duration, bystanders > 0 {
+            for index in layout.gateways.indices {
+                for i in 0..<bystanders {
+                    // A phone's advertisement: flags and a random manufacturer blob, no beacon.
+                    let address = BluetoothAddress(rawValue: 0x5A_00_00_00_00_00 | UInt64(i))
+                    let data: [UInt8] = [0x02, 0x01, 0x1A, 0x07, 0xFF, 0x06, 0x00, 0x01, 0x09, 0x20, UInt8(truncatingIfNeeded: i)]
+                    let rssi = Int8(clamping: Int(random.gaussian(mean: -80, deviation: 4).rounded()))
+                    heard[index].append((step + 0.0005 * Double(i), .init(eventType: 0x00, address: address, data: data, rssi: rssi)))
+                }
+            }
+            step += 0.5
+        }
+        for (index, gateway) in layout.gateways.enumerated() {
+            var writer = BtsnoopWriter(datalink: .h4)
+            // Stable: equal times keep their order, so the same seed gives the same bytes.
+            let sorted = heard[index].enumerated().sorted { a, b in
+                a.element.time != b.element.time ? a.element.time < b.element.time : a.offset < b.offset
+            }.map(\.element)
+            var i = 0
+            while i < sorted.count {
+                // Deliver in events of one or two reports, as controllers do.
+                let take = min(sorted.count - i, Bool.random(using: &random) ? 2 : 1)
+                writer.appendEvent(HCIEventBuilder.legacyReport(sorted[i..<(i + take)].map(\.report)),
+                                   at: start + sorted[i + take - 1].time)
+                i += take
+            }
+            writers[gateway.id] = writer
+        }
+        return writers
+    }
+}
+
+/// A point on the shop floor, metres from the store's corner.
+public struct FloorPoint: Sendable, Equatable, Hashable {
+    public var x: Double
+    public var y: Double
+
+    public init(x: Double, y: Double) {
+        self.x = x
+        self.y = y
+    }
+
+    public func distance(to other: FloorPoint) -> Double {
+        Double.sqrt((x - other.x) * (x - other.x) + (y - other.y) * (y - other.y))
+    }
+}
+
+/// The floor: its size, the door, where the gateways hang and (optionally) walls.
+public struct StoreLayout: Sendable, Equatable {
+    public struct Gateway: Sendable, Equatable {
+        public var id: String
+        public var position: FloorPoint
+        /// dB this gateway's radio reads above (+) or below (−) the truth: antennas and
+        /// enclosures differ. What `rssiOffset` in the fleet config, or calibration, corrects.
+        public var rssiOffset: Double
+
+        public init(id: String, position: FloorPoint, rssiOffset: Double = 0) {
+            self.id = id
+            self.position = position
+            self.rssiOffset = rssiOffset
+        }
+    }
+
+    /// A wall between two points; a signal crossing it loses `attenuation` dB.
+    public struct Wall: Sendable, Equatable {
+        public var from: FloorPoint
+        public var to: FloorPoint
+        public var attenuation: Double
+
+        public init(from: FloorPoint, to: FloorPoint, attenuation: Double = 6) {
+            self.from = from
+            self.to = to
+            self.attenuation = attenuation
+        }
+
+        func crosses(_ a: FloorPoint, _ b: FloorPoint) -> Bool {
+            func side(_ p: FloorPoint, _ q: FloorPoint, _ r: FloorPoint) -> Double {
+                (q.x - p.x) * (r.y - p.y) - (q.y - p.y) * (r.x - p.x)
+            }
+            let d1 = side(from, to, a), d2 = side(from, to, b), d3 = side(a, b, from), d4 = side(a, b, to)
+            return d1 * d2 < 0 && d3 * d4 < 0
+        }
+    }
+
+    public var width: Double
+    public var height: Double
+    /// Where customers come in and go out.
+    public var door: FloorPoint
+    public var gateways: [Gateway]
+    public var walls: [Wall]
+
+    public init(width: Double, height: Double, door: FloorPoint, gateways: [Gateway], walls: [Wall] = []) {
+        self.width = width
+        self.height = height
+        self.door = door
+        self.gateways = gateways
+        self.walls = walls
+    }
+
+    /// A 15 × 10 m shop with the door on the left wall and four gateways, one in the
+    /// middle of each quarter: the store of issue 8.
+    public static let standard = StoreLayout(
+        width: 15, height: 10, door: FloorPoint(x: 0.3, y: 2.5),
+        gateways: [Gateway(id: "door", position: FloorPoint(x: 3.75, y: 2.5)),
+                   Gateway(id: "window", position: FloorPoint(x: 3.75, y: 7.5)),
+                   Gateway(id: "shelves", position: FloorPoint(x: 11.25, y: 7.5)),
+                   Gateway(id: "counter", position: FloorPoint(x: 11.25, y: 2.5))])
+
+    /// The true zone at a point: the nearest gateway's (ties to the first listed).
+    public func zone(at point: FloorPoint) -> String {
+        var best = 0
+        var bestDistance = Double.infinity
+        for (i, gateway) in gateways.enumerated() {
+            let d = gateway.position.distance(to: point)
+            if d < bestDistance {
+                best = i
+                bestDistance = d
+            }
+        }
+        return gateways.isEmpty ? "" : gateways[best].id
+    }
+
+    /// A point of interest of gateway `index`'s zone: uniformly within `radius` of the
+    /// gateway, inside the store (0.5 m from the walls) and inside the zone.
+    func spot(near index: Int, radius: Double, using random: inout SplitMix64) -> FloorPoint {
+        let centre = gateways[index].position
+        for _ in 0..<1000 {
+            let angle = random.uniform(0...(2 * Double.pi))
+            let r = radius * Double.sqrt(random.uniform(0...1))
+            let p = FloorPoint(x: centre.x + r * Double.cos(angle), y: centre.y + r * Double.sin(angle))
+            if p.x >= 0.5, p.x <= width - 0.5, p.y >= 0.5, p.y <= height - 0.5, zone(at: p) == gateways[index].id {
+                return p
+            }
+        }
+        return centre
+    }
+
+    /// Zone intervals along legs, exact: along a straight leg the nearest gateway changes
+    /// only where the difference of two squared distances, linear in time, is zero.
+    func zones(along legs: [FloorSimulation.Visit.Leg]) -> [GroundTruth.ZoneInterval] {
+        var intervals: [GroundTruth.ZoneInterval] = []
+        func add(_ zone: String, _ from: Double, _ to: Double) {
+            guard to > from else { return }
+            if let last = intervals.last, last.zone == zone, abs(last.to - from) < 1e-9 {
+                intervals[intervals.count - 1].to = to
+            } else {
+                intervals.append(.init(zone: zone, from: from, to: to))
+            }
+        }
+        for leg in legs {
+            var cuts: [Double] = [leg.start, leg.end]
+            if !leg.isDwell {
+                let dx = leg.to.x - leg.from.x, dy = leg.to.y - leg.from.y
+                for i in gateways.indices {
+                    for j in gateways.indices where j > i {
+                        // |p(f) − g_i|² − |p(f) − g_j|² = c0 + c1·f, f in 0…1 along the leg.
+                        let gi = gateways[i].position, gj = gateways[j].position
+                        let c0 = (leg.from.x - gi.x) * (leg.from.x - gi.x) + (leg.from.y - gi.y) * (leg.from.y - gi.y)
+                            - (leg.from.x - gj.x) * (leg.from.x - gj.x) - (leg.from.y - gj.y) * (leg.from.y - gj.y)
+                        let c1 = 2 * (dx * (gj.x - gi.x) + dy * (gj.y - gi.y))
+                        guard c1 != 0 else { continue }
+                        let f = -c0 / c1
+                        if f > 0, f < 1 { cuts.append(leg.start + f * (leg.end - leg.start)) }
+                    }
+                }
+            }
+            cuts.sort()
+            for (a, b) in zip(cuts, cuts.dropFirst()) where b > a {
+                add(zone(at: leg.position(at: (a + b) / 2)), a, b)
+            }
+        }
+        return intervals
+    }
+
+    /// dB lost to walls between two points.
+    func wallLoss(_ a: FloorPoint, _ b: FloorPoint) -> Double {
+        walls.reduce(0) { $0 + ($1.crosses(a, b) ? $1.attenuation : 0) }
+    }
+}
+
+/// How the radio behaves between a beacon and the gateways.
+public struct RadioModel: Sendable, Equatable {
+    /// RSSI at 1 m, dBm (also what the beacons advertise as measured power).
+    public var measuredPower: Double = -59
+    /// Path-loss exponent `n` of `rssi = P1m − 10·n·log10(d)`.
+    public var pathLossExponent: Double = 2.5
+    /// Standard deviation of slow shadowing, dB: a Gauss–Markov process per beacon and
+    /// gateway that decorrelates over `shadowingDistance` metres walked and over
+    /// `shadowingTime` seconds (the body turning, people passing).
+    public var shadowing: Double = 4
+    public var shadowingDistance: Double = 2
+    public var shadowingTime: Double = 5
+    /// Standard deviation of fast fading, dB, independent for every advertisement and gateway.
+    public var fading: Double = 3
+    /// Fraction of advertisements a gateway misses (collisions, scan windows).
+    public var loss: Double = 0.2
+    /// Weakest RSSI a gateway hears, dBm.
+    public var sensitivity: Double = -95
+    /// Advertisements per second per beacon.
+    public var rate: Double = 2
+
+    public init() {}
+}
+
+/// Who comes, when, and how they move.
+public struct CrowdModel: Sendable, Equatable {
+    public var customers: Int = 20
+    /// Seconds of simulated time; arrivals are spread over its first 80 %.
+    public var duration: Double = 900
+    /// Points of interest visited per customer.
+    public var stops: ClosedRange<Int> = 1...4
+    /// Seconds spent at each.
+    public var dwell: ClosedRange<Double> = 10...90
+    /// Walking speed, m/s.
+    public var speed: ClosedRange<Double> = 0.5...1.0
+    /// How far from its gateway a point of interest may be, metres.
+    public var spotRadius: Double = 0.5
+
+    public init(customers: Int = 20, duration: Double = 900) {
+        self.customers = customers
+        self.duration = duration
+    }
+}
+
+/// The radio between one transmitter and every gateway: keeps the shadowing state.
+struct RadioChannel {
+    let radio: RadioModel
+    let layout: StoreLayout
+    var shadow: [Double]
+    var last: (time: Double, position: FloorPoint)?
+
+    init(radio: RadioModel, layout: StoreLayout, random: inout SplitMix64) {
+        self.radio = radio
+        self.layout = layout
+        shadow = layout.gateways.map { _ in random.gaussian(deviation: radio.shadowing) }
+    }
+
+    /// One advertisement sent at `t` from `position`: (gateway index, RSSI) for each
+    /// gateway that hears it.
+    mutating func sample(at t: Double, from position: FloorPoint, random: inout SplitMix64) -> [(Int, Int8)] {
+        if let last {
+            let moved = last.position.distance(to: position)
+            let rho = Double.exp(-moved / max(radio.shadowingDistance, 1e-6) - (t - last.time) / max(radio.shadowingTime, 1e-6))
+            let fresh = Double.sqrt(max(0, 1 - rho * rho))
+            for i in shadow.indices { shadow[i] = rho * shadow[i] + fresh * random.gaussian(deviation: radio.shadowing) }
+        }
+        last = (t, position)
+        var out: [(Int, Int8)] = []
+        for (i, gateway) in layout.gateways.enumerated() {
+            let distance = max(gateway.position.distance(to: position), 0.3)
+            let rssi = radio.measuredPower - 10 * radio.pathLossExponent * Double.log10(distance) + shadow[i]
+                + random.gaussian(deviation: radio.fading) + gateway.rssiOffset - layout.wallLoss(position, gateway.position)
+            let lost = random.uniform(0...1) < radio.loss
+            if !lost, rssi >= radio.sensitivity { out.append((i, Int8(clamping: Int(rssi.rounded())))) }
+        }
+        return out
+    }
+}
+
+/// What really happened in a simulated store, to score the brain against.
+public struct GroundTruth: Sendable, Equatable {
+    public struct ZoneInterval: Sendable, Equatable {
+        public var zone: String
+        /// Seconds into the simulation.
+        public var from: Double
+        public var to: Double
+    }
+
+    public struct Visit: Sendable, Equatable {
+        public var major: UInt16
+        public var minor: UInt16
+        /// Seconds into the simulation.
+        public var enter: Double
+        public var exit: Double
+        /// The true zone from `enter` to `exit`, without gaps.
+        public var zones: [ZoneInterval]
+        /// When the customer was walking.
+        public var walking: [ClosedRange<Double>]
+
+        public func zone(at t: Double) -> String? {
+            guard t >= enter, t < exit else { return nil }
+            return zones.first { t < $0.to }?.zone ?? zones.last?.zone
+        }
+    }
+
+    /// Capture time of second 0.
+    public var start: Instant
+    public var visits: [Visit]
+
+    /// `truth.json`: `{"start", "visits":[{"major","minor","enter","exit","zones":[{"zone","from","to"}],
+    /// "walking":[[from,to]…]}]}`, times in seconds after `start`.
+    public var json: String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("start", start)
+            o("visits", objects: visits) { v, visit in
+                v("major", Int(visit.major))
+                v("minor", Int(visit.minor))
+                v("enter", visit.enter, places: 3)
+                v("exit", visit.exit, places: 3)
+                v("zones", objects: visit.zones) { z, interval in
+                    z("zone", interval.zone)
+                    z("from", interval.from, places: 3)
+                    z("to", interval.to, places: 3)
+                }
+                v("walking", .array(visit.walking.map {
+                    .array([.number(($0.lowerBound * 1000).rounded() / 1000), .number(($0.upperBound * 1000).rounded() / 1000)])
+                }))
+            }
+        }
+        return writer.text
+    }
+
+    public init(start: Instant, visits: [Visit]) {
+        self.start = start
+        self.visits = visits
+    }
+
+    public init(parsing value: JSONValue) throws(GroundTruthError) {
+        guard case .object(let top) = value, let startText = top["start"]?.stringValue,
+              let start = Instant(iso8601: startText), case .array(let list)? = top["visits"]
+        else { throw GroundTruthError("expected {\"start\":…,\"visits\":[…]}") }
+        var visits: [Visit] = []
+        for (i, item) in list.enumerated() {
+            guard let major = item["major"]?.numberValue, let minor = item["minor"]?.numberValue,
+                  let enter = item["enter"]?.numberValue, let exit = item["exit"]?.numberValue,
+                  case .array(let zones)? = item["zones"]
+            else { throw GroundTruthError("visits[\(i)]: expected major, minor, enter, exit, zones") }
+            var intervals: [ZoneInterval] = []
+            for z in zones {
+                guard let zone = z["zone"]?.stringValue, let from = z["from"]?.numberValue, let to = z["to"]?.numberValue
+                else { throw GroundTruthError("visits[\(i)].zones: expected zone, from, to") }
+                intervals.append(ZoneInterval(zone: zone, from: from, to: to))
+            }
+            var walking: [ClosedRange<Double>] = []
+            if case .array(let spans)? = item["walking"] {
+                for span in spans {
+                    guard case .array(let pair) = span, pair.count == 2, let a = pair[0].numberValue,
+                          let b = pair[1].numberValue, a <= b else { throw GroundTruthError("visits[\(i)].walking") }
+                    walking.append(a...b)
+                }
+            }
+            visits.append(Visit(major: UInt16(clamping: Int(major)), minor: UInt16(clamping: Int(minor)),
+                                enter: enter, exit: exit, zones: intervals, walking: walking))
+        }
+        self.init(start: start, visits: visits)
+    }
+}
+
+public struct GroundTruthError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
