@@ -238,8 +238,10 @@ public struct FleetPresence: Sendable {
                     view.proximity = report.proximity
                     view.rssiSmoothed = report.rssiSmoothed
                     view.distance = report.distance
-                    view.lastUpdate = now
                 }
+                // Either way the gateway confirms it sees the beacon (a store's replay after
+                // its bridge was down reconciles by this).
+                view.lastUpdate = max(view.lastUpdate, now)
                 beacon.views[report.gateway] = view
             } else if evidence[ref]?.links[report.gateway] == nil {
                 beacon.views[report.gateway] = announcedView(report, at: now)
@@ -503,10 +505,14 @@ public struct FleetPresence: Sendable {
         // The zone's gateway loses the zone to any that still hears the beacon once its own
         // silence has become telling: as long as it takes to miss `exitSamples / 2`
         // advertisements in a row at the rate it was hearing them (at least `zoneStaleAfter`).
+        // Only to one that heard it after the zone's gateway did: when every view has gone
+        // quiet the customer is leaving, and the zone stays (no ghost moves at the exit).
         var wins = true
         if let zone = e.links[beacon.zone], zone.level != nil {
             let telling = max(brain.zoneStaleAfter, (brain.exitSamples / 2) / max(zone.rate ?? 0, 1e-3))
-            if end.seconds(since: zone.lastHeard) < telling { wins = louder(challenger, than: zone, at: end) }
+            if end.seconds(since: zone.lastHeard) < telling || challenger.lastHeard <= zone.lastHeard {
+                wins = louder(challenger, than: zone, at: end)
+            }
         }
         guard wins else {
             e.challenger = nil

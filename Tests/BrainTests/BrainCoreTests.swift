@@ -55,8 +55,16 @@ struct Harness {
     mutating func advance(to now: Instant) { apply(core.advance(to: now)) }
 
     // Shorthands for what gateways and observers do.
+    /// A gateway's report of the half second before `now`: it heard `ref`.
     mutating func see(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
-        publish(topics.beacon(ref), sightingJSON(ref, gateway, rssi: rssi, proximity), at: now)
+        publish(topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: now - 0.5, to: now, [(ref, rssi)], proximity).json,
+                at: now)
+    }
+
+    /// A gateway's report that it heard nothing from the last report up to `now`: capture
+    /// time passes (a silent beacon exits, a view ends).
+    mutating func quiet(_ gateway: String, until now: Instant) {
+        publish(topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: now - 0.5, to: now, []).json, at: now)
     }
 
     mutating func announce(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
@@ -320,9 +328,11 @@ struct Harness {
         h.see(counter, by: "till", rssi: -61, .immediate, at: t(5))
         #expect(h.sent.count == count)
 
+        // The door's presence was its own view; the till's reports keep theirs until its
+        // silence ends the visit (in capture time: the till's reports say nothing is heard).
         h.withdraw(counter, by: "door", at: t(6))
         #expect(h.retainedJSON(topic)?["gateways"]?.arrayValue?.count == 1)
-        h.advance(to: t(40))
+        h.quiet("till", until: t(40))
         #expect(h.retained[topic] == nil)
         #expect(h.retained[h.topics.visitRecord(of: counter)] == nil)
     }
@@ -462,8 +472,8 @@ struct Harness {
         #expect(r.inbox("ada").isEmpty)
         // A new visit does.
         r.withdraw(counter, by: "till", at: t(13))
-        r.advance(to: t(50))
-        r.announce(counter, by: "till", rssi: -50, .immediate, at: t(60))
+        r.quiet("till", until: t(50))
+        r.see(counter, by: "till", rssi: -50, .immediate, at: t(60))
         #expect(r.inbox("ada").map { $0["type"] } == [.string("ad"), .string("locationFix")])
     }
 
@@ -529,7 +539,7 @@ struct Harness {
             "\u{FEFF}{}", "{\"x\":\"\\ud800\"}",
         ]
         let topics = [
-            "beacons/100/1", "beacons/100/1/presence/door", "beacons/100/1/observers/ada", "gateways/door/status",
+            "gateways/door/rssi", "beacons/100/1/presence/door", "beacons/100/1/observers/ada", "gateways/door/status",
             "observers/ada/status", "fleet/config",
         ]
         for topic in topics {
@@ -555,8 +565,8 @@ struct Harness {
         let rejected = h.core.counters.rejected + h.core.counters.unknownTopics - (bad.count + 1)
         let single = events.filter { $0["event"] == .string("rejected") && $0["kind"] != nil }
         #expect(single.count == 20)
-        #expect(single.first?["kind"] == .string("sighting"))
-        #expect(single.first?["topic"] == .string("beacons/100/1"))
+        #expect(single.first?["kind"] == .string("rssiReport"))
+        #expect(single.first?["topic"] == .string("gateways/door/rssi"))
         #expect(single.first?["bytes"] == .number(8))
         h.advance(to: t(3.5))
         let summary = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json).last

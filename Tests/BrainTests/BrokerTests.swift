@@ -44,36 +44,45 @@ struct BrokerTests {
         await broker.stop()
     }
 
-    @Test("zone switching between two gateways, with hysteresis")
+    @Test("zone switching between two gateways on the evidence of their RSSI reports, and the exit on silence")
     func zoneSwitching() async throws {
         let directory = try TemporaryDirectory("brain-zone")
         let broker = try await MosquittoBroker.start(in: directory)
         let brain = try await RunningBrain.start(testConfig(), broker: broker)
-        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/100/1/presence"], in: directory)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/100/1/presence", "beacons/100/1/events"],
+                                                        in: directory)
         let gateways = try await Peer(broker)
         let topic = "beacons/100/1/presence"
 
         try gateways.publish("beacons/100/1/presence/door", presenceJSON(counter, "door", rssi: -70), retain: true)
         let first = await watch.waitForJSON(on: topic)
         #expect(first?["zone"] == .string("door"), "\(broker.diagnostics)")
-        // The till beats the door by 10 dB: two sightings are not enough, the third moves the zone.
-        for seq in 1...2 {
-            try gateways.publish("beacons/100/1", sightingJSON(counter, "till", rssi: -60, .near, seq: seq), qos: 0)
-            try gateways.publish("beacons/100/1", sightingJSON(counter, "door", rssi: -70, .near, seq: seq), qos: 0)
+        // The till hears the beacon 10 dB louder than the door, window after window: the zone
+        // moves, once.
+        func report(_ window: Int, till: Double?, door: Double?) throws {
+            let from = t(Double(window) / 2)
+            try gateways.publish("gateways/till/rssi",
+                                 rssiReport("till", from: from, to: from + 0.5, till.map { [(counter, $0)] } ?? [], .immediate).json)
+            try gateways.publish("gateways/door/rssi",
+                                 rssiReport("door", from: from, to: from + 0.5, door.map { [(counter, $0)] } ?? []).json)
         }
-        let twoGateways = await watch.waitForJSON(on: topic) { $0["gateways"]?.arrayValue?.count == 2 }
-        #expect(twoGateways?["zone"] == .string("door"))
-        try gateways.publish("beacons/100/1", sightingJSON(counter, "till", rssi: -60, .immediate, seq: 3), qos: 0)
+        for window in 0..<8 { try report(window, till: -60, door: -70) }
         let moved = await watch.waitForJSON(on: topic) { $0["zone"] == .string("till") }
         #expect(moved?["zoneName"] == .string("Counter"))
         #expect(moved?["proximity"] == .string("immediate"))
-        #expect(watch.json(on: topic).filter { $0["zone"] == .string("till") }.count == 1)
+        let event = await watch.waitForJSON(on: "beacons/100/1/events") { $0["event"] == .string("zone") }
+        #expect(event?["from"] == .string("door"))
+        let decision = try event.map { try ZoneDecision(parsing: $0, topic: counter) }
+        #expect(decision.map { $0.at <= t(4) } == true, "capture time, not the brain's clock: \(String(describing: event))")
 
-        // Gone from the door, then quiet at the till: the presence is deleted.
-        try gateways.publish("beacons/100/1/presence/door", "", retain: true)
-        #expect(await watch.waitForJSON(on: topic) { $0["gateways"]?.arrayValue?.count == 1 } != nil)
-        await gateways.flush()
-        #expect(brain.statistics.beacons == 1)
+        // Then neither gateway hears it: the beacon exits from the till (after 10 s of silence: the
+        // test fleet's exitMinimum).
+        for window in 8..<40 { try report(window, till: nil, door: nil) }
+        #expect(await watch.waitForDeletion(of: topic), "\(watch.records)")
+        let exit = await watch.waitForJSON(on: "beacons/100/1/events") { $0["event"] == .string("exit") }
+        #expect(exit?["zone"] == .string("till"), "\(watch.json(on: "beacons/100/1/events"))")
+        #expect(watch.json(on: topic).filter { $0["zone"] == .string("till") }.count == 1)
+        #expect(brain.statistics.beacons == 0)
 
         await gateways.stop()
         await brain.stop()
@@ -169,7 +178,8 @@ struct BrokerTests {
             #expect(brain.statistics.joins == 1, "round \(round)")
             #expect(brain.statistics.beacons == 1)
             // Still at immediate, sighted again: the deal was given this visit, the fix is disarmed.
-            try peer.publish("beacons/100/1", sightingJSON(counter, "till", rssi: -50, .immediate), qos: 0)
+            let from = t(Double(round))
+            try peer.publish("gateways/till/rssi", rssiReport("till", from: from, to: from + 0.5, [(counter, -50)], .immediate).json)
             await peer.flush()
             try await Task.sleep(for: .milliseconds(500))
             #expect(brain.statistics.counters.inboxMessages == 0, "round \(round): \(watch.records)")
@@ -177,10 +187,12 @@ struct BrokerTests {
             #expect(watch.records.filter { $0.topic == "displays/100/barista" }.count == 1)
         }
 
-        // A new visit is answered again.
+        // Gone: the till withdraws its presence and its reports hear nothing for a while. A new
+        // visit (the till hears the beacon again) is answered again.
         try peer.publish("beacons/100/1/presence/till", "", retain: true)
+        try peer.publish("gateways/till/rssi", rssiReport("till", from: t(2.5), to: t(30), []).json)
         #expect(await eventually { brain.statistics.beacons == 0 })
-        try peer.publish("beacons/100/1/presence/till", presenceJSON(counter, "till", rssi: -50, .immediate), retain: true)
+        try peer.publish("gateways/till/rssi", rssiReport("till", from: t(30), to: t(30.5), [(counter, -50)], .immediate).json)
         #expect(await eventually { watch.json(on: "observers/ada/inbox").count == 6 }, "\(watch.records)")
 
         await peer.stop()
@@ -247,7 +259,7 @@ struct BrokerTests {
             [UInt8](repeating: 0x7B, count: 70 * 1024), [UInt8](repeating: 0x20, count: 1024 * 1024),
             [0xFF, 0xFE, 0x00, 0x7B], Array("{\"state\":\"joined\",\"profile\":{\"photo\":\"////\"}}".utf8),
         ]
-        let topics = ["beacons/100/1", "beacons/100/1/presence/door", "beacons/100/1/presence", "beacons/100/1/ad",
+        let topics = ["gateways/door/rssi", "beacons/100/1/presence/door", "beacons/100/1/presence", "beacons/100/1/ad",
                       "beacons/100/1/observers/eve", "gateways/door/status", "observers/eve/status", "stores/100/roster",
                       "fleet/config", "brain/visits/100/1", "brain/answered/100/1/eve"]
         for topic in topics {
@@ -267,7 +279,7 @@ struct BrokerTests {
         #expect(counters.oversized == large * (topics.count - 1 - 5), "\(counters)")
         #expect(counters.joinsRejected == bad.count)
         #expect(watch.json(on: "observers/eve/inbox").filter { $0["type"] == .string("error") }.count == bad.count)
-        for kind in [BrainCounters.Input.sighting, .gatewayPresence, .gatewayStatus, .observerStatus, .join] {
+        for kind in [BrainCounters.Input.rssiReport, .gatewayPresence, .gatewayStatus, .observerStatus, .join] {
             #expect(counters.malformed[kind] == bad.count - large, "\(kind)")
         }
         #expect(counters.malformed[.fleetConfig] == bad.count)

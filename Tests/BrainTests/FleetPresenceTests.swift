@@ -1,96 +1,163 @@
 import BeaconKit
 import BrainCore
+import Config
 import Testing
 import Tracking
 
-func newFleet() -> FleetPresence { FleetPresence(settings: .init(zoneMargin: 4, zoneUpdates: 3, sightingTimeout: 30)) }
+/// The fusion on default settings (`BrainConfig()`), deciding every 0.5 s.
+func newFleet(_ brain: BrainConfig = BrainConfig()) -> FleetPresence {
+    FleetPresence(settings: .init(brain, defaultViewTimeout: 10, step: 0.5))
+}
+
+/// Reports of every listed gateway for the windows from `from` to `to` (0.5 s each): `rssi`
+/// gives each gateway's mean RSSI of the beacon in a window (`nil`: not heard).
+@discardableResult
+func feed(_ fleet: inout FleetPresence, _ ref: BeaconRef = counter, gateways: [String], from: Double, to: Double,
+          _ rssi: (String, Double) -> Double?) -> [FleetEvent] {
+    var events: [FleetEvent] = []
+    var time = from
+    while time < to - 1e-9 {
+        for gateway in gateways {
+            let heard = rssi(gateway, time).map { [(ref, Optional($0))] } ?? []
+            events += fleet.report(rssiReport(gateway, from: time, to: time + 0.5, heard), receivedAt: t(time + 0.5))
+        }
+        time += 0.5
+    }
+    return events
+}
+
+func zoneChanges(_ events: [FleetEvent]) -> [String] {
+    events.compactMap { if case .zoneChanged(_, _, let to) = $0 { to } else { nil } }
+}
 
 @Suite struct FleetPresenceTests {
 
-    @Test func firstGatewayHoldsTheZoneAndEnterComesWithProximity() {
+    @Test func entryIsTheLoudestGatewayOfTheFirstWindowNotTheFirstReport() throws {
         var fleet = newFleet()
-        let events = fleet.sighting(sighting(counter, "door", rssi: -70, .near), zoneName: "Entrance", at: t(0))
-        #expect(events == [.enter(counter), .proximity(counter, from: .unknown, to: .near), .update(counter, .near)])
-        let beacon = try! #require(fleet[counter])
-        #expect(beacon.zone == "door")
-        #expect(beacon.since == t(0))
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        // The door's report arrives first; the brain waits for the till's of the same window.
+        #expect(fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -75)]), receivedAt: t(0.5)).isEmpty)
+        let events = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, -62)], .immediate), receivedAt: t(0.5))
+        #expect(events.first == .enter(counter))
+        #expect(events.contains(.proximity(counter, from: .unknown, to: .immediate)))
+        let beacon = try #require(fleet[counter])
+        #expect(beacon.zone == "till")
         #expect(beacon.uuid == storeUUID)
-        #expect(beacon.report.zoneName == "Entrance")
+        #expect(beacon.views.keys.sorted() == ["door", "till"])
+        // The decision carries the capture time it was made at.
+        let decisions = fleet.takeDecisions()
+        #expect(decisions.map(\.kind) == [.enter])
+        #expect(decisions.first?.zone == "till")
+        #expect(decisions.first?.at == t(0.5))
+        #expect(decisions.first.map { abs($0.since.seconds(since: t(0.25))) < 0.001 } == true, "since: the first advertisement")
+        #expect(try ZoneDecision(parsing: JSONValue(text: decisions[0].json), topic: counter) == decisions[0])
     }
 
-    @Test func zoneMovesOnlyAfterWinningByTheMarginOnConsecutiveUpdates() {
+    @Test func anEntranceGatewayKeepsANewBeaconUnlessAnotherIsClearlyLouder() {
+        var settings = FleetPresence.Settings(BrainConfig(), step: 0.5)
+        settings.entrances = ["door"]
+        var fleet = FleetPresence(settings: settings)
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        feed(&fleet, gateways: ["door", "till"], from: 0, to: 0.5) { gateway, _ in gateway == "door" ? -70 : -68 }
+        #expect(fleet[counter]?.zone == "door", "2 dB louder on one window is no proof")
+        feed(&fleet, window, gateways: ["door", "till"], from: 0.5, to: 1) { gateway, _ in gateway == "door" ? -80 : -55 }
+        #expect(fleet[window]?.zone == "till", "25 dB louder is")
+    }
+
+    @Test func evidenceAccumulatesOneLoudWindowMovesNothing() {
         var fleet = newFleet()
-        _ = fleet.sighting(sighting(counter, "door", rssi: -70), zoneName: "Entrance", at: t(0))
-        // "till" is stronger but only by 3 dB: under the margin, never a switch.
-        for i in 1...10 {
-            let events = fleet.sighting(sighting(counter, "till", rssi: -67), zoneName: "Counter", at: t(Double(i)))
-            #expect(!events.contains { if case .zoneChanged = $0 { true } else { false } })
-        }
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        feed(&fleet, gateways: ["door", "till"], from: 0, to: 10) { gateway, _ in gateway == "door" ? -62 : -74 }
         #expect(fleet[counter]?.zone == "door")
-        // By 6 dB: the third consecutive sighting moves the zone.
-        var changes: [FleetEvent] = []
-        for i in 11...13 {
-            changes += fleet.sighting(sighting(counter, "till", rssi: -64, .immediate), zoneName: "Counter", at: t(Double(i)))
-            if i < 13 { #expect(fleet[counter]?.zone == "door") }
+        // One window of the till 10 dB above its level (a reflection), then as before: no move.
+        var events = feed(&fleet, gateways: ["door", "till"], from: 10, to: 10.5) { gateway, _ in gateway == "door" ? -62 : -64 }
+        events += feed(&fleet, gateways: ["door", "till"], from: 10.5, to: 20) { gateway, _ in gateway == "door" ? -62 : -74 }
+        #expect(zoneChanges(events).isEmpty)
+        // The customer walks to the till: its level rises 2 dB/s while the door's falls. The
+        // zone follows within seconds of the crossing (15 s), and only once.
+        events = feed(&fleet, gateways: ["door", "till"], from: 20, to: 40) { gateway, time in
+            let walked = min(20, 2 * (time - 20))
+            return gateway == "door" ? -62 - walked : -74 + walked
         }
-        #expect(changes.contains(.zoneChanged(counter, from: "door", to: "till")))
-        #expect(changes.contains(.proximity(counter, from: .near, to: .immediate)))
-        #expect(fleet[counter]?.zone == "till")
-        #expect(fleet[counter]?.report.zoneName == "Counter")
+        #expect(zoneChanges(events) == ["till"])
+        let moved = fleet.takeDecisions().last { $0.kind == .zone }
+        #expect(moved.map { $0.at.seconds(since: t(23)) } ?? 99 <= 3, "\(String(describing: moved))")
     }
 
     @Test func noisyRSSIBetweenTwoGatewaysDoesNotFlap() {
         var fleet = newFleet()
-        // A customer standing between two gateways: both smoothed RSSIs hover around
-        // -70 dBm with ±4 dB of noise, so each wins single samples by more than the margin.
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        // A customer standing between two gateways: both hear about -70 dBm, each window's
+        // mean off by up to ±4 dB, so each wins single windows by more than the margin.
         var generator = SplitMix(seed: 7)
-        _ = fleet.sighting(sighting(counter, "door", rssi: -70), zoneName: "Entrance", at: t(0))
-        var switches = 0
         var naiveSwitches = 0
-        var latest = ["door": -70.0, "till": -70.0]
         var naiveZone = "door"
-        for i in 1...400 {
-            let gateway = i % 2 == 0 ? "door" : "till"
+        var latest = ["door": -70.0, "till": -70.0]
+        let events = feed(&fleet, gateways: ["door", "till"], from: 0, to: 200) { gateway, _ in
             let rssi = -70 + Double(generator.next() % 9) - 4
             latest[gateway] = rssi
             let strongest = latest["till"]! > latest["door"]! ? "till" : latest["door"]! > latest["till"]! ? "door" : naiveZone
             if strongest != naiveZone { naiveSwitches += 1; naiveZone = strongest }
-            for event in fleet.sighting(sighting(counter, gateway, rssi: rssi), zoneName: gateway, at: t(Double(i) / 2)) {
-                if case .zoneChanged = event { switches += 1 }
-            }
+            return rssi
         }
+        // The fusion follows a walker within seconds (see `evidenceAccumulates…`), so it does
+        // not hold the zone as long as the old rule (3 wins by 4 dB); it still switches far
+        // less than the strongest signal.
         #expect(naiveSwitches > 100, "the strongest signal alone would flap")
-        #expect(switches <= 2, "the zone switched \(switches) times in 200 s of noise")
+        #expect(zoneChanges(events).count <= 10, "the zone switched \(zoneChanges(events).count) times in 200 s of noise")
     }
 
-    @Test func aLosingUpdateResetsTheCount() {
+    @Test func theZoneStaysWhenEveryViewIsStaleAtTheExit() throws {
         var fleet = newFleet()
-        _ = fleet.sighting(sighting(counter, "door", rssi: -70), zoneName: "Entrance", at: t(0))
-        _ = fleet.sighting(sighting(counter, "till", rssi: -60), zoneName: "Counter", at: t(1))
-        _ = fleet.sighting(sighting(counter, "till", rssi: -60), zoneName: "Counter", at: t(2))
-        _ = fleet.sighting(sighting(counter, "door", rssi: -58), zoneName: "Entrance", at: t(3))
-        _ = fleet.sighting(sighting(counter, "till", rssi: -60), zoneName: "Counter", at: t(4))
-        #expect(fleet[counter]?.zone == "door")
-        _ = fleet.sighting(sighting(counter, "door", rssi: -70), zoneName: "Entrance", at: t(5))
-        _ = fleet.sighting(sighting(counter, "till", rssi: -60), zoneName: "Counter", at: t(6))
-        _ = fleet.sighting(sighting(counter, "till", rssi: -60), zoneName: "Counter", at: t(7))
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        feed(&fleet, gateways: ["door", "till"], from: 0, to: 10) { gateway, _ in gateway == "till" ? -58 : -80 }
         #expect(fleet[counter]?.zone == "till")
+        // The customer leaves past the door: the till loses the beacon first, the door a
+        // little later; then nothing. The till's view ending is no reason to move the zone
+        // to the door's stale one: the beacon exits from the till.
+        var events = feed(&fleet, gateways: ["door", "till"], from: 10, to: 11) { gateway, _ in gateway == "door" ? -84 : nil }
+        events += fleet.gatewayPresenceDeleted(counter, gateway: "till")
+        events += feed(&fleet, gateways: ["door", "till"], from: 11, to: 30) { _, _ in nil }
+        #expect(zoneChanges(events).isEmpty, "\(events)")
+        guard case .exit(let last)? = events.last else {
+            Issue.record("expected an exit, got \(events)")
+            return
+        }
+        #expect(last.zone == "till")
+        #expect(fleet[counter] == nil)
+        // Without a 10 s tail: heard 4 times a second, it is gone after a few seconds of silence.
+        let exit = try #require(fleet.takeDecisions().last)
+        #expect(exit.kind == .exit)
+        #expect(exit.at.seconds(since: t(11)) <= 5, "exit at \(exit.at.seconds(since: t(0))) s")
+    }
+
+    @Test func aBeaconHeardRarelyIsGivenLongerBeforeItExits() throws {
+        var fleet = newFleet()
+        _ = fleet.gatewayStatus("door", online: true)
+        // One advertisement every 2 s: silence of 5 s says little.
+        feed(&fleet, gateways: ["door"], from: 0, to: 20) { _, time in
+            time.truncatingRemainder(dividingBy: 2) == 0 ? -70 : nil
+        }
+        #expect(fleet[counter] != nil)
+        feed(&fleet, gateways: ["door"], from: 20, to: 40) { _, _ in nil }
+        #expect(fleet[counter] == nil)
+        let exit = try #require(fleet.takeDecisions().last)
+        #expect(exit.kind == .exit)
+        #expect(exit.at.seconds(since: t(18.25)) >= 7, "at most the exitTimeout, and not at the first missed beat")
+        #expect(exit.at.seconds(since: t(18.25)) <= 10.5)
     }
 
     @Test func withoutRSSIProximityClassesDecide() {
         var fleet = newFleet()
-        _ = fleet.sighting(sighting(counter, "door", rssi: nil, .unknown), zoneName: "Entrance", at: t(0))
-        // Emulated controllers report no RSSI: a strictly closer class wins like a margin.
-        _ = fleet.sighting(sighting(counter, "till", rssi: nil, .unknown), zoneName: "Counter", at: t(1))
-        _ = fleet.sighting(sighting(counter, "till", rssi: nil, .unknown), zoneName: "Counter", at: t(2))
-        _ = fleet.sighting(sighting(counter, "till", rssi: nil, .unknown), zoneName: "Counter", at: t(3))
-        #expect(fleet[counter]?.zone == "door")
-        for i in 4...6 { _ = fleet.sighting(sighting(counter, "till", rssi: nil, .near), zoneName: "Counter", at: t(Double(i))) }
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        _ = fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, nil)], .near), receivedAt: t(0.5))
+        _ = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, nil)], .immediate), receivedAt: t(0.5))
+        // Emulated controllers report no RSSI: the closest proximity class enters.
         #expect(fleet[counter]?.zone == "till")
-        #expect(fleet[counter]?.proximity == .near)
+        #expect(fleet[counter]?.proximity == .immediate)
     }
 
-    @Test func whenTheZoneGatewayLosesTheBeaconTheStrongestTakesOverAtOnce() {
+    @Test func announcedViewsWhenTheZoneGatewayLosesTheBeaconTheStrongestTakesOver() {
         var fleet = newFleet()
         _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0))
         _ = fleet.gatewayPresence(presenceReport(counter, "till", rssi: -80, .far), retained: false, at: t(0))
@@ -124,27 +191,32 @@ func newFleet() -> FleetPresence { FleetPresence(settings: .init(zoneMargin: 4, 
         #expect(fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(2)).first == .enter(counter))
     }
 
-    @Test func viewsKnownOnlyFromSightingsExpire() {
+    @Test func aBeaconAnnouncedFirstMovesOnTheReportsEvidence() {
         var fleet = newFleet()
-        _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0))
-        _ = fleet.sighting(sighting(counter, "till", rssi: -90, .far), zoneName: "Counter", at: t(0))
-        #expect(fleet.advance(to: t(29)).isEmpty)
-        #expect(fleet[counter]?.views.count == 2)
-        #expect(fleet.advance(to: t(31)) == [.viewsChanged(counter)])
-        #expect(fleet[counter]?.views.keys.sorted() == ["door"])
-        // The announced view stays without sightings; its gateway deletes it.
-        #expect(fleet.advance(to: t(1000)).isEmpty)
-        _ = fleet.sighting(sighting(window, "till", rssi: -90, .far), zoneName: "Counter", at: t(1000))
-        #expect(fleet.advance(to: t(1031)).contains { if case .exit = $0 { true } else { false } })
+        _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -70), retained: false, at: t(100))
+        #expect(fleet[counter]?.zone == "door")
+        let events = feed(&fleet, gateways: ["till", "door"], from: 0, to: 4) { gateway, _ in gateway == "door" ? -70 : -60 }
+        #expect(zoneChanges(events) == ["till"])
     }
 
-    @Test func updatesComeOnlyFromTheZoneGateway() {
+    @Test func viewsKeptByReportsEndAfterTheGatewaysExitTimeout() {
         var fleet = newFleet()
-        _ = fleet.sighting(sighting(counter, "door", rssi: -60, .near), zoneName: "Entrance", at: t(0))
-        #expect(fleet.sighting(sighting(counter, "till", rssi: -90, .far), zoneName: "Counter", at: t(1)) == [.viewsChanged(counter)])
-        #expect(fleet.sighting(sighting(counter, "till", rssi: -91, .far), zoneName: "Counter", at: t(1.5)) == [])
-        #expect(fleet.sighting(sighting(counter, "door", rssi: -61, .near), zoneName: "Entrance", at: t(2))
-                == [.update(counter, .near)])
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        feed(&fleet, gateways: ["door", "till"], from: 0, to: 5) { gateway, _ in gateway == "door" ? -60 : -85 }
+        #expect(fleet[counter]?.views.keys.sorted() == ["door", "till"])
+        // The till stops hearing the beacon; the door goes on.
+        feed(&fleet, gateways: ["door", "till"], from: 5, to: 14.5) { gateway, _ in gateway == "door" ? -60 : nil }
+        #expect(fleet[counter]?.views.count == 2)
+        feed(&fleet, gateways: ["door", "till"], from: 14.5, to: 16) { gateway, _ in gateway == "door" ? -60 : nil }
+        #expect(fleet[counter]?.views.keys.sorted() == ["door"])
+    }
+
+    @Test func updatesComeOnlyFromTheZoneGatewayOnceASecond() {
+        var fleet = newFleet()
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        let events = feed(&fleet, gateways: ["door", "till"], from: 0, to: 10) { gateway, _ in gateway == "door" ? -60 : -90 }
+        let updates = events.filter { if case .update = $0 { true } else { false } }
+        #expect((9...11).contains(updates.count), "\(updates.count) updates in 10 s")
     }
 
     @Test func restoreKeepsARecordedZoneAndSince() {
@@ -161,7 +233,7 @@ func newFleet() -> FleetPresence { FleetPresence(settings: .init(zoneMargin: 4, 
     @Test func presencePayloadHasTheDocumentedKeys() throws {
         var fleet = newFleet()
         _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -61.26), retained: false, at: t(0))
-        _ = fleet.sighting(sighting(counter, "till", rssi: nil, .unknown), zoneName: "Counter", at: t(0))
+        _ = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, nil)], .unknown), receivedAt: t(0.5))
         let report = try #require(fleet[counter]?.report)
         let json = JSONValue(text: report.json)
         #expect(json.objectValue?.keys == ["uuid", "major", "minor", "zone", "zoneName", "gateways", "proximity", "since"])

@@ -67,16 +67,10 @@ import Tracking
         var h = Harness(config: try FleetConfig.parse(text))
         let stairs = BeaconRef(major: 300, minor: 5)
         h.join("ana", stairs, at: t(1))
-        var writer = JSONWriter()
-        writer.object { o in
-            o("uuid", marker.description)
-            o("major", 300)
-            o("minor", 5)
-            o("gateway", "till")
-            o("rssiSmoothed", -50.0, places: 1)
-            o("proximity", "immediate")
-        }
-        h.publish(h.topics.beacon(stairs), writer.text, at: t(2))
+        let report = RSSIReport(gateway: "till", from: t(1.5), to: t(2), entries: [
+            RSSIReport.Entry(beacon: stairs, uuid: marker, count: 2, rssi: -50, at: 0.25, rssiSmoothed: -50, proximity: .immediate),
+        ])
+        h.publish(h.topics.rssiReports(ofGateway: "till"), report.json, at: t(2))
         let fix = try #require(h.inbox("ana").first { $0["type"] == .string("locationFix") })
         #expect(fix["heading"] == .number(180))
         #expect(fix["lat"] == .null)
@@ -111,8 +105,10 @@ import Tracking
         #expect(h.retained[h.topics.visitRecord(of: counter)].map { JSONValue(text: $0)["fired"] } == .object([:]))
 
         // A new visit starts the rate limit afresh.
-        h.advance(to: t(100))
+        h.quiet("till", until: t(100))
+        h.quiet("door", until: t(100))
         h.see(counter, by: "till", rssi: -60, .near, at: t(101))
+        h.quiet("door", until: t(101))
         #expect(h.sent.filter { $0.topic == "nav/1" }.count == 5)
     }
 
@@ -197,9 +193,7 @@ import Tracking
         #expect(h.retained["brain/answered/eddystone/00112233445566778899/aabbccddeeff/ana"] != nil)
 
         // Proximity rules match it by namespace/instance (any case in the config).
-        h.publish(base, """
-            {"namespace":"00112233445566778899","instance":"aabbccddeeff","gateway":"till","rssiSmoothed":-45.0,"proximity":"immediate"}
-            """, at: t(3))
+        h.see(Self.tag, by: "till", rssi: -45, .immediate, at: t(3))
         #expect(h.inbox("ana").last?["text"] == .string("right here"))
 
         // A restarted brain carries on: nothing answered twice.
@@ -223,7 +217,7 @@ import Tracking
         #expect(h.retained["stores/100/customers/bob"] == nil)
         #expect(h.core.owns(Self.stray))
         #expect(!BrainCore(config: h.core.config, stores: [100]).owns(Self.stray), "a brain of some stores leaves it alone")
-        #expect(BrainCore(config: h.core.config, stores: [100]).subscriptions.contains("eddystone/00112233445566778899/aabbccddeeff"))
+        #expect(BrainCore(config: h.core.config, stores: [100]).subscriptions.contains("eddystone/00112233445566778899/aabbccddeeff/presence/+"))
     }
 
     @Test func eddystoneTopicsParseOnlyInTheirCanonicalForm() {

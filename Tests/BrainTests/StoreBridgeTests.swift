@@ -29,7 +29,7 @@ import Config
         h.sent[index...].filter { $0.topic.hasPrefix("log/") }.map { "\($0.topic.split(separator: "/")[2]) \($0.text)" }
     }
 
-    /// A brain that has seen store 100's bridge up and the counter beacon enter by a sighting only.
+    /// A brain that has seen store 100's bridge up and the counter beacon enter by a gateway's RSSI report only.
     func running() -> Harness {
         var h = Harness(config: Self.config, retained: [Self.bridge: "1"])
         h.see(counter, by: "door", rssi: -60, at: t(1))
@@ -154,7 +154,7 @@ import Config
         var h = Harness(config: Self.config)
         #expect(h.core.bridges.unknownStores == [100])
         h.see(otherStore, by: "gate", rssi: -60, at: t(1))
-        h.advance(to: t(100))
+        h.quiet("gate", until: t(100))
         #expect(transitions(h) == ["enter 7", "exit 7"], "store 200 has no bridge: its silence counts")
         h.publish(Self.bridge, "garbage", at: t(101))
         #expect(h.core.counters.malformed[.bridgeStatus] == 1)

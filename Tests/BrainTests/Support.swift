@@ -24,6 +24,21 @@ func presenceReport(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proxim
                           proximity: proximity, rssiSmoothed: rssi, distance: 1.5, since: t(0))
 }
 
+/// One window of a gateway's RSSI report (`gateways/<id>/rssi`): each beacon heard `n`
+/// times at `rssi` (its mean), in the middle of the window from `from` to `to`.
+func rssiReport(_ gateway: String, from: Double, to: Double, _ heard: [(BeaconRef, Double?)],
+                _ proximity: Proximity = .near, n: Int = 2) -> RSSIReport {
+    rssiReport(gateway, from: t(from), to: t(to), heard, proximity, n: n)
+}
+
+func rssiReport(_ gateway: String, from: Instant, to: Instant, _ heard: [(BeaconRef, Double?)],
+                _ proximity: Proximity = .near, n: Int = 2) -> RSSIReport {
+    RSSIReport(gateway: gateway, from: from, to: to, entries: heard.map { ref, rssi in
+        RSSIReport.Entry(beacon: ref, uuid: ref.eddystone == nil ? storeUUID : nil, count: n, rssi: rssi,
+                         at: to.seconds(since: from) / 2, rssiSmoothed: rssi, distance: 1.2, proximity: proximity)
+    })
+}
+
 /// A gateway's sighting payload as `Payloads.sighting` writes it.
 func sightingJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
                   distance: Double? = 1.2, seq: Int = 1) -> String {
@@ -75,7 +90,7 @@ func joinJSON(name: String? = "Ada", favorite: String? = "flat white", photo byt
 /// The fleet the brain tests use, as an operator would write it: store 100 with a deal of
 /// the day, two registry beacons (the counter with a location and its own ad), store 200
 /// without an ad. `rules` is the JSON array of rules.
-func testConfigText(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: Int = 3, prefix: String = "",
+func testConfigText(rules: String = "[]", zoneMargin: Double = 0, zoneUpdates: Int = 1, prefix: String = "",
                     broker: String = "mqtt://127.0.0.1:1883", counterAd: String = #"{"title":"Espresso","price":1.5}"#) -> String {
     """
     {
@@ -89,12 +104,12 @@ func testConfigText(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: I
         { "uuid": "\(storeUUID)", "major": 100, "minor": 2, "name": "window" }
       ],
       "rules": \(rules),
-      "brain": { "zoneMargin": \(zoneMargin), "zoneUpdates": \(zoneUpdates) }
+      "brain": { "zoneMargin": \(zoneMargin), "zoneUpdates": \(zoneUpdates), "exitMinimum": 10 }
     }
     """
 }
 
-func testConfig(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: Int = 3, prefix: String = "") -> FleetConfig {
+func testConfig(rules: String = "[]", zoneMargin: Double = 0, zoneUpdates: Int = 1, prefix: String = "") -> FleetConfig {
     do {
         return try FleetConfig.parse(testConfigText(rules: rules, zoneMargin: zoneMargin, zoneUpdates: zoneUpdates,
                                                     prefix: prefix))
