@@ -205,6 +205,7 @@ public struct FleetPresence: Sendable {
                                 holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
         offlineGateways.remove(report.gateway)
         clock.online.insert(report.gateway)
+        if let mark = clock.watermarks[report.gateway], report.from > mark { gap(report.gateway, from: mark, to: report.from) }
         for entry in report.entries {
             let ref = entry.beacon
             guard accepts(ref) else { continue }
@@ -216,6 +217,17 @@ public struct FleetPresence: Sendable {
         var events: [FleetEvent] = []
         decide(&events, holding: held)
         return events
+    }
+
+    /// The gateway's reports from `start` to `end` never arrived (its broker or the brain's
+    /// was away, or they were lost): the beacons it was hearing are not silent there, just
+    /// unknown. They neither exit nor lose the zone for it before `end`.
+    private mutating func gap(_ gateway: String, from start: Instant, to end: Instant) {
+        for ref in evidence.keys.sorted() {
+            guard let link = evidence[ref]?.links[gateway],
+                  start.seconds(since: link.lastHeard) < settings.viewTimeout(gateway) else { continue }
+            evidence[ref]?.links[gateway]?.unknownUntil = max(link.unknownUntil ?? end, end)
+        }
     }
 
     /// A gateway's retained presence. It makes a beacon present only when nothing else can:
@@ -457,7 +469,7 @@ public struct FleetPresence: Sendable {
     private mutating func exitDue(_ e: Evidence, _ beacon: FleetBeacon, at end: Instant, _ events: inout [FleetEvent],
                                   holding held: (BeaconRef, String) -> Bool) -> Bool {
         let quiet = silence(e, beacon)
-        let deadline = e.lastHeard + quiet
+        let deadline = e.links.values.map(\.quietSince).reduce(e.lastHeard, max) + quiet
         guard deadline <= end else { return false }
         if beacon.views.keys.contains(where: { held(beacon.ref, $0) }) { return false }
         beacons[beacon.ref] = nil
@@ -480,7 +492,7 @@ public struct FleetPresence: Sendable {
     private mutating func expireViews(_ beacon: inout FleetBeacon, _ e: Evidence, at end: Instant,
                                       _ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
         for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where !view.announced {
-            guard let link = e.links[gateway], end.seconds(since: link.lastHeard) >= settings.viewTimeout(gateway),
+            guard let link = e.links[gateway], end.seconds(since: link.quietSince) >= settings.viewTimeout(gateway),
                   !held(beacon.ref, gateway), beacon.views.count > 1 else { continue }
             beacon.views[gateway] = nil
             events.append(.viewsChanged(beacon.ref))
@@ -510,7 +522,7 @@ public struct FleetPresence: Sendable {
         var wins = true
         if let zone = e.links[beacon.zone], zone.level != nil {
             let telling = max(brain.zoneStaleAfter, (brain.exitSamples / 2) / max(zone.rate ?? 0, 1e-3))
-            if end.seconds(since: zone.lastHeard) < telling || challenger.lastHeard <= zone.lastHeard {
+            if end.seconds(since: zone.quietSince) < telling || challenger.lastHeard <= zone.lastHeard {
                 wins = louder(challenger, than: zone, at: end)
             }
         }

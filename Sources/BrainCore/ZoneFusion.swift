@@ -20,6 +20,12 @@ struct LinkEstimate: Sendable, Equatable {
     var updated: Instant
     /// Capture time of the latest advertisement heard (with RSSI or not).
     var lastHeard: Instant
+    /// The gateway could not report until then (its reports had a gap: its broker or the
+    /// brain's was away): what it heard meanwhile is unknown, not silence.
+    var unknownUntil: Instant?
+
+    /// Since when the gateway's silence counts.
+    var quietSince: Instant { max(lastHeard, unknownUntil ?? lastHeard) }
     /// The gateway's own view at its latest report: what the fleet presence lists.
     var rssiSmoothed: Double?
     var distance: Double?

@@ -114,6 +114,7 @@ public struct BridgePlan: Sendable, Equatable {
             list.append(Topic(pattern: t.topic(pattern), direction: .in, qos: 1, note: "what the rules publish for this store"))
         }
         for g in levels { add("gateways/\(g)/health", .out, 0, "gateway health") }
+        for g in levels { add("gateways/\(g)/rssi", .out, 0, "RSSI reports for the brain's zone fusion (QoS 0: a late one is no use)") }
         for g in levels { add("gateways/\(g)/events", .out, 1, "gateway events") }
         // Last: after a reconnection these arrive after the retained presence (see the type).
         for g in levels { add("gateways/\(g)/status", .out, 1, "gateway status (last: marks the end of a replay)") }

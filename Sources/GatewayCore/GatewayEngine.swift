@@ -316,16 +316,17 @@ public struct GatewayEngine: Sendable {
         }
     }
 
-    /// Publishes the report of every window that ended by `now`. Reports are for the brain
-    /// now: while the broker is away they are dropped, not queued (late ones would only be
-    /// taken as late).
+    /// Publishes the report of every window that ended by `now`, at QoS 0 (a stream: QoS 1
+    /// would hold presence and exits back behind it in the client's in-flight window).
+    /// Reports are for the brain now: while the broker is away they are dropped, not queued
+    /// (the brain takes the gap as unknown, not as silence).
     private mutating func report(upTo now: Instant, _ out: inout GatewayOutput) {
         let tracker = self.tracker
         let reports = reporter.close(upTo: now, gateway: gatewayID) { tracker.tracks[$0] }
         guard isConnected else { return }
         let topic = topics.rssiReports(ofGateway: gatewayID)
         for report in reports {
-            out.messages.append(MQTTMessage(topic: topic, text: report.json, qos: 1, retain: false))
+            out.messages.append(MQTTMessage(topic: topic, text: report.json, qos: 0, retain: false))
         }
     }
 

@@ -100,6 +100,7 @@ struct BridgePlanTests {
             "eddystone/+/+ 0", "eddystone/+/+/presence/door-12 1", "eddystone/+/+/presence/till-12 1",
             "observers/+/status 1",
             "gateways/door-12/health 0", "gateways/till-12/health 0",
+            "gateways/door-12/rssi 0", "gateways/till-12/rssi 0",
             "gateways/door-12/events 1", "gateways/till-12/events 1",
             "gateways/door-12/status 1", "gateways/till-12/status 1",
         ])

@@ -42,9 +42,17 @@ import Wire
         let first = engine.handle(Self.frame(minor: 1, at: 0))
         #expect(Self.summary(first.messages) == ["beacons/100/1/presence/door r", "beacons/100/1"])
         #expect(first.messages[1].text.contains(#""name":"counter""#), "the registry's name rides along")
-        // Within the publish interval nothing more; after it, the next sighting.
-        #expect(engine.handle(Self.frame(minor: 1, at: 0.5)).messages.isEmpty)
-        #expect(Self.summary(engine.handle(Self.frame(minor: 1, at: 1.2)).messages) == ["beacons/100/1"])
+        // Within the publish interval no sighting, only the brain's RSSI report of the windows
+        // that ended (0.25 s each, aligned to the epoch; nothing heard from 0.25 s on, so one
+        // report up to 0.5 s); after it, the next sighting.
+        let reported = engine.handle(Self.frame(minor: 1, at: 0.5)).messages
+        #expect(Self.summary(reported) == ["gateways/door/rssi"])
+        #expect(reported.first?.qos == 0, "a stream: QoS 1 would hold presence back behind it")
+        let report = reported.first?.text ?? ""
+        #expect(report.hasPrefix(#"{"gateway":"door","from":"2026-11-21T09:00:00.000Z","to":"2026-11-21T09:00:00.500Z","beacons":[{"major":100,"minor":1,"uuid":"#),
+                "\(report)")
+        #expect(report.contains(#""n":1,"rssi":-60.0,"at":0.000"#) || report.contains(#""n":1,"rssi":-60,"at":0"#), "\(report)")
+        #expect(Self.summary(engine.handle(Self.frame(minor: 1, at: 1.2)).messages) == ["gateways/door/rssi", "beacons/100/1"])
         #expect(engine.statistics.tracked == 1)
     }
 
@@ -122,7 +130,8 @@ import Wire
         #expect(output.config == .applied(needsRestart: []))
         #expect(Self.summary(output.messages) == ["beacons/100/1/presence/door r (delete)", "gateways/door/events"])
         #expect(output.messages[1].text.contains(#""status":"applied""#))
-        #expect(engine.handle(Self.frame(minor: 1, at: 2)).messages.isEmpty, "filtered by the new allow-list")
+        #expect(Self.summary(engine.handle(Self.frame(minor: 1, at: 2)).messages) == ["gateways/door/rssi"],
+                "filtered by the new allow-list: only the report of what came before")
         #expect(engine.statistics.filtered == 1)
     }
 

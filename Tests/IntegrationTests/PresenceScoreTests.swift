@@ -1,0 +1,52 @@
+import BeaconKit
+import Foundation
+import TestSupport
+import Testing
+
+/// The floor under the brain's presence figures (issue 8): `beaconctl score` on simulated
+/// stores with ground truth. docs/PERFORMANCE.md has the benchmark over 20 seeds; this guards
+/// a looser floor so a regression of the zone fusion fails CI. Both are deterministic per
+/// seed (the in-process run exactly; the real programs decide in capture time).
+@Suite("presence score")
+struct PresenceScoreTests {
+    func score(_ arguments: [String]) async throws -> JSONValue {
+        let dir = try TemporaryDirectory("presence-score")
+        let process = try ChildProcess(Programs.built("beaconctl"), ["score", "--json"] + arguments, in: dir)
+        let status = await process.waitForExit(timeout: 600)
+        #expect(status == 0, "\(process.diagnostics)")
+        return try JSONParser().parse(Array(process.stdout.utf8))
+    }
+
+    @Test("the fusion beats the strongest-gateway baseline on σ 4 dB / 20 % loss, with no ghost moves (in process, 3 seeds)")
+    func inProcessFloor() async throws {
+        let result = try await score(["--in-process", "--seeds", "1-3"])
+        let seeds = try #require(result["seeds"]?.arrayValue)
+        #expect(seeds.count == 3)
+        for seed in seeds {
+            let brain = seed["brain"], strongest = seed["strongest"]
+            let label = "seed \(seed["seed"]?.numberValue ?? 0): \(brain.map { "\($0)" } ?? "nil")"
+            let right = try #require(brain?["zoneRight"]?.numberValue)
+            #expect(right >= 92, "\(label)")
+            #expect(right > (strongest?["zoneRight"]?.numberValue ?? 100), "\(label)")
+            #expect((brain?["flapsPerVisit"]?.numberValue ?? 99) <= 1.5, "\(label)")
+            #expect((brain?["exitDelay"]?.numberValue ?? 99) <= 5, "\(label)")
+            #expect((brain?["entryDelay"]?.numberValue ?? 99) <= 2, "\(label)")
+            #expect(brain?["ghostMovesPerVisit"]?.numberValue == 0, "\(label)")
+            #expect(brain?["missed"]?.numberValue == 0, "\(label)")
+        }
+    }
+
+    @Test("through real gateways, brain and broker: a small store scores above the floor")
+    func realProgramsFloor() async throws {
+        let result = try await score(["--seeds", "1", "--customers", "6", "--duration", "120"])
+        let seed = try #require(result["seeds"]?.arrayValue?.first)
+        let brain = seed["brain"], previous = seed["previous"]
+        let label = "\(seed)"
+        let right = try #require(brain?["zoneRight"]?.numberValue)
+        #expect(right >= 88, "\(label)")
+        #expect(right > (previous?["zoneRight"]?.numberValue ?? 100), "\(label)")
+        #expect((brain?["exitDelay"]?.numberValue ?? 99) <= 5, "\(label)")
+        #expect((brain?["ghostMovesPerVisit"]?.numberValue ?? 99) == 0, "\(label)")
+        #expect(brain?["missed"]?.numberValue == 0, "\(label)")
+    }
+}
