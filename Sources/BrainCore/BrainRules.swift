@@ -88,8 +88,7 @@ public struct RuleEngine: Sendable {
         var state = memory(for: scope) ?? RuleMemory()
         var fired: [Rule] = []
         for rule in rules where rule.trigger == context.trigger {
-            guard rule.matches(major: context.beacon.major, minor: context.beacon.minor, uuid: context.uuid,
-                               entry: context.entry, zone: context.zone) else { continue }
+            guard context.matches(rule) else { continue }
             if let threshold = rule.rssiAbove {
                 guard let rssi = context.rssi, rssi > threshold else { continue }
             }
