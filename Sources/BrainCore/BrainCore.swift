@@ -828,7 +828,11 @@ public struct BrainCore: Sendable {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
             case .update(_, let proximity):
-                if isSettled, !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                guard isSettled else { break }
+                if !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
+                if !resumed.contains(ref), let fleet = presence[ref] {
+                    runRules(.update, beacon: ref, fleet: fleet, since: fleet.since, at: now)
+                }
             }
         }
     }
@@ -1028,6 +1032,7 @@ public struct BrainCore: Sendable {
             values["gateway"] = fleet.zone
             values["proximity"] = fleet.proximity.rawValue
             values["distance"] = fleet.zoneView?.distance.map { fixed($0, places: 2) }
+            values["rssi"] = fleet.zoneView?.rssiSmoothed.map { fixed($0, places: 1) }
         }
         if let join {
             values["client"] = join.client

@@ -14,10 +14,13 @@ public import Config
 /// - `cooldown` seconds: not again within that many seconds of the last firing, also across
 ///   visits (a customer who walks out and back in does not get the deal twice).
 /// - `cooldown` "after N updates at near": after firing, the rule is disarmed until the
-///   beacon has been reported at `near` or farther on N consecutive updates (sightings from
-///   the zone gateway); one update closer starts the count again, an update at `unknown`
-///   does neither; the beacon leaving the fleet re-arms it (the navigation plugin's reset
-///   rule).
+///   beacon has been reported at exactly `near` on N updates (sightings from the zone
+///   gateway), counted as the navigation library counted them: an update at any other class
+///   neither counts nor resets the count; the beacon leaving the fleet re-arms it.
+/// - `update` rules fire on every update of the beacon, at most once per
+///   `Rule.updateInterval` per beacon; that rate limit lives in memory only (not in the
+///   records: it changes every second, and a restarted brain firing one update early is
+///   harmless).
 public struct RuleEngine: Sendable {
     public struct Scope: Hashable, Comparable, Sendable {
         public var beacon: BeaconRef
@@ -58,6 +61,8 @@ public struct RuleEngine: Sendable {
 
     public var rules: [Rule]
     private var memory: [BeaconRef: [Scope: RuleMemory]] = [:]
+    /// When each `update` rule last fired, per beacon (the rate limit).
+    private var lastUpdate: [BeaconRef: [String: Instant]] = [:]
 
     public init(rules: [Rule] = []) { self.rules = rules }
 
@@ -87,6 +92,15 @@ public struct RuleEngine: Sendable {
             }
             let last = state.fired[rule.name]
             if rule.once, let last, last >= context.since { continue }
+            if let interval = rule.updateInterval {
+                if case .updates? = rule.cooldown, state.disarmed[rule.name] != nil { continue }
+                if let previous = lastUpdate[context.beacon]?[rule.name], now.seconds(since: previous) < interval { continue }
+                lastUpdate[context.beacon, default: [:]][rule.name] = now
+                if rule.once { state.fired[rule.name] = now }
+                if case .updates? = rule.cooldown { state.disarmed[rule.name] = 0 }
+                fired.append(rule)
+                continue
+            }
             switch rule.cooldown {
             case .seconds(let seconds)?:
                 if let last, now.seconds(since: last) < seconds { continue }
@@ -116,19 +130,14 @@ public struct RuleEngine: Sendable {
                     changed = true
                     continue
                 }
-                if proximity == .unknown {
-                    // No distance at all (a stale view, no RSSI): neither counts nor resets.
-                    continue
-                }
-                if proximity >= at {
-                    if count + 1 >= needed {
-                        state.disarmed[name] = nil
-                        changed = true
-                    } else {
-                        state.disarmed[name] = count + 1
-                    }
+                // As the navigation library counted: only updates at that very class count,
+                // and nothing else resets the count.
+                guard proximity == at else { continue }
+                if count + 1 >= needed {
+                    state.disarmed[name] = nil
+                    changed = true
                 } else {
-                    state.disarmed[name] = 0
+                    state.disarmed[name] = count + 1
                 }
             }
             set(state.isEmpty ? nil : state, for: scope)
@@ -142,6 +151,7 @@ public struct RuleEngine: Sendable {
     /// it returns false, to let those cooldowns expire).
     @discardableResult
     public mutating func retire(_ scope: Scope, at now: Instant) -> Bool {
+        if scope.client == nil { lastUpdate[scope.beacon] = nil }
         guard var state = memory(for: scope) else { return false }
         state.disarmed = [:]
         state.fired = state.fired.filter { name, last in
@@ -188,7 +198,10 @@ public struct RuleEngine: Sendable {
     public var scopes: [Scope] { memory.values.flatMap(\.keys).sorted() }
 
     /// Forgets a scope entirely (its beacon is no longer this brain's to handle).
-    public mutating func forget(_ scope: Scope) { set(nil, for: scope) }
+    public mutating func forget(_ scope: Scope) {
+        if scope.client == nil { lastUpdate[scope.beacon] = nil }
+        set(nil, for: scope)
+    }
 
     private func rule(named name: String) -> Rule? { rules.first { $0.name == name } }
 

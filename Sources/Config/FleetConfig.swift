@@ -335,9 +335,14 @@ public struct Rule: Sendable, Equatable {
         case enter, exit, join, leave
         /// Proximity reaching this class (from any other).
         case proximity(Proximity)
+        /// Every update of the beacon (a sighting from its zone gateway: proximity, RSSI,
+        /// distance), whether or not anything changed; the navigation library's per-beacon
+        /// callback. Rate-limited: see `Rule.updateInterval`.
+        case update
 
         public init?(_ text: String) {
             switch text {
+            case "update": self = .update
             case "enter": self = .enter
             case "exit": self = .exit
             case "join": self = .join
@@ -350,7 +355,7 @@ public struct Rule: Sendable, Equatable {
         }
 
         public static let names = ["enter", "exit", "join", "leave",
-                                   "proximity:immediate", "proximity:near", "proximity:far"]
+                                   "proximity:immediate", "proximity:near", "proximity:far", "update"]
     }
 
     public enum Action: Sendable, Equatable {
@@ -374,8 +379,9 @@ public struct Rule: Sendable, Equatable {
 
     public enum Cooldown: Sendable, Equatable {
         case seconds(Double)
-        /// Re-armed only after this many consecutive updates at `proximity` or farther
-        /// (the navigation plugin's reset rule).
+        /// Re-armed only after this many updates at exactly `proximity` (the navigation
+        /// library's reset rule: "after 5 updates at near"); updates at other classes neither
+        /// count nor reset the count.
         case updates(count: Int, at: Proximity)
     }
 
@@ -424,6 +430,15 @@ public struct Rule: Sendable, Equatable {
         self.cooldown = cooldown
     }
 
+    /// An `update` rule fires at most once per this many seconds per beacon: its `cooldown`
+    /// in seconds, else one second (gateways send a sighting a second; raw mode sends every
+    /// advertisement). `nil` for other triggers.
+    public var updateInterval: Double? {
+        guard trigger == .update else { return nil }
+        if case .seconds(let seconds)? = cooldown { return seconds }
+        return 1
+    }
+
     /// Whether this rule concerns a beacon with this identity and registry entry.
     public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?) -> Bool {
         if !beacons.isEmpty, !beacons.contains(where: { key in
@@ -438,7 +453,7 @@ public struct Rule: Sendable, Equatable {
 /// The variables a template may use, as `{name}`.
 public enum Template {
     public static let variables: Set<String> = [
-        "major", "minor", "uuid", "name", "store", "zone", "gateway", "proximity", "distance",
+        "major", "minor", "uuid", "name", "store", "zone", "gateway", "proximity", "distance", "rssi",
         "client", "customer", "favorite", "lat", "lon", "heading", "floor", "rule", "ts",
     ]
 

@@ -301,14 +301,14 @@ struct FleetConfigTests {
         func rule(_ body: String) -> [String] { Self.errors(#"{"rules": [\#(body)]}"#) }
         #expect(rule(#"{"then": [{"do": "ad"}]}"#) == ["rules[0].when: is required"])
         #expect(rule(#"{"when": "arrive", "then": [{"do": "ad"}]}"#) == [
-            #"rules[0].when: "arrive" is not one of "enter", "exit", "join", "leave", "proximity:immediate", "proximity:near", "proximity:far""#])
+            #"rules[0].when: "arrive" is not one of "enter", "exit", "join", "leave", "proximity:immediate", "proximity:near", "proximity:far", "update""#])
         #expect(rule(#"{"when": "enter"}"#) == ["rules[0].then: is required"])
         #expect(rule(#"{"when": "enter", "then": []}"#) == ["rules[0].then: needs at least one action"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "dance"}]}"#) == [
             #"rules[0].then[0].do: "dance" is not one of "ad", "greeting", "locationFix", "publish""#])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting"}]}"#) == ["rules[0].then[0].text: is required"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting", "text": "Hi {nmae}"}]}"#) == [
-            "rules[0].then[0].text: template uses {nmae}; known: {client} {customer} {distance} {favorite} {floor} {gateway} {heading} {lat} {lon} {major} {minor} {name} {proximity} {rule} {store} {ts} {uuid} {zone}"])
+            "rules[0].then[0].text: template uses {nmae}; known: {client} {customer} {distance} {favorite} {floor} {gateway} {heading} {lat} {lon} {major} {minor} {name} {proximity} {rssi} {rule} {store} {ts} {uuid} {zone}"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting", "text": "Hi {name"}]}"#) == [
             "rules[0].then[0].text: template has an unclosed '{'"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "ad", "text": "x"}]}"#) == [

@@ -384,7 +384,8 @@ struct Harness {
         h.see(counter, by: "till", rssi: -62, .near, at: t(5))
         h.see(counter, by: "till", rssi: -50, .immediate, at: t(6))
         #expect(h.inbox("ada", from: mark).isEmpty)
-        // Three updates at near re-arm the location fix; the deal stays once per visit.
+        // The third update at near (immediate in between neither counts nor resets) re-arms the
+        // location fix; the deal stays once per visit.
         for i in 7...9 { h.see(counter, by: "till", rssi: -62, .near, at: t(Double(i))) }
         #expect(h.retainedJSON(h.topics.visitRecord(of: counter))?["disarmed"] == .array([]))
         mark = h.sent.count

@@ -85,4 +85,57 @@ import Tracking
         #expect(h.core.entry(stairs, uuid: marker)?.store == 300, "its own major's store")
         #expect(h.core.entry(stairs)?.name == nil, "without a UUID no UUID-only entry applies")
     }
+
+    static let callbacks = """
+    [ { "name": "follow", "when": "update", "names": ["counter"],
+        "then": [ { "do": "publish", "topic": "nav/{minor}", "text": "{proximity} {rssi}" } ] },
+      { "name": "close by", "when": "update", "rssiAbove": -55, "cooldown": 5,
+        "then": [ { "do": "greeting", "text": "right here at {zone}" } ] } ]
+    """
+
+    @Test func updateRulesFireOnEveryUpdateOfTheZoneGatewayRateLimited() {
+        var h = Harness(config: testConfig(rules: Self.callbacks))
+        h.join("ana", counter, at: t(0))
+        // The zone gateway reports twice a second; another gateway's sightings are no update.
+        for i in 0..<8 {
+            let time = 1 + Double(i) * 0.5
+            h.see(counter, by: "till", rssi: i < 4 ? -60 : -50, i < 4 ? .near : .immediate, at: t(time))
+            h.see(counter, by: "door", rssi: -80, .far, at: t(time + 0.1))
+        }
+        let follow = h.sent.filter { $0.topic == "nav/1" }.map(\.payload)
+        #expect(follow == ["near -60", "near -60", "immediate -50", "immediate -50"], "at most one a second")
+        let greetings = h.inbox("ana").filter { $0["rule"] == .string("close by") }
+        #expect(greetings.count == 1, "rssiAbove, then its cooldown of 5 s as the rate limit")
+        #expect(greetings.first?["text"] == .string("right here at Counter"))
+        // Nothing of it is recorded: the rate limit lives in memory.
+        #expect(h.retained[h.topics.visitRecord(of: counter)].map { JSONValue(text: $0)["fired"] } == .object([:]))
+
+        // A new visit starts the rate limit afresh.
+        h.advance(to: t(100))
+        h.see(counter, by: "till", rssi: -60, .near, at: t(101))
+        #expect(h.sent.filter { $0.topic == "nav/1" }.count == 5)
+    }
+
+    static let navigation = """
+    [ { "name": "where am I", "when": "proximity:immediate", "names": ["counter"], "then": [ { "do": "locationFix" } ],
+        "cooldown": "after 5 updates at near" } ]
+    """
+
+    @Test func theNavigationDefaultSetsTheLocationAtImmediateAndResetsAfterFiveUpdatesAtNear() {
+        var h = Harness(config: testConfig(rules: Self.navigation))
+        h.join("ana", counter, at: t(0))
+        var time = 1.0
+        func update(_ proximity: Proximity) {
+            h.see(counter, by: "till", rssi: proximity == .immediate ? -50 : -65, proximity, at: t(time))
+            time += 1
+        }
+        func fixes() -> Int { h.inbox("ana").filter { $0["type"] == .string("locationFix") }.count }
+        update(.immediate)
+        #expect(fixes() == 1)
+        for proximity in [Proximity.near, .near, .far, .near, .immediate, .near, .far] { update(proximity) }
+        #expect(fixes() == 1, "four updates at near so far: far and immediate neither count nor reset")
+        update(.near)
+        update(.immediate)
+        #expect(fixes() == 2, "the fifth update at near re-armed it")
+    }
 }

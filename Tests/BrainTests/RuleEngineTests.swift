@@ -35,20 +35,24 @@ import Tracking
         #expect(engine.memory(for: scope) == nil)
     }
 
-    @Test func afterUpdatesAtNearRearmsOnlyAfterConsecutiveUpdates() {
+    @Test func afterUpdatesAtNearRearmsAfterThatManyUpdatesAtNearOnly() {
+        // The navigation library's default: the location at immediate, reset after 5 updates
+        // at near, and only updates at near count (nothing else resets the count).
         var engine = RuleEngine(rules: [Rule(name: "where am I", trigger: .proximity(.immediate), actions: [.locationFix],
-                                             cooldown: .updates(count: 3, at: .near))])
+                                             cooldown: .updates(count: 5, at: .near))])
         #expect(engine.fire(context(.proximity(.immediate)), scope: scope, at: t(0)).count == 1)
         #expect(engine.memory(for: scope)?.disarmed == ["where am I": 0])
-        // Back at immediate without having stayed at near long enough: nothing.
+        // Back at immediate without five updates at near: nothing.
         #expect(engine.update(counter, proximity: .near).isEmpty)
         #expect(engine.update(counter, proximity: .near).isEmpty)
-        #expect(engine.update(counter, proximity: .immediate).isEmpty, "a closer update resets the count")
+        #expect(engine.update(counter, proximity: .immediate).isEmpty, "immediate neither counts nor resets")
         #expect(engine.fire(context(.proximity(.immediate)), scope: scope, at: t(5)).isEmpty)
-        #expect(engine.update(counter, proximity: .near).isEmpty)
+        #expect(engine.update(counter, proximity: .far).isEmpty, "far is no update at near")
         #expect(engine.update(counter, proximity: .unknown).isEmpty, "unknown is no update at near")
-        #expect(engine.update(counter, proximity: .far).isEmpty, "far counts as near or farther")
-        #expect(engine.update(counter, proximity: .near) == [scope])
+        #expect(engine.memory(for: scope)?.disarmed == ["where am I": 2])
+        #expect(engine.update(counter, proximity: .near).isEmpty)
+        #expect(engine.update(counter, proximity: .near).isEmpty)
+        #expect(engine.update(counter, proximity: .near) == [scope], "the fifth update at near")
         #expect(engine.memory(for: scope) == nil)
         #expect(engine.fire(context(.proximity(.immediate)), scope: scope, at: t(10)).count == 1)
         // The beacon leaving the fleet re-arms it.
