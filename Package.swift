@@ -18,12 +18,10 @@ let package = Package(
         // The pure modules, for Benchmarks/; not a supported API.
         .library(name: "BeaconKit",
                  targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
-        // For Benchmarks/ (the gateway pipeline without a broker); not a supported API.
-        .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
         // beacon-web: the HTTP server, its sessions and bcrypt, TLS (Hummingbird also serves --metrics).
@@ -53,8 +51,8 @@ let package = Package(
             swiftSettings: swiftSettings),
         // The fleet config: model, parser and validation, source and broker URLs.
         .target(name: "Config", dependencies: ["BeaconKit", "Tracking"], swiftSettings: swiftSettings),
-        // The gateway's decisions: sighting, presence and health payloads, the outage outbox.
-        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        // The gateway's decisions: GatewayEngine, its payloads, the outage outbox.
+        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Wire", "Tracking", "Config"], swiftSettings: swiftSettings),
         // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
         .target(name: "BrainCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
         // A synthetic store as captures, and the benchmarks' workloads.
@@ -69,32 +67,34 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
-        .target(name: "SystemCalls", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        .target(name: "SystemCalls", swiftSettings: swiftSettings),
+        // The live time as an Instant: where the system clock meets the pure modules.
+        .target(name: "LiveClock", dependencies: ["BeaconKit", "SystemCalls"], swiftSettings: swiftSettings),
         .target(
             name: "HCI",
-            dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls",
+            dependencies: ["BeaconKit", "Wire", "Config", "CBlueZ", "SystemCalls", "LiveClock",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "Config", "SystemCalls",
+            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "HCI", "MQTT",
+            dependencies: ["BeaconKit", "Wire", "Config", "GatewayCore", "SystemCalls", "HCI", "MQTT", "LiveClock",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "CommandLineSupport",
-            dependencies: ["Config", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "SystemCalls",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -103,7 +103,7 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(
@@ -115,7 +115,7 @@ let package = Package(
         .executableTarget(
             name: "beaconctl",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
-                           "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls",
+                           "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls", "LiveClock",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
@@ -127,7 +127,7 @@ let package = Package(
         // The HTTP server over Hummingbird and the MQTT client that feeds it.
         .target(
             name: "WebServer",
-            dependencies: ["WebDisplay", "BeaconKit", "Config", "MQTT", "SystemCalls",
+            dependencies: ["WebDisplay", "BeaconKit", "Config", "MQTT", "SystemCalls", "LiveClock",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdCore", package: "hummingbird"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -165,7 +165,8 @@ let package = Package(
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["Config", "SystemCalls"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls", .product(name: "Logging", package: "swift-log")],
+                path: "Tests/TestSupport"),
         // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
         .testTarget(
             name: "BeaconKitTests",
@@ -176,12 +177,12 @@ let package = Package(
             name: "BrainTests",
             dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
             swiftSettings: swiftSettings),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Config", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "TestSupport",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]

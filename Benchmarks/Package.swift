@@ -10,7 +10,6 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "BeaconBridge", path: ".."),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // Counts every malloc/calloc/realloc/free of the process by defining them in the
@@ -18,8 +17,6 @@ let package = Package(
         .target(name: "MallocCounter"),
         .executableTarget(
             name: "beacon-benchmarks",
-            dependencies: [.product(name: "BeaconKit", package: "BeaconBridge"),
-                           .product(name: "Gateway", package: "BeaconBridge"),
-                           .product(name: "Logging", package: "swift-log"), "MallocCounter"]),
+            dependencies: [.product(name: "BeaconKit", package: "BeaconBridge"), "MallocCounter"]),
     ]
 )

@@ -497,7 +497,7 @@ public struct JSONWriter {
 
     public mutating func writeString(_ s: String) {
         append("\"")
-        let written = s.utf8.withContiguousStorageIfAvailable { utf8 in
+        let written: Void? = s.utf8.withContiguousStorageIfAvailable { utf8 in
             escape(UnsafeRawBufferPointer(utf8))
         }
         if written == nil {

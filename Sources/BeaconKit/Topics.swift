@@ -1,7 +1,9 @@
-/// Every MQTT topic of the contract (SPEC §5), under an optional prefix.
+/// Every MQTT topic of BeaconBridge (README "MQTT contract", docs/brain.md), under an
+/// optional prefix: the contract's topics, the brain's own records, and the subscription
+/// filters that read them.
 ///
-/// One place builds and parses topic names so that gateway, brain, observer and tests
-/// cannot drift apart.
+/// The one place that builds and parses topic names, so that gateway, brain, observer and
+/// tests cannot drift apart.
 public struct Topics: Sendable, Equatable {
     /// Prepended with a `/` when not empty: prefix `acme` gives `acme/beacons/1/2`.
     public let prefix: String
@@ -19,7 +21,9 @@ public struct Topics: Sendable, Equatable {
         return nil
     }
 
-    package func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
+    /// Any topic or filter under the prefix, from its tail: for the few that are written
+    /// elsewhere (a rule's own topic, the patterns of a store's bridge).
+    public func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
 
     /// `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`.
     public func beacon(_ id: BeaconID) -> String {
@@ -74,6 +78,64 @@ public struct Topics: Sendable, Equatable {
         [topic("beacons/+/+/presence/\(gateway)"), topic("eddystone/+/+/presence/\(gateway)")]
     }
 
+    // MARK: The brain's topics
+
+    public func beacon(_ ref: BeaconRef) -> String { topic("beacons/\(ref.major)/\(ref.minor)") }
+    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
+    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
+    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
+    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
+
+    /// One customer of a store's roster (retained; see `Roster.Customer`).
+    public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
+
+    /// The brain's record of a visit (see `VisitRecord`).
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/\(ref.major)/\(ref.minor)") }
+    /// The brain's record of an answered join (see `AnsweredRecord`).
+    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
+        topic("brain/answered/\(ref.major)/\(ref.minor)/\(client)")
+    }
+    /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
+    public var brainEvents: String { topic("brain/events") }
+    /// One brain's counters, retained, refreshed periodically; per client id, since several
+    /// brains may share a broker.
+    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
+    /// Where a brain sends itself a marker after subscribing: when it comes back, the
+    /// broker has delivered every retained message of the subscriptions made before.
+    public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
+
+    // MARK: Subscription filters
+
+    public var gatewayStatusFilter: String { topic("gateways/+/status") }
+    public var observerStatusFilter: String { topic("observers/+/status") }
+
+    /// What others publish about the beacons of one store (`nil`: of every store):
+    /// sightings, the gateways' presence, joins.
+    public func beaconFilters(ofStore major: UInt16?) -> [String] {
+        let m = major.map(String.init) ?? "+"
+        return ["beacons/\(m)/+", "beacons/\(m)/+/presence/+", "beacons/\(m)/+/observers/+"].map(topic)
+    }
+
+    /// The brain's own retained topics about the beacons of one store (`nil`: of every
+    /// store): fleet presence, ads, its records of visits and answered joins.
+    public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
+        let m = major.map(String.init) ?? "+"
+        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+"].map(topic)
+    }
+
+    /// The roster of one store, or of every store.
+    public func rosterFilter(ofStore store: UInt16?) -> String { store.map(roster(ofStore:)) ?? topic("stores/+/roster") }
+
+    /// The customers of one store, or of every store.
+    public func customersFilter(ofStore store: UInt16?) -> String {
+        topic("stores/\(store.map(String.init) ?? "+")/customers/+")
+    }
+
+    /// The bridge status of one store, or of every store.
+    public func bridgeStatusFilter(ofStore store: UInt16?) -> String {
+        store.map(bridgeStatus(ofStore:)) ?? topic("stores/+/bridge")
+    }
+
     /// Splits a topic into its segments after the prefix; `nil` when outside the prefix.
     public func segments(of topic: String) -> [Substring]? {
         var rest = Substring(topic)
@@ -107,40 +169,26 @@ public struct Topics: Sendable, Equatable {
     /// Parses any topic of the contract; `nil` for anything else.
     public func parse(_ topic: String) -> Parsed? {
         guard let s = segments(of: topic) else { return nil }
-        func u16(_ text: Substring) -> UInt16? {
-            // Digits only, no sign, no leading zero (so each number has one topic), ≤ 65535.
-            let utf8 = text.utf8
-            guard (1...5).contains(utf8.count), utf8.first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
-            var value = 0
-            for c in utf8 {
-                guard c >= 0x30 && c <= 0x39 else { return nil }
-                value = value * 10 + Int(c - 0x30)
-            }
-            return value <= Int(UInt16.max) ? UInt16(value) : nil
-        }
-        func name(_ text: Substring) -> String? {
-            Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
-        }
         switch (s.count, s.first) {
         case (3, "beacons"):
-            guard let major = u16(s[1]), let minor = u16(s[2]) else { return nil }
+            guard let major = Self.number(s[1]), let minor = Self.number(s[2]) else { return nil }
             return .sighting(major: major, minor: minor)
         case (4, "beacons"):
-            guard let major = u16(s[1]), let minor = u16(s[2]) else { return nil }
+            guard let major = Self.number(s[1]), let minor = Self.number(s[2]) else { return nil }
             switch s[3] {
             case "presence": return .fleetPresence(major: major, minor: minor)
             case "ad": return .ad(major: major, minor: minor)
             default: return nil
             }
         case (5, "beacons"):
-            guard let major = u16(s[1]), let minor = u16(s[2]), let last = name(s[4]) else { return nil }
+            guard let major = Self.number(s[1]), let minor = Self.number(s[2]), let last = Self.name(s[4]) else { return nil }
             switch s[3] {
             case "presence": return .gatewayPresence(major: major, minor: minor, gateway: last)
             case "observers": return .observer(major: major, minor: minor, client: last)
             default: return nil
             }
         case (3, "gateways"):
-            guard let gateway = name(s[1]) else { return nil }
+            guard let gateway = Self.name(s[1]) else { return nil }
             switch s[2] {
             case "status": return .gatewayStatus(gateway)
             case "health": return .gatewayHealth(gateway)
@@ -149,14 +197,14 @@ public struct Topics: Sendable, Equatable {
             default: return nil
             }
         case (3, "observers"):
-            guard let client = name(s[1]) else { return nil }
+            guard let client = Self.name(s[1]) else { return nil }
             switch s[2] {
             case "status": return .observerStatus(client)
             case "inbox": return .inbox(client)
             default: return nil
             }
         case (3, "stores"):
-            guard let major = u16(s[1]) else { return nil }
+            guard let major = Self.number(s[1]) else { return nil }
             switch s[2] {
             case "roster": return .roster(major)
             case "bridge": return .bridgeStatus(major)
@@ -167,4 +215,66 @@ public struct Topics: Sendable, Equatable {
         default: return nil
         }
     }
+
+    /// A topic of the brain's own records.
+    public enum BrainRecordTopic: Sendable, Equatable {
+        case visit(BeaconRef)
+        case answered(BeaconRef, client: String)
+    }
+
+    /// `brain/visits/<major>/<minor>` or `brain/answered/<major>/<minor>/<client>`, parsed.
+    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
+        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain",
+              let major = Self.number(s[2]), let minor = Self.number(s[3]) else { return nil }
+        let ref = BeaconRef(major: major, minor: minor)
+        switch (s[1], s.count) {
+        case ("visits", 4): return .visit(ref)
+        case ("answered", 5): return Self.name(s[4]).map { .answered(ref, client: $0) }
+        default: return nil
+        }
+    }
+
+    /// `stores/<store>/customers/<client>`, parsed; `nil` for any other topic.
+    public func parseCustomer(_ topic: String) -> (store: UInt16, client: String)? {
+        guard let s = segments(of: topic), s.count == 4, s[0] == "stores", s[2] == "customers",
+              let store = Self.number(s[1]), let client = Self.name(s[3]) else { return nil }
+        return (store, client)
+    }
+
+    /// A major, minor or store number in a topic: digits only, no sign, no leading zero (so
+    /// each number has one topic), at most 65535.
+    static func number(_ text: Substring) -> UInt16? {
+        let utf8 = text.utf8
+        guard (1...5).contains(utf8.count), utf8.first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
+        var value = 0
+        for c in utf8 {
+            guard c >= 0x30 && c <= 0x39 else { return nil }
+            value = value * 10 + Int(c - 0x30)
+        }
+        return value <= Int(UInt16.max) ? UInt16(value) : nil
+    }
+
+    /// A gateway id or client id in a topic, when it is a usable segment.
+    static func name(_ text: Substring) -> String? {
+        Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
+    }
+}
+
+/// A beacon as MQTT topics name it: topics carry major and minor but no UUID.
+public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var major: UInt16
+    public var minor: UInt16
+
+    public init(major: UInt16, minor: UInt16) {
+        self.major = major
+        self.minor = minor
+    }
+
+    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
+
+    /// `major/minor`, as in the topics.
+    public var description: String { "\(major)/\(minor)" }
+
+    /// `{"major":…,"minor":…}`, the form every brain payload uses to name a beacon.
+    public var json: JSONValue { .object(["major": .number(Double(major)), "minor": .number(Double(minor))]) }
 }

@@ -5,6 +5,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import LiveClock
 import SystemCalls
 
 /// The brain process: one MQTT connection, one `BrainCore`, a timer; run as a `Service`
@@ -14,8 +15,8 @@ import SystemCalls
 /// under one `Mutex`, in arrival order, and what it produces is published inside it, so
 /// messages leave in the order the core decided.
 ///
-/// On its first connection the core rebuilds its state from the retained messages (SPEC §5:
-/// no database): after subscribing, the brain publishes a marker to `brain/sync/<client id>`;
+/// On its first connection the core rebuilds its state from the retained messages (no
+/// database; docs/brain.md, "Start-up and recovery"): after subscribing, the brain publishes a marker to `brain/sync/<client id>`;
 /// when it comes back, the broker has delivered every retained message of the earlier
 /// subscriptions and the core settles. Should the marker not come back (an ACL forbids it),
 /// the brain settles after `settleQuiet` seconds without a retained message, and at the
@@ -77,19 +78,20 @@ public final class BrainService: Service, Sendable {
         /// The retained state of this connection has been read (the sync marker came back).
         var synced = false
         /// Decided while disconnected, to publish on reconnect.
-        var queued: [OutgoingMessage] = []
+        var queued: [MQTTMessage] = []
         var connections = 0
-        var connectedAt: ContinuousClock.Instant?
-        var lastRetained: ContinuousClock.Instant?
+        /// Monotonic seconds (`WallClock.monotonic()`).
+        var connectedAt: Double?
+        var lastRetained: Double?
         var syncToken = ""
         var subscribed: [String] = []
         var published = 0
         var publishFailures = 0
-        var nextHealth: ContinuousClock.Instant?
+        var nextHealth: Double?
         /// Messages received at the last memory check, and when it was.
         var receivedAtCheck = 0
         var burstSince = 0
-        var nextMemoryCheck: ContinuousClock.Instant?
+        var nextMemoryCheck: Double?
     }
 
     let client: MQTTClient
@@ -101,7 +103,7 @@ public final class BrainService: Service, Sendable {
     let clientSegment: String
     /// Where the settle marker goes (`brain/sync/<client id>`).
     let syncTopic: String
-    let started = ContinuousClock.now
+    let started = WallClock.monotonic()
 
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
     /// that brains splitting a fleet do not take over each other's connection.
@@ -133,10 +135,7 @@ public final class BrainService: Service, Sendable {
         var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
                                      password: password)
         mqtt.reconnectDelay = options.reconnectDelay
-        let offline = core.offlineMessage
-        if !options.isStandIn {
-            mqtt.will = MQTTMessage(topic: offline.topic, text: offline.payload, qos: offline.qos, retain: offline.retain)
-        }
+        if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
         state = Mutex(State(core: core))
     }
@@ -227,7 +226,7 @@ public final class BrainService: Service, Sendable {
                 s.connections += 1
                 s.connected = true
                 s.synced = false
-                s.connectedAt = .now
+                s.connectedAt = WallClock.monotonic()
                 s.lastRetained = nil
                 s.syncToken = "\(s.connections)-\(WallClock.now().nanoseconds)"
                 // What was decided during the outage first, in its order.
@@ -243,7 +242,7 @@ public final class BrainService: Service, Sendable {
                     emit(&s, s.core.reconnect(at: WallClock.now()))
                 }
                 send(&s, (options.isStandIn ? [] : [s.core.onlineMessage])
-                          + [OutgoingMessage(topic: syncTopic, payload: s.syncToken, qos: 1, retain: false)])
+                          + [MQTTMessage(topic: syncTopic, text: s.syncToken, qos: 1, retain: false)])
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):
@@ -259,7 +258,7 @@ public final class BrainService: Service, Sendable {
                     if message.text == s.syncToken { settle(&s) }
                     return
                 }
-                if message.retain { s.lastRetained = .now }
+                if message.retain { s.lastRetained = WallClock.monotonic() }
                 let output = s.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
                                             at: WallClock.now())
                 emit(&s, output)
@@ -270,10 +269,10 @@ public final class BrainService: Service, Sendable {
     func tick() {
         state.withLock { s in
             guard s.connected, let connectedAt = s.connectedAt else { return }
-            let now = ContinuousClock.now
+            let now = WallClock.monotonic()
             if !s.synced {
-                let quiet = now - (s.lastRetained ?? connectedAt) >= .seconds(options.settleQuiet)
-                if quiet || now - connectedAt >= .seconds(options.settleLimit) {
+                let quiet = now - (s.lastRetained ?? connectedAt) >= options.settleQuiet
+                if quiet || now - connectedAt >= options.settleLimit {
                     logger.notice("settling without the sync marker", metadata: ["quiet": "\(quiet)"])
                     settle(&s)
                 }
@@ -282,13 +281,11 @@ public final class BrainService: Service, Sendable {
             emit(&s, s.core.advance(to: WallClock.now()))
             returnMemoryAfterABurst(&s, now: now)
             if let next = s.nextHealth, now < next { return }
-            s.nextHealth = now + .seconds(options.healthInterval)
-            let uptime = now - started
-            let health = s.core.health(client: clientSegment, version: Self.version,
-                                       uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18,
+            s.nextHealth = now + options.healthInterval
+            let health = s.core.health(client: clientSegment, version: Self.version, uptime: now - started,
                                        published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
             send(&s, [health])
-            options.onHealth?(health.payload)
+            options.onHealth?(health.text)
         }
     }
 
@@ -297,9 +294,9 @@ public final class BrainService: Service, Sendable {
     /// Once a burst (a join flood: thousands of messages) is over, what it allocated and the
     /// brain has freed goes back to the system: checked every 2 s, trimmed when at least
     /// `5,000` messages came since the last trim and fewer than 100 in the last 2 s.
-    private func returnMemoryAfterABurst(_ s: inout State, now: ContinuousClock.Instant) {
+    private func returnMemoryAfterABurst(_ s: inout State, now: Double) {
         if let next = s.nextMemoryCheck, now < next { return }
-        s.nextMemoryCheck = now + .seconds(2)
+        s.nextMemoryCheck = now + 2
         let received = s.core.counters.received
         let recent = received - s.receivedAtCheck
         s.receivedAtCheck = received
@@ -328,12 +325,11 @@ public final class BrainService: Service, Sendable {
         if output.subscriptionsChanged { resubscribe(&s) }
     }
 
-    private func send(_ s: inout State, _ messages: [OutgoingMessage]) {
+    private func send(_ s: inout State, _ messages: [MQTTMessage]) {
         guard s.connected else { return queue(&s, messages[...]) }
         for (index, message) in messages.enumerated() {
             do {
-                try client.publish(MQTTMessage(topic: message.topic, text: message.payload, qos: message.qos,
-                                               retain: message.retain))
+                try client.publish(message)
                 s.published += 1
             } catch {
                 if error.isNoConnection {
@@ -349,7 +345,7 @@ public final class BrainService: Service, Sendable {
 
     /// Keeps messages for the reconnect: an answer decided from a message that arrived just
     /// before the connection went is still owed. Bounded; the oldest go first.
-    private func queue(_ s: inout State, _ messages: ArraySlice<OutgoingMessage>) {
+    private func queue(_ s: inout State, _ messages: ArraySlice<MQTTMessage>) {
         s.queued += messages
         let excess = s.queued.count - options.outageQueueLimit
         if excess > 0 {
@@ -378,7 +374,7 @@ public final class BrainService: Service, Sendable {
         }
     }
 
-    private func log(_ entry: BrainLogEntry) {
+    private func log(_ entry: LogEntry) {
         let level: Logger.Level = switch entry.level {
         case .debug: .debug
         case .info: .info

@@ -5,6 +5,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import LiveClock
 import SystemCalls
 
 /// A brain of a sharded fleet (`beacon-brain --shard NAME`): answers for its own shard's

@@ -2,25 +2,11 @@ public import BeaconKit
 public import Config
 import Tracking
 
-/// Something the brain's core wants logged; the core itself never logs.
-public struct BrainLogEntry: Sendable, Equatable {
-    public enum Level: String, Sendable { case debug, info, notice, warning, error }
-    public var level: Level
-    public var message: String
-    public var metadata: [String: String]
-
-    public init(_ level: Level, _ message: String, _ metadata: [String: String] = [:]) {
-        self.level = level
-        self.message = message
-        self.metadata = metadata
-    }
-}
-
 /// What one input led to.
 public struct BrainOutput: Sendable, Equatable {
     /// To publish, in this order.
-    public var messages: [OutgoingMessage] = []
-    public var log: [BrainLogEntry] = []
+    public var messages: [MQTTMessage] = []
+    public var log: [LogEntry] = []
     /// `BrainCore.subscriptions` changed (a new config moved beacons between stores).
     public var subscriptionsChanged = false
 
@@ -215,13 +201,11 @@ public struct BrainCore: Sendable {
 
     /// The filters of what others publish: gateways, observers, config (and bridges).
     public var liveSubscriptions: [String] {
-        var filters = [topics.fleetConfig, topics.topic("gateways/+/status"), topics.topic("observers/+/status")]
-        for major in majorLevels {
-            filters += ["beacons/\(major)/+", "beacons/\(major)/+/presence/+", "beacons/\(major)/+/observers/+"].map(topics.topic)
-        }
+        var filters = [topics.fleetConfig, topics.gatewayStatusFilter, topics.observerStatusFilter]
+        for major in majorLevels { filters += topics.beaconFilters(ofStore: major) }
         if !config.bridgedStores.isEmpty {
-            filters += stores.isEmpty ? [topics.topic("stores/+/bridge")]
-                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatus(ofStore:))
+            filters += stores.isEmpty ? [topics.bridgeStatusFilter(ofStore: nil)]
+                : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatusFilter(ofStore:))
         }
         return filters
     }
@@ -232,30 +216,28 @@ public struct BrainCore: Sendable {
     /// everything it writes (half of its input in a join flood).
     public var readBackSubscriptions: [String] {
         var filters: [String] = []
-        for major in majorLevels {
-            filters += ["beacons/\(major)/+/presence", "beacons/\(major)/+/ad",
-                        "brain/visits/\(major)/+", "brain/answered/\(major)/+/+"].map(topics.topic)
-        }
+        for major in majorLevels { filters += topics.brainRecordFilters(ofStore: major) }
         if stores.isEmpty {
-            filters += [topics.topic("stores/+/roster"), topics.customersFilter(ofStore: nil)]
+            filters += [topics.rosterFilter(ofStore: nil), topics.customersFilter(ofStore: nil)]
         } else {
-            for store in stores.sorted() { filters += [topics.roster(ofStore: store), topics.customersFilter(ofStore: store)] }
+            for store in stores.sorted() { filters += [topics.rosterFilter(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
         return filters
     }
 
-    private var majorLevels: [String] { majors.map { $0.map(String.init) } ?? ["+"] }
+    /// The majors the subscriptions name; `nil` for every major.
+    private var majorLevels: [UInt16?] { majors.map { $0 as [UInt16?] } ?? [nil] }
 
     /// `brain/status` `online`, retained; the will says `offline`.
-    public var onlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "online", qos: 1, retain: true) }
-    public var offlineMessage: OutgoingMessage { OutgoingMessage(topic: topics.brainStatus, payload: "offline", qos: 1, retain: true) }
+    public var onlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "online", qos: 1, retain: true) }
+    public var offlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "offline", qos: 1, retain: true) }
 
     /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
     /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
-                       at now: Instant) -> OutgoingMessage {
+                       at now: Instant) -> MQTTMessage {
         var writer = JSONWriter()
         let c = counters
         writer.object { o in
@@ -286,7 +268,7 @@ public struct BrainCore: Sendable {
             o("publishFailures", publishFailures)
             o("ts", now)
         }
-        return OutgoingMessage(topic: topics.brainHealth(client), payload: writer.text, qos: 0, retain: true)
+        return MQTTMessage(topic: topics.brainHealth(client), text: writer.text, qos: 0, retain: true)
     }
 
     // MARK: - Inputs
@@ -912,7 +894,7 @@ public struct BrainCore: Sendable {
 
     /// Deletes a join the observer can no longer delete itself, so its profile leaves the broker.
     private mutating func deleteJoinTopic(_ key: ObserverJoin.Key) {
-        out.messages.append(OutgoingMessage(topic: topics.observer(key.client, of: key.beacon), payload: "", qos: 1, retain: true))
+        out.messages.append(MQTTMessage(topic: topics.observer(key.client, of: key.beacon), text: "", qos: 1, retain: true))
     }
 
     /// The client may make this join (new, or a changed profile) within its rate; otherwise
@@ -1012,8 +994,8 @@ public struct BrainCore: Sendable {
                     note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
                     continue
                 }
-                out.messages.append(OutgoingMessage(topic: topic, payload: rule.text(template, values) ?? Template.render(template, values),
-                                                 qos: qos, retain: retain))
+                out.messages.append(MQTTMessage(topic: topic, text: rule.text(template, values) ?? Template.render(template, values),
+                                                qos: qos, retain: retain))
             }
         }
     }
@@ -1064,7 +1046,7 @@ public struct BrainCore: Sendable {
 
     private mutating func inbox(_ client: String, _ message: InboxMessage, at now: Instant) {
         counters.inboxMessages += 1
-        out.messages.append(OutgoingMessage(topic: topics.inbox(of: client), payload: message.json(at: now),
+        out.messages.append(MQTTMessage(topic: topics.inbox(of: client), text: message.json(at: now),
                                          qos: 1, retain: false))
     }
 
@@ -1089,7 +1071,7 @@ public struct BrainCore: Sendable {
     private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
         guard known[topic] != signature else { return }
         known[topic] = signature
-        out.messages.append(OutgoingMessage(topic: topic, payload: signature == nil ? "" : text(), qos: 1, retain: true))
+        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true))
     }
 
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
@@ -1275,7 +1257,7 @@ public struct BrainCore: Sendable {
     }
 
     private mutating func event(_ text: String) {
-        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: text, qos: 1, retain: false))
+        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: text, qos: 1, retain: false))
     }
 
     private mutating func rejectConfig(_ errors: [String], at now: Instant) {
@@ -1297,11 +1279,11 @@ public struct BrainCore: Sendable {
             for (key, list) in details.sorted(by: { $0.key < $1.key }) { o(key, .array(list.map(JSONValue.string))) }
             o("ts", now)
         }
-        out.messages.append(OutgoingMessage(topic: topics.brainEvents, payload: writer.text, qos: 1, retain: false))
+        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: writer.text, qos: 1, retain: false))
     }
 
-    private mutating func note(_ level: BrainLogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {
-        out.log.append(BrainLogEntry(level, message, metadata))
+    private mutating func note(_ level: LogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {
+        out.log.append(LogEntry(level, message, metadata))
     }
 
     private mutating func index(_ config: FleetConfig) {

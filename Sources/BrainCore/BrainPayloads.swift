@@ -2,36 +2,18 @@ public import BeaconKit
 public import Tracking
 public import Config
 
-/// The payloads the brain reads and writes (SPEC §5), as values with a strict parser and a
-/// stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
+/// The payloads the brain reads and writes (docs/brain.md, "What it reads" and "What it
+/// writes"), as values with a strict parser and a stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
 /// definition of every key.
 ///
 /// Everything parsed here comes from the network and is untrusted: a parser checks the type
 /// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
 
-/// A beacon as MQTT topics name it: topics carry major and minor but no UUID.
-public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var major: UInt16
-    public var minor: UInt16
-
-    public init(major: UInt16, minor: UInt16) {
-        self.major = major
-        self.minor = minor
-    }
-
-    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
-
-    /// `major/minor`, as in the topics.
-    public var description: String { "\(major)/\(minor)" }
-
-    /// `{"major":…,"minor":…}`, the form every brain payload uses to name a beacon.
-    public var json: JSONValue { .object(["major": .number(Double(major)), "minor": .number(Double(minor))]) }
-
+extension BeaconRef {
     init(json value: JSONValue?, at path: String) throws(PayloadError) {
         let r = PayloadReader(path: path)
         let object = try r.object(value)
-        major = try r.u16(object["major"], "major")
-        minor = try r.u16(object["minor"], "minor")
+        self.init(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
     }
 }
 
@@ -813,53 +795,5 @@ public enum Base64 {
             i += 4
         }
         return out
-    }
-}
-
-// MARK: - Topics of the brain
-
-extension Topics {
-    public func beacon(_ ref: BeaconRef) -> String { topic("beacons/\(ref.major)/\(ref.minor)") }
-    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
-    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
-    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
-    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
-
-    /// The brain's record of a visit (see `VisitRecord`).
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/\(ref.major)/\(ref.minor)") }
-    /// The brain's record of an answered join (see `AnsweredRecord`).
-    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/\(ref.major)/\(ref.minor)/\(client)")
-    }
-    /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
-    public var brainEvents: String { topic("brain/events") }
-    /// One brain's counters, retained, refreshed periodically; per client id, since several
-    /// brains may share a broker.
-    public func brainHealth(_ client: String) -> String { topic("brain/health/\(client)") }
-    /// Where a brain sends itself a marker after subscribing: when it comes back, the
-    /// broker has delivered every retained message of the subscriptions made before.
-    public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
-
-    /// A topic of the brain's own records.
-    public enum BrainRecordTopic: Sendable, Equatable {
-        case visit(BeaconRef)
-        case answered(BeaconRef, client: String)
-    }
-
-    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
-        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
-        func u16(_ text: Substring) -> UInt16? {
-            guard !text.isEmpty, text.count <= 5, let value = UInt16(text), String(value) == text else { return nil }
-            return value
-        }
-        guard let major = u16(s[2]), let minor = u16(s[3]) else { return nil }
-        let ref = BeaconRef(major: major, minor: minor)
-        switch (s[1], s.count) {
-        case ("visits", 4): return .visit(ref)
-        case ("answered", 5):
-            let client = String(s[4])
-            return Topics.problem(withSegment: client) == nil ? .answered(ref, client: client) : nil
-        default: return nil
-        }
     }
 }

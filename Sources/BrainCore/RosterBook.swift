@@ -66,22 +66,3 @@ public struct RosterBook: Sendable {
     /// Forgets everything (a new config moved beacons between stores).
     public mutating func removeAll() { stores = [:] }
 }
-
-extension Topics {
-    /// One customer of a store's roster (retained; see `Roster.Customer`).
-    public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
-
-    /// Subscription filter for the customers of one store, or of every store.
-    public func customersFilter(ofStore store: UInt16?) -> String {
-        topic("stores/\(store.map(String.init) ?? "+")/customers/+")
-    }
-
-    /// `stores/<store>/customers/<client>`, parsed; `nil` for any other topic.
-    public func parseCustomer(_ topic: String) -> (store: UInt16, client: String)? {
-        guard let s = segments(of: topic), s.count == 4, s[0] == "stores", s[2] == "customers" else { return nil }
-        let digits = s[1]
-        guard (1...5).contains(digits.count), digits.first != "0" || digits.count == 1,
-              let store = UInt16(digits), Topics.problem(withSegment: String(s[3])) == nil else { return nil }
-        return (store, String(s[3]))
-    }
-}

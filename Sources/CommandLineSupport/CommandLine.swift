@@ -4,12 +4,13 @@ public import Logging
 public import ServiceLifecycle
 import UnixSignals
 import SystemCalls
+import BeaconKit
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Exit statuses of every BeaconBridge program (SPEC §9).
+/// Exit statuses of every BeaconBridge program (README, "Parts").
 public enum ExitStatus: Int32, Sendable {
     case success = 0
     /// A runtime failure: the broker refused us for good, a source failed in a way no retry fixes.

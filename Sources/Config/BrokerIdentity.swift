@@ -1,3 +1,4 @@
+public import BeaconKit
 /// Who each part of BeaconBridge is on the broker.
 ///
 /// Every part logs in as itself, so a broker ACL can bind topics to the login: the user

@@ -1,4 +1,4 @@
-import BeaconKit
+public import BeaconKit
 
 /// A chain with a broker in every store, each bridged to a central broker: the parts of the
 /// fleet config that describe it (docs/fleet.md).

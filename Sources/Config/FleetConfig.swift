@@ -1,8 +1,8 @@
 public import BeaconKit
 public import Tracking
 
-/// The whole fleet in one JSON document (SPEC §6). Parsed and validated here; every
-/// problem is reported with its JSON path, and unknown keys are errors.
+/// The whole fleet in one JSON document (README, "Fleet configuration"). Parsed and
+/// validated here; every problem is reported with its JSON path, and unknown keys are errors.
 public struct FleetConfig: Sendable, Equatable {
     /// Longest gateway zone name and registry beacon name, characters: they travel in
     /// every sighting and presence message, which the brain bounds (`BrainCore.Limits`).
@@ -42,11 +42,6 @@ public struct FleetConfig: Sendable, Equatable {
     }
 }
 
-public enum MQTTVersion: String, Sendable, Equatable {
-    case v311 = "3.1.1"
-    case v5 = "5"
-}
-
 public struct BrokerConfig: Sendable, Equatable {
     public var url: BrokerURL
     /// The user name from a command line's `--broker mqtt://user@host`; `nil` in a fleet
@@ -77,21 +72,17 @@ public struct BrokerConfig: Sendable, Equatable {
     public func username(default identity: String) -> String { username ?? identity }
 }
 
-public struct TLSConfig: Sendable, Equatable {
-    public var caFile: String?
-    public var caPath: String?
-    public var certFile: String?
-    public var keyFile: String?
-    /// Skip the host-name check (a lab broker with an IP-only certificate). Never in production.
-    public var insecure: Bool
-
-    public init(caFile: String? = nil, caPath: String? = nil, certFile: String? = nil, keyFile: String? = nil,
-                insecure: Bool = false) {
-        self.caFile = caFile
-        self.caPath = caPath
-        self.certFile = certFile
-        self.keyFile = keyFile
-        self.insecure = insecure
+extension MQTTClientOptions {
+    /// The options a fleet config's `broker` section gives: URL, TLS, keepalive and MQTT
+    /// version, for the part whose user name is `identity` (`BrokerIdentity`; a command
+    /// line's `--broker mqtt://user@…` wins); the password comes from the caller.
+    public init(_ broker: BrokerConfig, identity: String, clientID: String, password: String?) {
+        self.init(broker: broker.url, clientID: clientID)
+        username = broker.username(default: identity)
+        self.password = password
+        tls = broker.tls
+        keepalive = broker.keepalive
+        version = broker.mqttVersion
     }
 }
 

@@ -1,23 +1,48 @@
 import BeaconKit
 public import Config
+public import GatewayCore
 public import HCI
+import LiveClock
 public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
 import SystemCalls
+import Wire
 
 /// One gateway process: a source, the engine, the broker connection and the timers,
 /// run as a `Service` so SIGTERM/SIGINT shut it down in order: stop scanning (which
 /// restores the controller), withdraw presence, say `offline`, disconnect.
-public struct GatewayService: Service, CustomStringConvertible {
+///
+/// The decisions are the `GatewayEngine`'s, a value; this is where they meet the world.
+/// Every input (a frame from the source thread, a tick, an MQTT event, an operator
+/// command) is handed to the engine under one `Mutex`, and what it decides is published
+/// and logged inside the same lock, so messages leave in the order decided.
+public final class GatewayService: Service, Sendable, CustomStringConvertible {
     public static let version = "0.1.0"
+
+    /// The engine's counters and the service's own.
+    public struct Statistics: Sendable, Equatable {
+        public var engine: GatewayEngine.Statistics
+        /// Messages handed to the broker.
+        public var published: Int
+        /// Publications the client refused for a reason other than a lost connection.
+        public var publishErrors: Int
+    }
+
+    struct State {
+        var engine: GatewayEngine
+        /// The hot path's output, reused frame after frame.
+        var output = GatewayOutput()
+        var published = 0
+        var publishErrors = 0
+    }
 
     let config: FleetConfig
     let gateway: GatewayConfig
     let source: any AdvertisingSource
     let client: MQTTClient
-    let engine: GatewayEngine
+    let state: Mutex<State>
     let logger: Logger
     /// Re-read for `{"reload":true}`; `nil` when the config did not come from a file.
     let configPath: String?
@@ -25,13 +50,15 @@ public struct GatewayService: Service, CustomStringConvertible {
     let sourceHasOwnTime: Bool
     /// What the fleet config last said this gateway advertises, to apply a change live.
     let configuredAdvertising: ConfiguredAdvertising
-    /// Called with each health payload as it is published (`--metrics`); set before `run()`.
-    public var onHealth: (@Sendable (String) -> Void)?
+    /// Called with each health payload as it is published (`--metrics`).
+    let onHealth: (@Sendable (String) -> Void)?
 
     /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
-                password: String?, configPath: String?, logger: Logger, clientID: String? = nil) throws(MQTTError) {
+                password: String?, configPath: String?, logger: Logger, clientID: String? = nil,
+                onHealth: (@Sendable (String) -> Void)? = nil) throws(MQTTError) {
         self.config = config
+        self.onHealth = onHealth
         self.gateway = gateway
         self.source = source
         self.sourceHasOwnTime = sourceHasOwnTime
@@ -43,14 +70,19 @@ public struct GatewayService: Service, CustomStringConvertible {
                                         clientID: clientID ?? BrokerIdentity.gatewayClientID(gateway.id), password: password)
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
         client = try MQTTClient(options)
-        engine = GatewayEngine(config: config, gateway: gateway, publisher: client, logger: logger)
+        var engine = GatewayEngine(config: config, gateway: gateway)
+        engine.logsBeacons = logger.logLevel <= .debug
+        state = Mutex(State(engine: engine))
         configuredAdvertising = ConfiguredAdvertising(gateway.advertise)
     }
 
     public var description: String { "GatewayService(\(gateway.id), \(source.name))" }
 
-    /// The engine's counters (decoded, tracked, published, queued), for health checks and benchmarks.
-    public var statistics: GatewayEngine.Statistics { engine.statistics }
+    /// The engine's counters (decoded, tracked, queued) and what was published, for health
+    /// checks and benchmarks.
+    public var statistics: Statistics {
+        state.withLock { Statistics(engine: $0.engine.statistics, published: $0.published, publishErrors: $0.publishErrors) }
+    }
 
     public func run() async throws {
         let topics = config.topics
@@ -76,7 +108,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         }
         notify(notifier, [.stopping, .status("stopping: withdrawing presence")])
         logger.info("gateway stopping: withdrawing presence")
-        engine.withdraw()
+        input { $0.withdraw() }
         if !(await client.waitUntilPublished(timeout: 3)) {
             logger.warning("broker did not acknowledge the last messages in time")
         }
@@ -107,15 +139,15 @@ public struct GatewayService: Service, CustomStringConvertible {
                     if self.sourceHasOwnTime {
                         // A replay starts once the broker is reachable, so it publishes what a
                         // live run would instead of a burst from the outage queue.
-                        while !self.engine.isConnected { try await Task.sleep(nanoseconds: 20_000_000) }
+                        while !self.state.withLock({ $0.engine.isConnected }) { try await Task.sleep(nanoseconds: 20_000_000) }
                     }
                     try await self.source.run { output in
                         switch output {
-                        case .frame(let frame): self.engine.handle(frame: frame)
-                        case .tick(let time): self.engine.advance(to: time)
+                        case .frame(let frame): self.handle(frame)
+                        case .tick(let time): self.input { $0.advance(to: time) }
                         case .state(let state, let detail):
                             if state == .finished { sourceFinished.set() }
-                            self.engine.sourceChanged(state, detail: detail)
+                            self.input { $0.sourceChanged(state, detail: detail) }
                         }
                     }
                 }
@@ -130,20 +162,23 @@ public struct GatewayService: Service, CustomStringConvertible {
                         timers.beat()
                         try await Task.sleep(nanoseconds: 100_000_000)
                         if !self.sourceHasOwnTime || sourceFinished.isSet {
-                            self.engine.advance(to: self.source.clock.now())
+                            let now = self.source.clock.now()
+                            self.input { $0.advance(to: now) }
                         }
-                        if self.engine.settleInheritedPresence(at: WallClock.now()) {
+                        let settled = self.input { $0.settleInheritedPresence(at: WallClock.now()) }
+                        if settled.readBackEnded {
                             // Our own presence needs no echo once the old one is settled.
                             try? self.client.unsubscribe(readBack)
                         }
                         let now = WallClock.monotonic()
                         if now >= nextHealth {
                             nextHealth = now + self.gateway.healthInterval
-                            let health = self.engine.health(at: WallClock.now(), uptime: now - started,
-                                                            version: Self.version, sourceName: self.source.name)
-                            self.engine.publish(OutgoingMessage(topic: health.topic, payload: health.text,
-                                                              qos: health.qos, retain: health.retain))
-                            self.onHealth?(health.text)
+                            self.state.withLock { s in
+                                let health = s.engine.health(at: WallClock.now(), uptime: now - started, version: Self.version,
+                                                             sourceName: self.source.name, published: s.published)
+                                self.emit(&s, s.engine.publish(health))
+                                self.onHealth?(health.text)
+                            }
                         }
                     }
                 }
@@ -158,9 +193,9 @@ public struct GatewayService: Service, CustomStringConvertible {
 
     /// One line for `systemctl status`: broker, source, beacons.
     func serviceStatus() -> String {
-        let s = engine.statistics
-        return "broker \(s.connected ? "connected" : "not connected"); source \(source.name) \(s.sourceState.rawValue); "
-            + "\(s.tracked) beacons tracked, \(s.published) messages published"
+        let s = statistics
+        return "broker \(s.engine.connected ? "connected" : "not connected"); source \(source.name) \(s.engine.sourceState.rawValue); "
+            + "\(s.engine.tracked) beacons tracked, \(s.published) messages published"
     }
 
     func notify(_ notifier: ServiceNotifier?, _ fields: [ServiceNotifier.Field]) {
@@ -175,9 +210,9 @@ public struct GatewayService: Service, CustomStringConvertible {
         let topics = config.topics
         switch event {
         case .connected:
-            engine.connected(at: WallClock.now())
+            input { $0.connected(at: WallClock.now()) }
         case .disconnected(let reason):
-            engine.disconnected(reason: reason)
+            input { $0.disconnected(reason: reason) }
         case .message(let message):
             if message.topic == topics.commands(ofGateway: gateway.id) {
                 command(message)
@@ -186,12 +221,58 @@ public struct GatewayService: Service, CustomStringConvertible {
                 switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
                 case .success(let new):
                     // The retained config comes again on every reconnect: only a change is news.
-                    if new != engine.config { apply(new, origin: "fleet/config") }
-                case .failure(let errors): report(config: .rejected(errors.errors.map(\.description)), origin: "fleet/config")
+                    if new != state.withLock({ $0.engine.config }) { apply(new, origin: "fleet/config") }
+                case .failure(let errors):
+                    input { $0.reject(errors.errors.map(\.description), origin: "fleet/config", at: WallClock.now()) }
                 }
             } else if message.retain, !message.payload.isEmpty,
                       case .gatewayPresence(_, _, let owner) = topics.parse(message.topic), owner == gateway.id {
-                engine.inheritedPresence(topic: message.topic)
+                state.withLock { $0.engine.inheritedPresence(topic: message.topic) }
+            }
+        }
+    }
+
+    // MARK: - The engine's inputs and outputs
+
+    /// One frame from the source: the hot path, which reuses one output.
+    func handle(_ frame: HCIFrame) {
+        state.withLock { s in
+            s.engine.handle(frame, into: &s.output)
+            var output = s.output
+            s.output = GatewayOutput()
+            emit(&s, output)
+            output.removeAll()
+            s.output = output
+        }
+    }
+
+    /// Hands one input to the engine and carries out what it decided.
+    @discardableResult
+    func input(_ body: (inout GatewayEngine) -> GatewayOutput) -> GatewayOutput {
+        state.withLock { s in
+            let output = body(&s.engine)
+            emit(&s, output)
+            return output
+        }
+    }
+
+    /// Logs and publishes an output, in order. A message the client cannot take because the
+    /// connection has gone goes back to the engine, with all after it, for the reconnect.
+    func emit(_ s: inout State, _ output: GatewayOutput) {
+        for entry in output.log {
+            logger.log(level: Logger.Level(rawValue: entry.level.rawValue) ?? .info, "\(entry.message)",
+                       metadata: entry.metadata.mapValues { .string($0) })
+        }
+        for index in output.messages.indices {
+            do {
+                try client.publish(output.messages[index])
+                s.published += 1
+            } catch where error.isNoConnection {
+                s.engine.undelivered(output.messages[index...])
+                return
+            } catch {
+                s.publishErrors += 1
+                logger.error("publish failed", metadata: ["topic": "\(output.messages[index].topic)", "error": "\(error)"])
             }
         }
     }
@@ -199,15 +280,8 @@ public struct GatewayService: Service, CustomStringConvertible {
     func command(_ message: MQTTMessage) {
         let topics = config.topics
         func reply(_ command: String, _ status: String, _ detail: String? = nil) {
-            var writer = JSONWriter()
-            writer.object { o in
-                o("event", "command")
-                o("command", command)
-                o("status", status)
-                if let detail { o("detail", detail) }
-                o("ts", WallClock.now())
-            }
-            engine.publish(OutgoingMessage(topic: topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
+            let text = Payloads.commandReply(command, status: status, detail: detail, at: WallClock.now())
+            input { $0.publish(MQTTMessage(topic: topics.events(ofGateway: gateway.id), text: text, qos: 1, retain: false)) }
         }
         guard let json = try? JSONParser(maxDepth: 8).parse(message.payload), case .object(let object) = json,
               object.members.count == 1, let (key, value) = object.members.first
@@ -219,7 +293,7 @@ public struct GatewayService: Service, CustomStringConvertible {
         switch (key, value) {
         case ("scan", .string("pause")), ("scan", .string("resume")):
             let enable = value == .string("resume")
-            engine.setScanningPaused(!enable)
+            state.withLock { $0.engine.setScanningPaused(!enable) }
             Task { await source.setScanning(enable) }
             logger.info("scanning \(enable ? "resumed" : "paused") by command")
             reply("scan", "ok", enable ? "resumed" : "paused")
@@ -231,7 +305,7 @@ public struct GatewayService: Service, CustomStringConvertible {
                 apply(new, origin: configPath)
                 reply("reload", "ok")
             } catch let error as ConfigErrors {
-                report(config: .rejected(error.errors.map(\.description)), origin: configPath)
+                input { $0.reject(error.errors.map(\.description), origin: configPath, at: WallClock.now()) }
                 reply("reload", "rejected", "invalid config; the last good one stays")
             } catch {
                 reply("reload", "rejected", "\(error)")
@@ -273,8 +347,7 @@ public struct GatewayService: Service, CustomStringConvertible {
     /// Applies a new fleet config; a changed `advertise` of this gateway takes effect at
     /// once on its controller (a command's advertising stays until the config changes it).
     func apply(_ new: FleetConfig, origin: String) {
-        let result = engine.apply(new)
-        report(config: result, origin: origin)
+        let result = input { $0.apply(new, origin: origin, at: WallClock.now()) }.config
         guard case .applied = result, let mine = new.gateway(id: gateway.id) else { return }
         guard configuredAdvertising.replace(with: mine.advertise) else { return }
         let wanted = mine.advertise
@@ -298,31 +371,6 @@ public struct GatewayService: Service, CustomStringConvertible {
             return "advertising \(beacon.uuid) major \(beacon.major) minor \(beacon.minor), "
                 + "\(beacon.txPower) dBm at 1 m, every \(config.intervalMs) ms"
         }
-    }
-
-    func report(config result: ConfigApplyResult, origin: String) {
-        var writer = JSONWriter()
-        writer.object { o in
-            o("event", "config")
-            o("origin", origin)
-            switch result {
-            case .applied(let needsRestart):
-                o("status", "applied")
-                if !needsRestart.isEmpty {
-                    o("needsRestart", .array(needsRestart.map(JSONValue.string)))
-                }
-            case .rejected(let errors):
-                o("status", "rejected")
-                o("errors", .array(errors.map(JSONValue.string)))
-            }
-            o("ts", WallClock.now())
-        }
-        switch result {
-        case .applied: logger.info("applied a new fleet config", metadata: ["origin": "\(origin)"])
-        case .rejected(let errors): logger.error("rejected a fleet config; keeping the last good one",
-                                                 metadata: ["origin": "\(origin)", "errors": "\(errors.joined(separator: "; "))"])
-        }
-        engine.publish(OutgoingMessage(topic: config.topics.events(ofGateway: gateway.id), payload: writer.text, qos: 1, retain: false))
     }
 }
 

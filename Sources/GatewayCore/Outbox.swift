@@ -1,13 +1,13 @@
 public import BeaconKit
 
-/// What a gateway holds while the broker is away (SPEC §8): retained state (presence
-/// set or deleted) is kept, latest per topic, so no transition is lost; sightings are
-/// bounded and the oldest are dropped first, counted.
+/// What a gateway holds while the broker is away (README, "Broker outages"): retained
+/// state (presence set or deleted) is kept, latest per topic, so no transition is lost;
+/// sightings are bounded and the oldest are dropped first, counted.
 public struct Outbox: Sendable {
     public let sightingLimit: Int
-    private var retained: [String: OutgoingMessage] = [:]
+    private var retained: [String: MQTTMessage] = [:]
     private var retainedOrder: [String] = []
-    private var sightings: [OutgoingMessage] = []
+    private var sightings: [MQTTMessage] = []
     private var head = 0
     private var count = 0
     /// Sightings dropped because the queue was full.
@@ -21,12 +21,12 @@ public struct Outbox: Sendable {
     public var depth: Int { retained.count + count }
 
     /// Queues a retained state message; a later one for the same topic replaces it.
-    public mutating func keep(_ message: OutgoingMessage) {
+    public mutating func keep(_ message: MQTTMessage) {
         if retained.updateValue(message, forKey: message.topic) == nil { retainedOrder.append(message.topic) }
     }
 
     /// Queues a sighting, dropping the oldest when full.
-    public mutating func add(_ message: OutgoingMessage) {
+    public mutating func add(_ message: MQTTMessage) {
         if sightings.count < sightingLimit {
             sightings.append(message)
             count += 1
@@ -42,8 +42,8 @@ public struct Outbox: Sendable {
     /// the outbox is empty afterwards. Sightings go first because they are older than the
     /// latest state: a beacon that left during the outage must not be brought back by the
     /// sightings from before it left (the brain takes a sighting for presence).
-    public mutating func drain() -> [OutgoingMessage] {
-        var out: [OutgoingMessage] = []
+    public mutating func drain() -> [MQTTMessage] {
+        var out: [MQTTMessage] = []
         out.reserveCapacity(count + retained.count)
         for i in 0..<count { out.append(sightings[(head + i) % sightings.count]) }
         out += retainedOrder.compactMap { retained[$0] }

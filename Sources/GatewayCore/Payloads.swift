@@ -2,8 +2,8 @@ public import BeaconKit
 public import Tracking
 public import Config
 
-/// The JSON payloads of the MQTT contract (SPEC §5), written directly as text: keys in
-/// a fixed documented order, numbers rounded the same way every time.
+/// The gateway's JSON payloads (README, "MQTT contract"), written directly as text: keys
+/// in a fixed documented order, numbers rounded the same way every time.
 public enum Payloads {
     /// A sighting on `beacons/<major>/<minor>`:
     /// `{"uuid","major","minor","gateway","address","rssi","rssiSmoothed","txPower","distance",
@@ -117,6 +117,43 @@ public enum Payloads {
             }
             return writer.text
         }
+    }
+
+    /// An answer to an operator's command on `gateways/<id>/events`:
+    /// `{"event":"command","command","status","detail"?,"ts"}`, `status` `ok` or `rejected`.
+    public static func commandReply(_ command: String, status: String, detail: String?, at time: Instant) -> String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("event", "command")
+            o("command", command)
+            o("status", status)
+            if let detail { o("detail", detail) }
+            o("ts", time)
+        }
+        return writer.text
+    }
+
+    /// What became of a new fleet config, on `gateways/<id>/events`:
+    /// `{"event":"config","origin","status":"applied","needsRestart"?,"ts"}` or
+    /// `{"event":"config","origin","status":"rejected","errors":[…],"ts"}`.
+    public static func configReport(_ result: ConfigApplyResult, origin: String, at time: Instant) -> String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("event", "config")
+            o("origin", origin)
+            switch result {
+            case .applied(let needsRestart):
+                o("status", "applied")
+                if !needsRestart.isEmpty {
+                    o("needsRestart", .array(needsRestart.map(JSONValue.string)))
+                }
+            case .rejected(let errors):
+                o("status", "rejected")
+                o("errors", .array(errors.map(JSONValue.string)))
+            }
+            o("ts", time)
+        }
+        return writer.text
     }
 
     /// One line of `beaconctl decode`: `{"format":"ibeacon","uuid",…}` or `{"error":"…"}`.

@@ -1,5 +1,6 @@
 public import Config
 public import Logging
+public import BeaconKit
 public import SystemCalls
 
 /// Advertising reports from a controller reached as an H4 byte stream: `h4:unix:PATH`

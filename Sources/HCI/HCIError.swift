@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import BeaconKit
+public import BeaconKit
 public import Wire
 public import Config
 public import SystemCalls

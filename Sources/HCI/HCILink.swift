@@ -6,6 +6,7 @@ import Musl
 import Wire
 import Config
 import SystemCalls
+import BeaconKit
 
 /// What a source's byte stream held besides well-framed events.
 public struct StreamStatistics: Sendable, Equatable {

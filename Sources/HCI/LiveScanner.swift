@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import SystemCalls
 import BeaconKit
+import LiveClock
 
 /// The engine behind `H4Source` and `KernelHCISource`: open, set the controller up,
 /// deliver events, restore on the way out; on loss, report and retry with back-off.

@@ -2,6 +2,7 @@ public import BeaconKit
 public import Config
 public import Logging
 import SystemCalls
+import LiveClock
 
 /// The live sources' clock: the wall clock.
 public struct LiveSourceClock: SourceClock {

@@ -1,5 +1,4 @@
-import BeaconKit
-import Config
+public import BeaconKit
 internal import CMosquitto
 import Synchronization
 public import SystemCalls
@@ -234,10 +233,10 @@ public final class MQTTClient: Sendable {
     /// Waits until the broker has acknowledged every QoS > 0 message published so far;
     /// false when `timeout` seconds pass first (or the task is cancelled).
     public func waitUntilPublished(timeout: Double) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(max(0, timeout))
+        let deadline = WallClock.monotonic() + max(0, timeout)
         while true {
             if state.withLock({ $0.acknowledgements.isEmpty }) { return true }
-            if ContinuousClock.now >= deadline || Task.isCancelled { return false }
+            if WallClock.monotonic() >= deadline || Task.isCancelled { return false }
             try? await Task.sleep(for: .milliseconds(10))
         }
     }
@@ -308,14 +307,14 @@ public final class MQTTClient: Sendable {
     /// cannot be interrupted by a clean stop.
     private func runNetworkLoop() {
         var connectNow = state.withLock { $0.connectOnStart }
-        var stopDeadline: ContinuousClock.Instant?
+        var stopDeadline: Double?
         while true {
             heartbeat.beat()
             if state.withLock({ $0.phase.networkThreadEnds }) {
                 // Stopping: give the DISCONNECT a moment to go out, then leave.
-                let deadline = stopDeadline ?? ContinuousClock.now + .seconds(2)
+                let deadline = stopDeadline ?? WallClock.monotonic() + 2
                 stopDeadline = deadline
-                if connectNow || ContinuousClock.now >= deadline { break }
+                if connectNow || WallClock.monotonic() >= deadline { break }
             }
             if connectNow {
                 connectNow = false
@@ -359,8 +358,8 @@ public final class MQTTClient: Sendable {
             state.delay = min(delay * 2, highest)
             return delay
         }
-        let deadline = ContinuousClock.now + .seconds(delay)
-        while ContinuousClock.now < deadline {
+        let deadline = WallClock.monotonic() + delay
+        while WallClock.monotonic() < deadline {
             if state.withLock({ $0.phase.networkThreadEnds }) { return false }
             heartbeat.beat()
             usleep(20_000)

@@ -1,4 +1,4 @@
-import Config
+import BeaconKit
 internal import CMosquitto
 
 #if canImport(Glibc)

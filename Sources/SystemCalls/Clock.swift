@@ -3,14 +3,17 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-public import BeaconKit
 
-/// The only place the live clock is read; everything below takes `Instant`s as input.
+/// The only place BeaconBridge reads the live clock (`clock_gettime`). The pure modules take
+/// time as input (`Instant`: the live clock's, or a capture's in a replay); the edges read
+/// it here, and nothing else in `Sources/` calls `clock_gettime`, `ContinuousClock.now` or
+/// `Date()`. `WallClock.now()`, the live time as an `Instant`, is in `LiveClock`.
 public enum WallClock {
-    public static func now() -> Instant {
+    /// Wall-clock time (`CLOCK_REALTIME`), nanoseconds since 1970-01-01T00:00:00Z.
+    public static func nanosecondsSinceEpoch() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
-        return Instant(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
     /// Monotonic seconds, for measuring durations and rates.
@@ -25,26 +28,5 @@ public enum WallClock {
         var ts = timespec()
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-}
-
-/// Facts about this process.
-public enum ProcessInfo {
-    public static var id: Int32 { getpid() }
-
-    /// Resident set size in bytes, from /proc/self/statm.
-    public static func residentBytes() -> Int? {
-        guard let text = try? FileSystem.readText("/proc/self/statm") else { return nil }
-        let fields = text.split(separator: " ")
-        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
-    }
-
-    public static var hostName: String {
-        var buffer = [UInt8](repeating: 0, count: 256)
-        buffer.withUnsafeMutableBufferPointer { raw in
-            raw.withMemoryRebound(to: CChar.self) { _ = gethostname($0.baseAddress!, $0.count - 1) }
-        }
-        return String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self)
     }
 }

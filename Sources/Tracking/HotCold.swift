@@ -99,7 +99,7 @@ public struct RangeLine: Sendable, Equatable {
     }
 
     /// Fixed-point text without Foundation: `format(1.8, decimals: 2)` is "1.80".
-    static func format(_ value: Double, decimals: Int) -> String {
+    public static func format(_ value: Double, decimals: Int) -> String {
         guard value.isFinite else { return "\(value)" }
         var scale = 1.0
         for _ in 0..<decimals { scale *= 10 }

@@ -4,6 +4,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import LiveClock
 import SystemCalls
 public import WebDisplay
 

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import HTTPTypes
 import ServiceLifecycle
+import LiveClock
 import SystemCalls
 import WebDisplay
 

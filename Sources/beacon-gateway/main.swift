@@ -4,6 +4,7 @@ import CommandLineSupport
 import Gateway
 import HCI
 import Logging
+import BeaconKit
 import Telemetry
 
 struct BeaconGateway: AsyncParsableCommand {
@@ -100,16 +101,17 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
-        var service: GatewayService
+        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
+        var onHealth: (@Sendable (String) -> Void)?
+        if let recorder = telemetry.recorder { onHealth = { recorder.record(healthJSON: $0) } }
+        let service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
-                                         logger: logger)
+                                         logger: logger, onHealth: onHealth)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
-        if let recorder = telemetry.recorder { service.onHealth = { recorder.record(healthJSON: $0) } }
         try await runService(service, also: telemetry.services, logger: logger)
     }
 }

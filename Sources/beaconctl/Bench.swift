@@ -10,10 +10,11 @@ import HCI
 import Logging
 import Synchronization
 import SystemCalls
+import BrainCore
+import LiveClock
 
 #if canImport(Glibc)
 import Glibc
-import BrainCore
 #endif
 
 struct Bench: AsyncParsableCommand {

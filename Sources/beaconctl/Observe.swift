@@ -3,13 +3,17 @@ import BeaconKit
 import Config
 import BrainCore
 import CommandLineSupport
+import HCI
+import Logging
 import MQTT
+import Synchronization
 import SystemCalls
+import Tracking
 import UnixSignals
 
 struct Observe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Join a beacon as an observer and print what the brain sends to your inbox.",
+        abstract: "Be a customer's app: join a beacon (or range and join the nearest) and print what the brain sends.",
         discussion: """
         The reference observer client. It says online on observers/<ID>/status (last will: offline),
         joins by publishing a retained {"state":"joined","profile":{…}} on
@@ -17,6 +21,19 @@ struct Observe: AsyncParsableCommand {
         one JSON line: the beacon's ad on joining, greetings, location fixes, or an error when the
         brain rejects the join. Ctrl-C leaves cleanly: the join is deleted (the profile disappears
         from the broker) and the status turns offline.
+
+        Two ways to choose the beacon:
+          --major M --minor m   join that beacon and stay until Ctrl-C (or --count).
+          --source URI          a radio of its own, as the phone of the original smart-iBeacon app:
+                                it ranges the iBeacons it hears (as beaconctl range does; --uuid keeps
+                                one UUID), joins the nearest one that reaches immediate, prints the
+                                ad, and leaves once the ad is in (or when the beacon drops to far, is
+                                gone, or no answer comes within --answer-timeout). A beacon it left is
+                                joined again only after it has been far or gone: walk away and back.
+                                Over and over, until Ctrl-C, --count, or the end of a replayed
+                                capture. Joins and leaves are reported on stderr.
+        Controllers that report no signal strength (RSSI 127: BlueZ's emulator) never give
+        immediate; --join-on sighting joins on any sighting instead (the nearest heard first).
 
         The profile file is JSON: {"name":"Ana","favorite":"flat white"}; --photo adds a JPEG
         (at most 20 KiB). The same with the Mosquitto clients:
@@ -26,8 +43,13 @@ struct Observe: AsyncParsableCommand {
             -m '{"state":"joined","profile":{"name":"Ana","favorite":"flat white"}}'
           mosquitto_pub -t beacons/100/1/observers/ana -r -q 1 -n     # leave
 
-        Exit status: 0 after leaving (Ctrl-C, SIGTERM or --count reached), 1 when --timeout passes
-        without a message or the broker cannot be reached, 2 for bad usage.
+        Examples:
+          beaconctl observe --broker mqtt://broker.lan --client ana --major 100 --minor 1 --profile ana.json
+          beaconctl observe --broker mqtt://broker.lan --client ana --source hci:0 --profile ana.json
+          beaconctl observe --config fleet.json --client ana --source btsnoop:walk.log --speed 1
+
+        Exit status: 0 after leaving (Ctrl-C, SIGTERM, --count reached or a replay's end), 1 when
+        --timeout passes without a message or the broker or the radio cannot be reached, 2 for bad usage.
         """)
 
     @Option(name: .long, help: ArgumentHelp("mqtt://[user@]host[:port] or mqtts://…", valueName: "URL"))
@@ -40,11 +62,41 @@ struct Observe: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("This observer's id (a topic level).", valueName: "ID"))
     var client: String
 
-    @Option(name: .long, help: "The beacon's major.")
-    var major: UInt16
+    @Option(name: .long, help: "The beacon's major (with --minor; or use --source).")
+    var major: UInt16?
 
     @Option(name: .long, help: "The beacon's minor.")
-    var minor: UInt16
+    var minor: UInt16?
+
+    @Option(name: .long, help: ArgumentHelp("A radio of its own to range with: hci:N, h4:… or btsnoop:FILE.",
+                                            valueName: "URI"))
+    var source: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --source: only beacons with this proximity UUID.", valueName: "UUID"))
+    var uuid: String?
+
+    @Option(name: .long, help: ArgumentHelp("With --source: join on immediate (default) or on any sighting (controllers "
+                                            + "without RSSI).", valueName: "immediate|sighting"),
+            transform: { text in
+                guard let trigger = AutoObserver.JoinTrigger(rawValue: text) else {
+                    throw ValidationError("--join-on: \"\(text)\" is neither immediate nor sighting")
+                }
+                return trigger
+            })
+    var joinOn: AutoObserver.JoinTrigger = .immediate
+
+    @Option(name: .long, help: ArgumentHelp("With --source: seconds to wait for the ad before leaving anyway.", valueName: "S"))
+    var answerTimeout = 10.0
+
+    @Option(name: .long, help: ArgumentHelp("With --source: seconds without a sighting after which a beacon is gone.",
+                                            valueName: "S"))
+    var exitTimeout = 10.0
+
+    @Option(name: .long, help: "With --source: path-loss exponent n, 2.0 open space … 3.5 cluttered rooms.")
+    var pathLoss = 2.0
+
+    @Option(name: .long, help: "With a btsnoop: source: replay speed (0 = as fast as possible).")
+    var speed: Double?
 
     @Option(name: .long, help: ArgumentHelp("A JSON profile: {\"name\",\"favorite\"}.", valueName: "FILE"))
     var profile: String?
@@ -52,19 +104,36 @@ struct Observe: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A JPEG to show the shop (at most 20 KiB).", valueName: "FILE"))
     var photo: String?
 
-    @Option(name: .long, help: "Leave after this many inbox messages.")
+    @Option(name: .long, help: "Leave and exit after this many inbox messages.")
     var count: Int?
 
     @Option(name: .long, help: "Give up (exit 1) after this many seconds without an inbox message.")
     var timeout: Double?
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: LogLevelOption = .warning
 
     func validate() throws {
         if let problem = Topics.problem(withSegment: client) {
             throw ValidationError("--client \"\(client)\" \(problem)")
         }
         if broker == nil && config == nil { throw ValidationError("give --broker URL (or --config FLEET.json)") }
+        switch (major, minor, source) {
+        case (_?, _?, nil), (nil, nil, _?): break
+        case (_, _, _?): throw ValidationError("--source ranges for the beacon to join: leave out --major and --minor")
+        default: throw ValidationError("give --major and --minor (the beacon to join), or --source URI (a radio to range with)")
+        }
+        if source == nil {
+            for (option, given) in [("--uuid", uuid != nil), ("--speed", speed != nil)] where given {
+                throw ValidationError("\(option) applies to --source only")
+            }
+        }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let timeout, timeout <= 0 { throw ValidationError("--timeout must be positive") }
+        if !(answerTimeout > 0) { throw ValidationError("--answer-timeout must be positive") }
+        if !(exitTimeout > 0) { throw ValidationError("--exit-timeout must be positive") }
+        if !(1.0...6.0).contains(pathLoss) { throw ValidationError("--path-loss: \(pathLoss) is outside 1…6") }
+        if let speed, !(speed >= 0) { throw ValidationError("--speed must not be negative") }
     }
 
     func join() throws -> JoinRequest {
@@ -94,6 +163,7 @@ struct Observe: AsyncParsableCommand {
     }
 
     func run() async throws {
+        bootstrapLogging(logLevel)
         var fleet: FleetConfig
         if let config {
             fleet = try ConfigLoading.load(config)
@@ -102,40 +172,93 @@ struct Observe: AsyncParsableCommand {
         }
         try ConfigLoading.override(&fleet, broker: broker)
         let request = try join()
-        let topics = fleet.topics
-        let beacon = BeaconID(uuid: BeaconUUID(high: 0, low: 0), major: major, minor: minor)
-        let joinTopic = topics.observer(client, of: beacon)
-        let statusTopic = topics.status(ofObserver: client)
-        let inboxTopic = topics.inbox(of: client)
-
+        let radio = try source.map { try ObserverRadio(self, text: $0) }
         let password = try ConfigLoading.password(for: fleet.broker)
         ConfigLoading.warnAboutRisks(of: fleet.broker, hasPassword: password != nil)
-        var options = MQTTClientOptions(fleet.broker, identity: client, clientID: client, password: password)
-        options.will = MQTTMessage(topic: statusTopic, text: "offline", qos: 1, retain: true)
-        let mqtt: MQTTClient
-        do { mqtt = try MQTTClient(options) } catch { throw CommandFailure("\(error)", status: .failure) }
-        try? mqtt.subscribe([inboxTopic], qos: 1)
-        do { try mqtt.start() } catch { throw CommandFailure("\(error)", status: .failure) }
+        let session = try ObserverSession(fleet: fleet, client: client, request: request, password: password)
+        let outcome: ExitStatus
+        if let radio {
+            outcome = await radio.run(session, count: count, timeout: timeout)
+        } else if let major, let minor {
+            let beacon = BeaconRef(major: major, minor: minor)
+            session.setJoined(beacon)
+            outcome = await session.run(count: count, timeout: timeout)
+        } else {
+            outcome = .usage
+        }
+        if outcome == .failure, let timeout {
+            writeStandardError("no inbox message within \(timeout) s\n")
+        }
+        await session.finish()
+        if outcome != .success { throw ExitCode(outcome.rawValue) }
+    }
+}
 
-        let (count, timeout, client, major, minor) = (count, timeout, client, major, minor)
-        let brokerURL = fleet.broker.url
-        let outcome: ExitStatus = await withTaskGroup(of: ExitStatus?.self) { group in
+/// The observer's connection: its status with a last will, its join, its inbox.
+final class ObserverSession: Sendable {
+    let mqtt: MQTTClient
+    let topics: Topics
+    let client: String
+    let request: JoinRequest
+    let brokerURL: BrokerURL
+    /// The beacon joined now, if any (republished on every reconnect).
+    private let joined = Mutex<BeaconRef?>(nil)
+
+    var statusTopic: String { topics.status(ofObserver: client) }
+    var inboxTopic: String { topics.inbox(of: client) }
+
+    init(fleet: FleetConfig, client: String, request: JoinRequest, password: String?) throws {
+        topics = fleet.topics
+        self.client = client
+        self.request = request
+        brokerURL = fleet.broker.url
+        var options = MQTTClientOptions(fleet.broker, identity: client, clientID: client, password: password)
+        options.will = MQTTMessage(topic: topics.status(ofObserver: client), text: "offline", qos: 1, retain: true)
+        do { mqtt = try MQTTClient(options) } catch { throw CommandFailure("\(error)", status: .failure) }
+        try? mqtt.subscribe([topics.inbox(of: client)], qos: 1)
+        do { try mqtt.start() } catch { throw CommandFailure("\(error)", status: .failure) }
+    }
+
+    var current: BeaconRef? { joined.withLock { $0 } }
+
+    /// Records the join without publishing it (it goes out once connected).
+    func setJoined(_ beacon: BeaconRef?) { joined.withLock { $0 = beacon } }
+
+    /// Joins `beacon`: a retained join with the profile (sent now, or on connecting).
+    func join(_ beacon: BeaconRef) {
+        setJoined(beacon)
+        try? mqtt.publish(MQTTMessage(topic: topics.observer(client, of: beacon), text: request.json, qos: 1, retain: true))
+    }
+
+    /// Leaves the beacon joined: its retained join, with the profile, is deleted.
+    func leave() {
+        guard let beacon = joined.withLock({ value in defer { value = nil }; return value }) else { return }
+        try? mqtt.publish(MQTTMessage(topic: topics.observer(client, of: beacon), payload: [], qos: 1, retain: true))
+    }
+
+    /// Prints the inbox, says online (and joins again) on every connection, until `count`
+    /// messages, `timeout` seconds without one, a stop signal, or one of `tasks` returns a status.
+    func run(count: Int?, timeout: Double?, onInbox: @escaping @Sendable (MQTTMessage) -> Void = { _ in },
+             tasks: [@Sendable () async -> ExitStatus?] = []) async -> ExitStatus {
+        await withTaskGroup(of: ExitStatus?.self) { group in
             group.addTask {
                 var received = 0
                 var announced = false
-                for await event in mqtt.events {
+                for await event in self.mqtt.events {
                     switch event {
                     case .connected:
-                        try? mqtt.publish(MQTTMessage(topic: statusTopic, text: "online", qos: 1, retain: true))
-                        try? mqtt.publish(MQTTMessage(topic: joinTopic, text: request.json, qos: 1, retain: true))
+                        try? self.mqtt.publish(MQTTMessage(topic: self.statusTopic, text: "online", qos: 1, retain: true))
+                        if let beacon = self.current { self.join(beacon) }
                         if !announced {
-                            writeStandardError("joined beacon \(major)/\(minor) as \(client) on \(brokerURL)\n")
+                            let what = self.current.map { "joined beacon \($0)" } ?? "online"
+                            writeStandardError("\(what) as \(self.client) on \(self.brokerURL)\n")
                             announced = true
                         }
                     case .disconnected(let reason):
                         writeStandardError("broker: \(reason); retrying\n")
-                    case .message(let message) where message.topic == inboxTopic:
+                    case .message(let message) where message.topic == self.inboxTopic:
                         printLine(message.text)
+                        onInbox(message)
                         received += 1
                         if let count, received >= count { return .success }
                     case .message:
@@ -154,6 +277,7 @@ struct Observe: AsyncParsableCommand {
                     return Task.isCancelled ? nil : .failure
                 }
             }
+            for task in tasks { group.addTask(operation: task) }
             var result = ExitStatus.failure
             for await status in group {
                 if let status {
@@ -164,17 +288,17 @@ struct Observe: AsyncParsableCommand {
             group.cancelAll()
             return result
         }
-        if outcome == .failure, let timeout {
-            writeStandardError("no inbox message within \(timeout) s\n")
-        }
-        // Leave: the join and its profile disappear from the broker, the status says offline.
+    }
+
+    /// Leaves: the join and its profile disappear from the broker, the status says offline.
+    func finish() async {
         if mqtt.isConnected {
-            try? mqtt.publish(MQTTMessage(topic: joinTopic, payload: [], qos: 1, retain: true))
+            let beacon = current
+            leave()
             try? mqtt.publish(MQTTMessage(topic: statusTopic, text: "offline", qos: 1, retain: true))
             _ = await mqtt.waitUntilPublished(timeout: 3)
-            writeStandardError("left beacon \(major)/\(minor)\n")
+            if let beacon { writeStandardError("left beacon \(beacon)\n") }
         }
         await mqtt.stop(timeout: 2)
-        if outcome != .success { throw ExitCode(outcome.rawValue) }
     }
 }

@@ -7,10 +7,11 @@ import HCI
 import Logging
 import Synchronization
 import SystemCalls
+import Config
+import LiveClock
 
 #if canImport(Glibc)
 import Glibc
-import Config
 #endif
 
 struct RangeCommand: AsyncParsableCommand {

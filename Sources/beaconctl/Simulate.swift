@@ -5,6 +5,7 @@ import Simulation
 import CommandLineSupport
 import SystemCalls
 import Wire
+import LiveClock
 
 struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -20,7 +20,7 @@ struct PayloadsTests {
         return (first, second)
     }
 
-    /// SPEC §5: keys in the documented order, `ts` ISO-8601 with milliseconds, numbers rounded.
+    /// README "MQTT contract": keys in the documented order, `ts` ISO-8601 with milliseconds, numbers rounded.
     @Test func sightingText() {
         let (first, second) = Self.knownTrack()
         #expect(Payloads.sighting(first, gateway: "door", entry: nil, at: t0) == #"""
@@ -83,7 +83,7 @@ struct PayloadsTests {
             """#)
     }
 
-    /// `beaconctl decode` output lines (SPEC §9).
+    /// `beaconctl decode` output lines (README, "Decoding").
     @Test func decodedLines() {
         func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String? {
             guard case .beacon(let beacon) = decodeBeacon(data) else { return nil }

@@ -8,7 +8,7 @@ struct TopicsTests {
     static let eddystone = BeaconID.eddystone(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
                                               instance: EddystoneInstance(hex: "aabbccddeeff")!)
 
-    /// SPEC §5, every topic of the contract.
+    /// README "MQTT contract": every topic of the contract.
     @Test(arguments: ["", "acme", "acme/shop-12"])
     func build(prefix: String) {
         let topics = Topics(prefix: prefix)
@@ -92,7 +92,7 @@ struct TopicsTests {
         #expect(Topics.problem(withSegment: "acme/", allowSlash: true) == "starts or ends with '/'")
     }
 
-    // MARK: Source URIs (SPEC §2)
+    // MARK: Source URIs (README, "Sources of advertisements")
 
     @Test(arguments: [
         ("hci:0", SourceURI.hci(adapter: 0)), ("hci:255", .hci(adapter: 255)),
@@ -156,7 +156,7 @@ struct TopicsTests {
         }
     }
 
-    // MARK: Broker URLs (SPEC §9)
+    // MARK: Broker URLs (README, "Parts")
 
     @Test(arguments: [
         ("mqtt://localhost", BrokerURL(host: "localhost"), "mqtt://localhost:1883"),

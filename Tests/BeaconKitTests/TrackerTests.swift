@@ -25,9 +25,9 @@ struct RangingTests {
         #expect(filter.estimate == -63)
     }
 
-    /// SPEC §4: "a single reflection does not move a customer across the shop". After the
-    /// filter has settled, one sample 10 dB off moves the estimate by less than 4 dB at 1 Hz
-    /// and by less than 1.5 dB at 10 Hz, and the next good samples pull it back.
+    /// README "From RSSI to presence": one reflection does not move a customer across the
+    /// shop. After the filter has settled, one sample 10 dB off moves the estimate by less
+    /// than 4 dB at 1 Hz and by less than 1.5 dB at 10 Hz, and the next good samples pull it back.
     @Test(arguments: [(1.0, 4.0), (0.1, 1.5)])
     func aSingleOutlierMovesLittle(interval: Double, limit: Double) {
         var filter = RSSIFilter()
@@ -81,7 +81,7 @@ struct RangingTests {
         #expect(next.isFinite && next < -60 && next > -70)
     }
 
-    /// Log-distance path loss (SPEC §4): with P1m -59 dBm and n 2, -59 dBm is 1 m and -79 is 10 m.
+    /// Log-distance path loss (README, "From RSSI to presence"): with P1m -59 dBm and n 2, -59 dBm is 1 m and -79 is 10 m.
     @Test(arguments: [
         (-59.0, -59.0, 2.0, 1.0), (-79, -59, 2, 10), (-69, -59, 2, sqrt(10)), (-39, -59, 2, 0.1),
         (-89, -59, 3, 10), (-94, -59, 3.5, 10), (-65, -65, 2.7, 1),
@@ -153,7 +153,7 @@ struct TrackerTests {
         #expect(second.track.lastSeen == t0 + 0.5)
     }
 
-    /// SPEC §4: RSSI 127 ("not available") still counts for presence, without distance.
+    /// README "From RSSI to presence": RSSI 127 ("not available") still counts for presence, without distance.
     @Test func withoutRSSI() {
         var tracker = Tracker()
         let update = Self.observe(&tracker, rssi: nil, at: t0)

@@ -10,8 +10,8 @@ import Testing
 struct Harness {
     var core: BrainCore
     var retained: [String: String] = [:]
-    var sent: [OutgoingMessage] = []
-    var log: [BrainLogEntry] = []
+    var sent: [MQTTMessage] = []
+    var log: [LogEntry] = []
     let topics: Topics
 
     /// A brain that starts on `retained` state and settles at `now`.
@@ -38,7 +38,7 @@ struct Harness {
         log += output.log
         for message in output.messages {
             sent.append(message)
-            if message.retain { retained[message.topic] = message.payload.isEmpty ? nil : message.payload }
+            if message.retain { retained[message.topic] = message.payload.isEmpty ? nil : message.text }
         }
     }
 
@@ -263,8 +263,8 @@ struct Harness {
             }
             h.advance(to: t(1 + Double(range.upperBound) / 50 + 1))
             let sent = h.sent[start...]
-            return (sent.reduce(0) { $0 + $1.topic.utf8.count + $1.payload.utf8.count }, sent.count,
-                    sent.map { $0.payload.utf8.count }.max() ?? 0)
+            return (sent.reduce(0) { $0 + $1.topic.utf8.count + $1.payload.count }, sent.count,
+                    sent.map { $0.payload.count }.max() ?? 0)
         }
         let first = bytesFor(joins: 0..<500)
         let later = bytesFor(joins: 4500..<5000)
@@ -366,7 +366,7 @@ struct Harness {
 
         h.announce(counter, by: "till", rssi: -60, .near, at: t(2))
         let barista = h.sent.filter { $0.topic == "displays/100/barista" }
-        #expect(barista.map(\.payload) == ["counter is at Till (near)"])
+        #expect(barista.map(\.text) == ["counter is at Till (near)"])
 
         // Reaching immediate: the deal (once) and the location fix (disarmed after).
         var mark = h.sent.count
@@ -394,7 +394,7 @@ struct Harness {
 
         // Leave: the templated goodbye.
         h.leave("ada", counter, at: t(11))
-        #expect(h.sent.last { $0.topic == "displays/100/ada" }?.payload == "bye Ada")
+        #expect(h.sent.last { $0.topic == "displays/100/ada" }?.text == "bye Ada")
         #expect(h.core.counters.rulesFired == 6)
     }
 
@@ -490,7 +490,7 @@ struct Harness {
         #expect(r.retainedJSON(r.topics.visitRecord(of: window))?["since"] == .null, "kept for the barista's cooldown")
         #expect(r.retainedJSON(r.topics.presence(of: counter))?["zone"] == .string("till"))
         #expect(r.sent.contains { $0.topic == "displays/100/barista" }, "the enter that happened meanwhile")
-        #expect(r.sent.contains { $0.topic == "displays/100/ada" && $0.payload == "bye " }, "ada's leave")
+        #expect(r.sent.contains { $0.topic == "displays/100/ada" && $0.text == "bye " }, "ada's leave")
         #expect(r.sent.contains { $0.topic == "displays/100/bob" })
         let customers = try #require(r.roster?["customers"]?.arrayValue)
         #expect(customers.map { $0["client"] } == [.string("carol")])

@@ -9,7 +9,7 @@ import Tracking
 
 /// The brain against a real Mosquitto: each test starts its own broker on a free port and
 /// stops exactly what it started.
-@Suite("Brain with a real broker", .serialized)
+@Suite("Brain with a real broker", .serialized, .capturingLogs)
 struct BrokerTests {
     static let rules = BrainCoreTests.rules
 

@@ -21,14 +21,14 @@ import Tracking
         h.join("ana", counter, joinJSON(name: "Ana", favorite: "flat white"), at: t(1))
         #expect(h.inbox("ana").compactMap { $0["text"]?.stringValue }
                 == ["Hello Ana! A flat white is on its way.", "Your usual flat white?"])
-        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.payload == "Ana is in")
+        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.text == "Ana is in")
 
         let mark = h.sent.count
         h.join("bob", counter, joinJSON(name: nil, favorite: nil), at: t(2))
         let texts = h.inbox("bob", from: mark).compactMap { $0["text"]?.stringValue }
         #expect(texts == ["Hello! Your coffee is on its way."], "the fallback, and no half-empty greeting")
-        #expect(!h.sent.contains { $0.payload.contains("Hello !") || $0.payload.contains("  is") })
-        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.payload == "someone is in")
+        #expect(!h.sent.contains { $0.text.contains("Hello !") || $0.text.contains("  is") })
+        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.text == "someone is in")
         #expect(h.core.counters.actionsSkipped == 1, "the greeting without a fallback is skipped and counted")
     }
 
@@ -102,7 +102,7 @@ import Tracking
             h.see(counter, by: "till", rssi: i < 4 ? -60 : -50, i < 4 ? .near : .immediate, at: t(time))
             h.see(counter, by: "door", rssi: -80, .far, at: t(time + 0.1))
         }
-        let follow = h.sent.filter { $0.topic == "nav/1" }.map(\.payload)
+        let follow = h.sent.filter { $0.topic == "nav/1" }.map(\.text)
         #expect(follow == ["near -60", "near -60", "immediate -50", "immediate -50"], "at most one a second")
         let greetings = h.inbox("ana").filter { $0["rule"] == .string("close by") }
         #expect(greetings.count == 1, "rssiAbove, then its cooldown of 5 s as the rate limit")

@@ -16,9 +16,9 @@ import BrainCore
     """
 
     /// Effects: inbox messages without their time, and rule publishes.
-    static func effects(_ messages: ArraySlice<OutgoingMessage>) -> [String] {
+    static func effects(_ messages: ArraySlice<MQTTMessage>) -> [String] {
         messages.compactMap { message in
-            if message.topic.hasPrefix("displays/") { return message.topic + " " + message.payload }
+            if message.topic.hasPrefix("displays/") { return message.topic + " " + message.text }
             guard message.topic.hasSuffix("/inbox"), var json = message.json?.objectValue else { return nil }
             json["ts"] = nil
             return message.topic + " " + JSONValue.object(json).jsonText

@@ -26,7 +26,7 @@ import Config
     static let bridge = "stores/100/bridge"
 
     func transitions(_ h: Harness, from index: Int = 0) -> [String] {
-        h.sent[index...].filter { $0.topic.hasPrefix("log/") }.map { "\($0.topic.split(separator: "/")[2]) \($0.payload)" }
+        h.sent[index...].filter { $0.topic.hasPrefix("log/") }.map { "\($0.topic.split(separator: "/")[2]) \($0.text)" }
     }
 
     /// A brain that has seen store 100's bridge up and the counter beacon enter by a sighting only.
@@ -54,7 +54,7 @@ import Config
         #expect(transitions(h) == ["enter 1"], "no exit while the store is unknown")
         #expect(h.retained[h.topics.presence(of: counter)] != nil)
         let health = JSONValue(text: h.core.health(client: "b", version: "0", uptime: 1, published: 0, publishFailures: 0,
-                                                   at: t(300)).payload)
+                                                   at: t(300)).text)
         #expect(health["unknownStores"] == .array([.number(100)]))
 
         // Healed: the store replays its presence, the gateways' statuses last.

@@ -107,6 +107,6 @@ extension JSONValue {
     init(text: String) { self = try! JSONParser().parse(text) }
 }
 
-extension OutgoingMessage {
+extension MQTTMessage {
     var json: JSONValue? { payload.isEmpty ? nil : try? JSONParser().parse(payload) }
 }

@@ -9,7 +9,7 @@ import BeaconKit
 
 /// The live sources and the advertiser against BlueZ's emulated controllers (`btvirt -s`
 /// with the AF_ALG shim), each test with a btvirt of its own.
-@Suite("HCI against btvirt")
+@Suite("HCI against btvirt", .capturingLogs)
 struct BtvirtTests {
     @Test("the shim makes btvirt serve controllers: Reset gets its Command Complete")
     func shimLetsBtvirtServe() async throws {

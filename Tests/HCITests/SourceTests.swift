@@ -9,7 +9,7 @@ import Testing
 
 /// What the emulator cannot show: a controller that sends line noise or refuses a
 /// command (a fake one on a Unix socket), and a kernel without Bluetooth sockets.
-@Suite("HCI sources: init sequence, bad streams, errors")
+@Suite("HCI sources: init sequence, bad streams, errors", .capturingLogs)
 struct SourceTests {
     @Test("an H4 source resets and configures its controller, one checked command at a time, and restores it")
     func initSequence() async throws {
@@ -74,6 +74,8 @@ struct SourceTests {
         let directory = try TemporaryDirectory("hci-refused")
         let fake = try FakeController(path: directory.file("fake.sock"), failing: [.leSetScanParameters: 0x12])
         let scanner = SourceRecorder.start(try H4Source(fake.uri))
+        // Each wait counts from the event before it: the first refusal, then the retry's.
+        #expect(await scanner.wait { $0.count(.retrying) >= 1 }, "\(scanner.summary)")
         #expect(await scanner.wait { $0.count(.retrying) >= 2 }, "\(scanner.summary)")
         let details = scanner.states.filter { $0.state == .retrying }.map(\.detail)
         #expect(details.first == "\(fake.uri): LE Set Scan Parameters failed: invalid HCI command parameters (0x12); retrying in 0.5 s")

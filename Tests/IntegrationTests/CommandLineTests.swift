@@ -4,7 +4,8 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The command-line contract of SPEC §9: outputs, messages and exit statuses.
+/// The command-line contract (README, "Parts", and each program's `--help`): outputs,
+/// messages and exit statuses.
 @Suite("command line")
 struct CommandLineTests {
     func run(_ program: String, _ arguments: [String], stdin: String? = nil) async throws -> (status: Int32?, stdout: String, stderr: String) {

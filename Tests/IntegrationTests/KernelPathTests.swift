@@ -23,6 +23,18 @@ struct KernelPathTests {
         guard Programs.system("qemu-system-x86_64") != nil else {
             throw TestFailure("qemu-system-x86_64 is not installed: run scripts/install-deps (or set BEACONBRIDGE_SKIP_QEMU=1)")
         }
+        let cache = ProcessInfo.processInfo.environment["BEACONBRIDGE_QEMU_CACHE"]
+            ?? Programs.repositoryRoot + "/.cache/qemu-bluetooth"
+        let cached = (try? FileManager.default.contentsOfDirectory(atPath: cache + "/debs"))?
+            .contains { $0.hasPrefix("linux-image-") } ?? false
+        if !cached {
+            // Said before it starts, on stderr: scripts/test says it too, `swift test` alone does not.
+            FileHandle.standardError.write(Data("""
+                kernel-path test: downloading a Debian kernel, busybox and BlueZ (about 80 MB) once into \(cache) \
+                (BEACONBRIDGE_QEMU_CACHE moves it; BEACONBRIDGE_SKIP_QEMU=1 skips this test)
+
+                """.utf8))
+        }
         let dir = try TemporaryDirectory("kernel-path")
         let broker = try await MosquittoBroker.start(in: dir)
         let subscriber = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/#", "gateways/#"], in: dir)

@@ -1,5 +1,8 @@
 import BeaconKit
 import Wire
+import HCI
+import Config
+import Simulation
 import Foundation
 import TestSupport
 import Testing
@@ -59,5 +62,124 @@ struct OriginalAppsTests {
         #expect(await gateway.stop() == 0, "\(gateway.diagnostics)")
         await subscriber.stop()
         await broker.stop()
+    }
+
+    /// A broker, the brain with store 100's deal of the day, and a subscriber watching the
+    /// observer `phone`.
+    struct Store {
+        let dir: TemporaryDirectory
+        let broker: MosquittoBroker
+        let brain: ChildProcess
+        let watch: MosquittoSubscriber
+
+        static func start(_ label: String, config: ((MosquittoBroker, TemporaryDirectory) async throws -> String)? = nil) async throws -> Store {
+            let dir = try TemporaryDirectory(label)
+            let broker = try await MosquittoBroker.start(in: dir)
+            let path: String
+            if let config {
+                path = try await config(broker, dir)
+            } else {
+                path = try writeFleet(dir, broker: broker, gateways: [], extra: """
+                    "stores": [{"major": 100, "name": "Main Street", "ad": {"title": "Free Latte!"}}]
+                    """)
+            }
+            let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/+/+/observers/phone",
+                                                                                    "observers/phone/#", "brain/status"], in: dir)
+            let brain = try startProgram("beacon-brain", ["--config", path], in: dir)
+            _ = await watch.waitFor(topic: "brain/status", text: "online", timeout: 20)
+            return Store(dir: dir, broker: broker, brain: brain, watch: watch)
+        }
+
+        /// The joins (non-empty) and leaves (empty) of `phone`, in order, as "join 100/7" / "leave 100/7".
+        var joins: [String] {
+            watch.records.filter { $0.topic.hasPrefix("beacons/") }.map { record in
+                let parts = record.topic.split(separator: "/")
+                return (record.payload.isEmpty ? "leave " : "join ") + "\(parts[1])/\(parts[2])"
+            }
+        }
+
+        func stop() async {
+            await brain.stop()
+            await watch.stop()
+            await broker.stop()
+        }
+    }
+
+    @Test("observe --source on btvirt: joins a beacon it hears (no RSSI: --join-on sighting), prints the ad, leaves; then the next")
+    func rangingObserverOnBtvirt() async throws {
+        let store = try await Store.start("observe-btvirt")
+        let btvirt = try await BtvirtServer.start(in: store.dir)
+        let profile = try store.dir.write("ana.json", #"{"name": "Ana", "favorite": "flat white"}"#)
+        let observer = try startProgram("beaconctl", [
+            "observe", "--broker", store.broker.url, "--client", "phone", "--profile", profile,
+            "--source", btvirt.sourceURI, "--join-on", "sighting", "--uuid", Self.uuid.description,
+        ], in: store.dir)
+        let ranging = await eventually(timeout: 20) { observer.stderr.contains("ranging on ") && observer.stderr.contains("running") }
+        try #require(ranging, "\(observer.diagnostics)")
+
+        // The counter's beacon: an emulated controller advertising (our own HCI commands over H4).
+        var advertiser = try await Advertiser.start(.h4Unix(path: btvirt.lePath),
+                                                    beacon: IBeacon(uuid: Self.uuid, major: 100, minor: 7, txPower: -59),
+                                                    intervalMs: 100, retrigger: 0.3)
+        let left = await store.watch.waitFor(timeout: 20) { $0.topic == "beacons/100/7/observers/phone" && $0.payload.isEmpty }
+        try #require(left != nil, "\(store.watch.records)\n\(observer.diagnostics)\n\(store.brain.diagnostics)")
+        let join = try #require(store.watch.records.first { $0.topic == "beacons/100/7/observers/phone" && !$0.payload.isEmpty })
+        #expect(join.json?["profile"]?["name"] == .string("Ana"), "joined with the profile")
+        #expect(store.watch.records.contains { $0.topic == "observers/phone/status" && $0.text == "online" })
+        let printed = await eventually(timeout: 10) { observer.stdout.contains("Free Latte!") }
+        #expect(printed, "the ad, printed from the inbox: \(observer.diagnostics)")
+        #expect(observer.stderr.contains("left beacon 100/7: the ad arrived"), "\(observer.diagnostics)")
+
+        // It moves on: the next beacon it hears is joined and left the same way.
+        await advertiser.stop()
+        advertiser = try await Advertiser.start(.h4Unix(path: btvirt.lePath),
+                                                beacon: IBeacon(uuid: Self.uuid, major: 100, minor: 8, txPower: -59),
+                                                intervalMs: 100, retrigger: 0.3)
+        let next = await store.watch.waitFor(timeout: 20) { $0.topic == "beacons/100/8/observers/phone" && $0.payload.isEmpty }
+        #expect(next != nil, "\(store.watch.records)\n\(observer.diagnostics)")
+        #expect(Array(store.joins.prefix(4)) == ["join 100/7", "leave 100/7", "join 100/8", "leave 100/8"])
+
+        // The last will: killed, the broker says offline for it.
+        observer.signal(SIGKILL)
+        #expect(await store.watch.waitFor(topic: "observers/phone/status", text: "offline", timeout: 30) != nil)
+        await advertiser.stop()
+        await btvirt.stop()
+        await store.stop()
+    }
+
+    @Test("observe --source on a replayed store: joins each beacon the walk reaches at immediate, prints its ad, leaves")
+    func rangingObserverOnReplay() async throws {
+        // A simulated store heard from the counter: customers who reach it come within 0.3 m
+        // (immediate), those who browse stay metres away. From the phone's side it is the
+        // same air: the phone passes beacons.
+        let simulation = StoreSimulation(customers: 4, duration: 40, gateways: [.init(id: "counter", position: 12)], seed: 3)
+        let counterMinors = simulation.visits.filter { $0.spot > 11 }.map(\.minor).sorted()
+        try #require(!counterMinors.isEmpty)
+        var out = ""
+        let store = try await Store.start("observe-replay") { broker, dir in
+            out = dir.path
+            let simulate = try startProgram("beaconctl", ["simulate", "--out", dir.path, "--customers", "4", "--duration", "40",
+                                                          "--gateways", "counter:12", "--seed", "3", "--broker", broker.url], in: dir)
+            guard await simulate.waitForExit(timeout: 60) == 0 else { throw TestFailure(simulate.diagnostics) }
+            return dir.path + "/fleet.json"
+        }
+        let observer = try startProgram("beaconctl", [
+            "observe", "--config", out + "/fleet.json", "--client", "phone",
+            "--source", "btsnoop:\(out)/counter.log", "--speed", "2",
+        ], in: store.dir)
+        #expect(await observer.waitForExit(timeout: 90) == 0, "\(observer.diagnostics)")
+        let ads = observer.stdoutLines.compactMap { try? JSONParser().parse($0) }.filter { $0["type"] == .string("ad") }
+        let answered = Set(ads.compactMap { $0["beacon"]?["minor"]?.numberValue.map { UInt16($0) } })
+        #expect(answered == Set(counterMinors), "\(observer.diagnostics)")
+        for minor in counterMinors {
+            #expect(observer.stderr.contains("joined beacon 100/\(minor) (immediate"), "\(observer.diagnostics)")
+            #expect(observer.stderr.contains("left beacon 100/\(minor)"), "\(observer.diagnostics)")
+        }
+        #expect(ads.allSatisfy { $0["ad"]?["title"] == .string("Deal of the day") })
+        // Every join it made it also left: nothing of the phone stays on the broker.
+        let joins = store.joins
+        #expect(joins.filter { $0.hasPrefix("join") }.count == joins.filter { $0.hasPrefix("leave") }.count, "\(joins)")
+        #expect(store.watch.records.last { $0.topic == "observers/phone/status" }?.text == "offline")
+        await store.stop()
     }
 }

@@ -3,6 +3,7 @@ import BrainCore
 import Config
 import Foundation
 import MQTT
+import LiveClock
 import SystemCalls
 import Tracking
 import TestSupport

@@ -1,8 +1,8 @@
-import Config
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// A broker with a password file and no anonymous access.
 @Suite("Authentication")

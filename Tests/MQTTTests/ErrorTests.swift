@@ -1,8 +1,8 @@
-import Config
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// Bad input is an error that says what was being done, never a crash.
 @Suite("Errors")

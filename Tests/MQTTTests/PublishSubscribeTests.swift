@@ -2,7 +2,7 @@ import Foundation
 import MQTT
 import TestSupport
 import Testing
-import Config
+import BeaconKit
 
 /// Publishing and subscribing against a real Mosquitto, observed by `mosquitto_sub`.
 @Suite("Publish and subscribe")

@@ -1,8 +1,8 @@
-import Config
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// Outages: the broker vanishes, or is not there yet; the client keeps trying.
 @Suite("Reconnection")

@@ -2,6 +2,7 @@ import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// Everything a client reported, collected by one consuming task, for tests to wait on.
 final class EventLog: @unchecked Sendable {
@@ -84,7 +85,7 @@ func startedClient(_ options: MQTTClientOptions) throws -> (MQTTClient, EventLog
 /// Publishes probes on `topic` (which the client subscribes to) until one comes back:
 /// the subscription is then in place at the broker.
 func awaitSubscription(_ client: MQTTClient, _ log: EventLog, topic: String, timeout: Double = 5) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
+    let deadline = deadline(after: timeout)
     while Date() < deadline {
         try? client.publish(MQTTMessage(topic: topic, text: "probe"))
         if await log.waitForMessage(topic: topic, timeout: 0.2) != nil { return true }

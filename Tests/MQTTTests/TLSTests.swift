@@ -1,8 +1,8 @@
-import Config
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// `mqtts://` to a Mosquitto TLS listener with certificates made by `openssl` for the test.
 @Suite("TLS")

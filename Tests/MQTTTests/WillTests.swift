@@ -1,8 +1,8 @@
-import Config
 import Foundation
 import MQTT
 import TestSupport
 import Testing
+import BeaconKit
 
 /// Last wills: published by the broker when a client vanishes, not when it says goodbye.
 @Suite("Last will")

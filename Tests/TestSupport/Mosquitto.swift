@@ -1,6 +1,6 @@
-import Config
 import Foundation
 import SystemCalls
+import BeaconKit
 
 /// A Mosquitto broker of a test's own, on a free port of 127.0.0.1, stopped by its PID.
 ///

@@ -1,28 +1,24 @@
 import BeaconKit
 import Config
 import Simulation
-import Gateway
-import HCI
-import Logging
-import MQTT
+import GatewayCore
+import Wire
 import Synchronization
 
-/// Counts what the engine would hand to libmosquitto.
-final class CountingPublisher: MessagePublisher {
-    let counts = Mutex((messages: 0, bytes: 0))
-
-    func publish(_ message: MQTTMessage) throws(MQTTError) {
-        counts.withLock {
-            $0.messages += 1
-            $0.bytes += message.payload.count + message.topic.utf8.count
-        }
-    }
+/// What the gateway process keeps per engine (`GatewayService`): the engine, the reused
+/// output, and here, in place of libmosquitto, a count of what would be handed to it.
+struct PipelineState {
+    var engine: GatewayEngine
+    var output = GatewayOutput()
+    var messages = 0
+    var bytes = 0
 }
 
 extension Workloads {
-    /// The gateway's work per advertisement without the broker: `GatewayEngine.handle`
-    /// decodes, tracks, writes the sighting and builds the message (raw mode: every
-    /// advertisement is published), up to the call into the MQTT client.
+    /// The gateway's work per advertisement without the broker, as `GatewayService` does it:
+    /// under the service's lock, `GatewayEngine.handle` decodes, tracks, writes the sighting
+    /// and builds the message (raw mode: every advertisement is published), and each message
+    /// is handed on, up to the call into the MQTT client.
     static func pipeline(beacons: Int, adverts: Int, raw: Bool, runs: Int) -> Measurement {
         let workload = BenchmarkWorkload(count: adverts, beacons: beacons)
         let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
@@ -36,15 +32,22 @@ extension Workloads {
         """
         let config: FleetConfig
         do { config = try FleetConfig.parse(text) } catch { fatalError("pipeline config: \(error)") }
-        var logger = Logger(label: "bench")
-        logger.logLevel = .critical
-        let publisher = CountingPublisher()
         return measure("gateway/\(raw ? "raw" : "1s-interval")", unit: "adverts", operations: adverts, runs: runs) {
             // A fresh engine per run: every beacon enters once, as in a replay.
-            let engine = GatewayEngine(config: config, gateway: config.gateways[0], publisher: publisher, logger: logger)
-            engine.connected(at: start)
-            for frame in frames { engine.handle(frame: frame) }
-            return engine.statistics.published
+            var engine = GatewayEngine(config: config, gateway: config.gateways[0])
+            _ = engine.connected(at: start)
+            let state = Mutex(PipelineState(engine: engine))
+            for frame in frames {
+                state.withLock { s in
+                    s.engine.handle(frame, into: &s.output)
+                    for message in s.output.messages {
+                        s.messages += 1
+                        s.bytes += message.payload.count + message.topic.utf8.count
+                    }
+                    s.output.removeAll()
+                }
+            }
+            return state.withLock { $0.messages }
         }
     }
 }

@@ -1,4 +1,4 @@
-/// Where advertising reports come from (SPEC §2).
+/// Where advertising reports come from (README, "Sources of advertisements").
 public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
     /// Kernel HCI socket through libbluetooth: `hci:0`.
     case hci(adapter: Int)

@@ -1,5 +1,3 @@
-public import Config
-
 /// How an `MQTTClient` connects. Fixed once the client is made.
 public struct MQTTClientOptions: Sendable {
     /// Host, port, TLS (`mqtts://`) and a default user name.
@@ -27,16 +25,30 @@ public struct MQTTClientOptions: Sendable {
         self.broker = broker
         self.clientID = clientID
     }
+}
 
-    /// The options a fleet config's `broker` section gives: URL, TLS, keepalive and MQTT
-    /// version, for the part whose user name is `identity` (`BrokerIdentity`; a command
-    /// line's `--broker mqtt://user@…` wins); the password comes from the caller.
-    public init(_ broker: BrokerConfig, identity: String, clientID: String, password: String?) {
-        self.init(broker: broker.url, clientID: clientID)
-        username = broker.username(default: identity)
-        self.password = password
-        tls = broker.tls
-        keepalive = broker.keepalive
-        version = broker.mqttVersion
+/// The MQTT protocol version a client speaks.
+public enum MQTTVersion: String, Sendable, Equatable {
+    case v311 = "3.1.1"
+    case v5 = "5"
+}
+
+/// TLS to the broker: the CA that verifies it (a file or a directory; the system's store
+/// when neither), and a client certificate and key where the broker asks for one.
+public struct TLSConfig: Sendable, Equatable {
+    public var caFile: String?
+    public var caPath: String?
+    public var certFile: String?
+    public var keyFile: String?
+    /// Skip the host-name check (a lab broker with an IP-only certificate). Never in production.
+    public var insecure: Bool
+
+    public init(caFile: String? = nil, caPath: String? = nil, certFile: String? = nil, keyFile: String? = nil,
+                insecure: Bool = false) {
+        self.caFile = caFile
+        self.caPath = caPath
+        self.certFile = certFile
+        self.keyFile = keyFile
+        self.insecure = insecure
     }
 }

@@ -1,5 +1,7 @@
-/// One MQTT application message, as published or as received.
-public struct MQTTMessage: Sendable, Equatable {
+/// One MQTT application message, as published or as received: what the gateway's and the
+/// brain's cores decide to publish, what the MQTT client sends and delivers. The one
+/// message type of BeaconBridge.
+public struct MQTTMessage: Sendable, Equatable, CustomStringConvertible {
     public var topic: String
     /// The payload bytes; empty with `retain` deletes the topic's retained message.
     public var payload: [UInt8]
@@ -22,14 +24,6 @@ public struct MQTTMessage: Sendable, Equatable {
 
     /// The payload decoded as UTF-8; invalid sequences become U+FFFD.
     public var text: String { String(decoding: payload, as: UTF8.self) }
-}
 
-/// What the client reports on `MQTTClient.events`.
-public enum MQTTEvent: Sendable, Equatable {
-    /// The broker accepted the connection; `sessionPresent` when it kept a session from before.
-    case connected(sessionPresent: Bool)
-    /// The connection ended or could not be made, e.g. "connection lost",
-    /// "connection refused: not authorised". The client keeps retrying unless stopped.
-    case disconnected(reason: String)
-    case message(MQTTMessage)
+    public var description: String { "\(topic)\(retain ? " (retained)" : "") \(text.prefix(200))" }
 }

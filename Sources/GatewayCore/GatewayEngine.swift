@@ -1,0 +1,347 @@
+public import BeaconKit
+public import Config
+public import Tracking
+public import Wire
+
+/// What one input to the gateway's engine led to.
+public struct GatewayOutput: Sendable, Equatable {
+    /// To publish now, in this order. While the engine believes the broker is away it
+    /// queues instead (`Outbox`), and this stays empty.
+    public var messages: [MQTTMessage] = []
+    public var log: [LogEntry] = []
+    /// The read-back of this gateway's own retained presence has just ended: the
+    /// subscription for it can go.
+    public var readBackEnded = false
+    /// What became of a new fleet config (`GatewayEngine.apply`).
+    public var config: ConfigApplyResult?
+
+    public init() {}
+
+    /// Empties the output for the next input, keeping its storage (the hot path reuses one).
+    public mutating func removeAll() {
+        messages.removeAll(keepingCapacity: true)
+        log.removeAll(keepingCapacity: true)
+        readBackEnded = false
+        config = nil
+    }
+}
+
+public enum ConfigApplyResult: Sendable, Equatable {
+    case applied(needsRestart: [String])
+    case rejected([String])
+}
+
+/// The gateway's decisions as a value: HCI frames, ticks, broker and operator events in;
+/// the messages to publish, in order, and what to log out. It never reads the clock
+/// (times come with the inputs), never publishes and never logs: `GatewayService` owns
+/// one, feeds it under one lock and does the I/O, so what it decides leaves in the order
+/// decided.
+///
+/// While the broker is away (`disconnected`, or a publish the service could not deliver,
+/// `undelivered`), presence changes are kept, the latest per topic, and sightings wait in a
+/// bounded queue (`Outbox`); `connected` sends what waited and republishes presence.
+public struct GatewayEngine: Sendable {
+    public struct Statistics: Sendable, Equatable {
+        public var decode: DecodeCounters
+        public var tracked: Int
+        public var dropped: Int
+        public var queueDepth: Int
+        public var filtered: Int
+        public var connected: Bool
+        public var sourceState: SourceState
+    }
+
+    public let gatewayID: String
+    /// The fleet config in force (the start-up one, or the last applied).
+    public private(set) var config: FleetConfig
+    private var gateway: GatewayConfig
+    private var topics: Topics
+    private var registry: BeaconRegistry
+    private var decoder = AdvertisementDecoder()
+    private var tracker: Tracker
+    private var outbox: Outbox
+    /// Whether messages go out (`messages`) or wait (`Outbox`).
+    public private(set) var isConnected = false
+    private var sourceState = SourceState.starting
+    private var filtered = 0
+    /// Our own presence topics found retained on the broker at start-up.
+    private var inherited: Set<String> = []
+    private var inheritedDeadline: Instant?
+    private var inheritanceSettled = false
+    private var lastHealth: (time: Instant, reports: Int, beacons: Int)?
+    private var scanningPaused = false
+    /// Whether enters and exits are logged (at `debug`): off, they cost nothing.
+    public var logsBeacons = false
+
+    public init(config: FleetConfig, gateway: GatewayConfig) {
+        gatewayID = gateway.id
+        self.config = config
+        self.gateway = gateway
+        topics = config.topics
+        registry = Self.registry(config)
+        tracker = Self.tracker(config, gateway)
+        outbox = Outbox(sightingLimit: gateway.queueLimit)
+    }
+
+    static func registry(_ config: FleetConfig) -> BeaconRegistry { config.registry }
+
+    static func tracker(_ config: FleetConfig, _ gateway: GatewayConfig) -> Tracker {
+        let calibration = config.registry.calibration
+        var tracker = Tracker(settings: gateway.tracker, calibration: calibration.beacons)
+        tracker.uuidCalibration = calibration.uuids
+        return tracker
+    }
+
+    public var statistics: Statistics {
+        Statistics(decode: decoder.counters, tracked: tracker.count, dropped: outbox.dropped,
+                   queueDepth: outbox.depth, filtered: filtered, connected: isConnected, sourceState: sourceState)
+    }
+
+    /// The tracks in range now, sorted by beacon.
+    public var tracks: [Track] { tracker.tracks.values.sorted { $0.id < $1.id } }
+
+    // MARK: - Inputs
+
+    /// One HCI event from the source, appended to `out`: the hot path, which reuses the
+    /// caller's output rather than making one per frame.
+    public mutating func handle(_ frame: HCIFrame, into out: inout GatewayOutput) {
+        // Timeouts due before this frame come out of `observe` first (TrackUpdate.timeouts).
+        var decoder = self.decoder
+        frame.event.withUnsafeBytes { bytes in
+            decoder.decodeBeacons(event: bytes) { report, beacon in
+                observe(beacon, address: report.address, rssi: report.rssi, at: frame.time, &out)
+            }
+        }
+        self.decoder = decoder
+    }
+
+    /// One HCI event from the source.
+    public mutating func handle(_ frame: HCIFrame) -> GatewayOutput {
+        var out = GatewayOutput()
+        handle(frame, into: &out)
+        return out
+    }
+
+    /// Time has reached `now` (source time): exits and stale proximities come due.
+    public mutating func advance(to now: Instant) -> GatewayOutput {
+        var out = GatewayOutput()
+        guard tracker.mayTimeOut(by: now) else { return out }
+        for timeout in tracker.advance(to: now) { handle(timeout, &out) }
+        return out
+    }
+
+    public mutating func sourceChanged(_ state: SourceState, detail: String) -> GatewayOutput {
+        sourceState = state
+        var out = GatewayOutput()
+        switch state {
+        case .retrying: out.log.append(LogEntry(.warning, "source problem, retrying", ["detail": detail]))
+        default: out.log.append(LogEntry(.info, "source \(state.rawValue)", ["detail": detail]))
+        }
+        return out
+    }
+
+    /// The broker connection came up: announce ourselves, send what waited and restore presence.
+    public mutating func connected(at now: Instant) -> GatewayOutput {
+        isConnected = true
+        var out = GatewayOutput()
+        send(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "online", qos: 1, retain: true), &out)
+        let queued = outbox.drain()
+        // Current presence wins over whatever was queued for the same topic.
+        let current = tracks.map(presenceMessage)
+        let currentTopics = Set(current.map(\.topic))
+        for message in queued where !(message.retain && currentTopics.contains(message.topic)) {
+            send(message, &out)
+        }
+        for message in current { send(message, &out) }
+        if inheritedDeadline == nil {
+            inheritedDeadline = now + gateway.tracker.exitTimeout
+        }
+        out.log.append(LogEntry(.info, "connected to the broker; presence republished"))
+        return out
+    }
+
+    public mutating func disconnected(reason: String) -> GatewayOutput {
+        isConnected = false
+        var out = GatewayOutput()
+        out.log.append(LogEntry(.warning, "broker connection lost; queueing", ["reason": reason]))
+        return out
+    }
+
+    /// Messages of an earlier output the service could not hand to the client because the
+    /// connection had gone: they wait for the reconnect like everything after them.
+    public mutating func undelivered(_ messages: some Sequence<MQTTMessage>) {
+        isConnected = false
+        for message in messages { queue(message) }
+    }
+
+    /// A retained presence topic of ours found on the broker (start-up read-back).
+    public mutating func inheritedPresence(topic: String) {
+        if !inheritanceSettled { inherited.insert(topic) }
+    }
+
+    /// Deletes presence left by an earlier run for beacons not seen again within one exit
+    /// timeout of connecting; `readBackEnded` is set once, when that phase has just ended.
+    public mutating func settleInheritedPresence(at now: Instant) -> GatewayOutput {
+        var out = GatewayOutput()
+        guard !inheritanceSettled, let deadline = inheritedDeadline, now >= deadline else { return out }
+        inheritanceSettled = true
+        out.readBackEnded = true
+        let current = Set(tracker.tracks.values.map { topics.presence(of: $0.id, seenBy: gatewayID) })
+        let stale = inherited.subtracting(current)
+        for topic in stale.sorted() {
+            send(MQTTMessage(topic: topic, text: "", qos: 1, retain: true), &out)
+        }
+        if !inherited.isEmpty {
+            out.log.append(LogEntry(.info, "cleared presence left by an earlier run", ["count": "\(stale.count)"]))
+        }
+        inherited.removeAll()
+        return out
+    }
+
+    /// The health message for `gateways/<id>/health`, with rates since the previous one;
+    /// `published` is the service's count of messages handed to the broker. Send it with
+    /// `publish`.
+    public mutating func health(at now: Instant, uptime: Double, version: String, sourceName: String,
+                                published: Int) -> MQTTMessage {
+        let counters = decoder.counters
+        var reportRate = 0.0
+        var beaconRate = 0.0
+        if let last = lastHealth, now > last.time {
+            let elapsed = now.seconds(since: last.time)
+            reportRate = Double(counters.reports - last.reports) / elapsed
+            beaconRate = Double(counters.beacons - last.beacons) / elapsed
+        }
+        lastHealth = (now, counters.reports, counters.beacons)
+        let health = Payloads.Health(
+            gateway: gatewayID, version: version, uptime: uptime, source: sourceName,
+            sourceState: scanningPaused ? SourceState.paused.rawValue : sourceState.rawValue,
+            advertsPerSecond: reportRate, decodedPerSecond: beaconRate, dropped: outbox.dropped,
+            malformed: counters.malformed, queueDepth: outbox.depth, tracked: tracker.count,
+            published: published, ts: now)
+        return MQTTMessage(topic: topics.health(ofGateway: gatewayID), text: health.json, qos: 0, retain: true)
+    }
+
+    /// A message of the service's own (a command's answer) through the engine's ordering
+    /// and outage queue.
+    public mutating func publish(_ message: MQTTMessage) -> GatewayOutput {
+        var out = GatewayOutput()
+        send(message, &out)
+        return out
+    }
+
+    /// Withdraws every presence and says `offline`: the clean-shutdown sequence.
+    public mutating func withdraw() -> GatewayOutput {
+        var out = GatewayOutput()
+        for track in tracks {
+            send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+        }
+        send(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "offline", qos: 1, retain: true), &out)
+        return out
+    }
+
+    /// Applies a new fleet config (from `fleet/config` or a reload) and reports it on
+    /// `gateways/<id>/events`. The source and the broker cannot change without a restart;
+    /// the report says so.
+    public mutating func apply(_ new: FleetConfig, origin: String, at now: Instant) -> GatewayOutput {
+        var out = GatewayOutput()
+        guard let mine = new.gateway(id: gatewayID) else {
+            report(.rejected(["the new config has no gateway \"\(gatewayID)\""]), origin: origin, at: now, &out)
+            return out
+        }
+        var needsRestart: [String] = []
+        if mine.source != gateway.source { needsRestart.append("source") }
+        if mine.scan != gateway.scan { needsRestart.append("scan") }
+        if new.broker(forGateway: gatewayID) != config.broker(forGateway: gatewayID) { needsRestart.append("broker") }
+        if new.topicPrefix != config.topicPrefix { needsRestart.append("topicPrefix") }
+        let previousTracks = tracker.tracks
+        config = new
+        gateway.tracker = mine.tracker
+        gateway.healthInterval = mine.healthInterval
+        gateway.zone = mine.zone
+        registry = Self.registry(new)
+        var tracker = Self.tracker(new, mine)
+        // Keep what is in range; beacons the new allow-list rejects exit now.
+        for track in previousTracks.values.sorted(by: { $0.id < $1.id }) where !new.accepts(track.id) {
+            send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+        }
+        tracker.restore(previousTracks.values.filter { new.accepts($0.id) })
+        self.tracker = tracker
+        report(.applied(needsRestart: needsRestart), origin: origin, at: now, &out)
+        return out
+    }
+
+    /// A fleet config that did not parse: reported on `gateways/<id>/events`; the last
+    /// good one stays.
+    public mutating func reject(_ errors: [String], origin: String, at now: Instant) -> GatewayOutput {
+        var out = GatewayOutput()
+        report(.rejected(errors), origin: origin, at: now, &out)
+        return out
+    }
+
+    public mutating func setScanningPaused(_ paused: Bool) {
+        scanningPaused = paused
+    }
+
+    // MARK: - Decisions
+
+    private mutating func observe(_ beacon: Beacon, address: BluetoothAddress, rssi: Int8?, at time: Instant,
+                                  _ out: inout GatewayOutput) {
+        guard let id = beacon.id else { return }
+        guard config.accepts(id) else {
+            filtered += 1
+            return
+        }
+        let update = tracker.observe(id, address: address, rssi: rssi, measuredPower: beacon.measuredPower,
+                                     txPower: beacon.txPower, at: time)
+        for timeout in update.timeouts { handle(timeout, &out) }
+        if update.entered, logsBeacons {
+            out.log.append(LogEntry(.debug, "enter", ["beacon": "\(id)"]))
+        }
+        if update.entered || update.proximityChangedFrom != nil {
+            send(presenceMessage(update.track), &out)
+        }
+        if update.publish {
+            // Bytes straight into the message: no String, no second copy (raw mode sends every advert).
+            let payload = Payloads.sightingBytes(update.track, gateway: gatewayID, entry: registry[id], at: time)
+            send(MQTTMessage(topic: topics.sightings(of: id), payload: payload, qos: 0, retain: false), &out)
+        }
+    }
+
+    private mutating func handle(_ timeout: TrackTimeout, _ out: inout GatewayOutput) {
+        switch timeout {
+        case .stale(let track, _):
+            send(presenceMessage(track), &out)
+        case .exit(let track, _):
+            if logsBeacons { out.log.append(LogEntry(.debug, "exit", ["beacon": "\(track.id)"])) }
+            send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+        }
+    }
+
+    private func presenceMessage(_ track: Track) -> MQTTMessage {
+        MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID),
+                    text: Payloads.gatewayPresence(track, gateway: gatewayID, zone: gateway.zone ?? gatewayID),
+                    qos: 1, retain: true)
+    }
+
+    private mutating func report(_ result: ConfigApplyResult, origin: String, at now: Instant, _ out: inout GatewayOutput) {
+        out.config = result
+        switch result {
+        case .applied:
+            out.log.append(LogEntry(.info, "applied a new fleet config", ["origin": origin]))
+        case .rejected(let errors):
+            out.log.append(LogEntry(.error, "rejected a fleet config; keeping the last good one",
+                                    ["origin": origin, "errors": errors.joined(separator: "; ")]))
+        }
+        send(MQTTMessage(topic: topics.events(ofGateway: gatewayID), text: Payloads.configReport(result, origin: origin, at: now),
+                         qos: 1, retain: false), &out)
+    }
+
+    /// Out now while connected; otherwise kept for the reconnect.
+    private mutating func send(_ message: MQTTMessage, _ out: inout GatewayOutput) {
+        if isConnected { out.messages.append(message) } else { queue(message) }
+    }
+
+    private mutating func queue(_ message: MQTTMessage) {
+        if message.retain { outbox.keep(message) } else { outbox.add(message) }
+    }
+}

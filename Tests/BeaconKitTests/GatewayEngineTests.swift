@@ -1,0 +1,183 @@
+import BeaconKit
+import Config
+import GatewayCore
+import Testing
+import Wire
+
+/// The gateway's decisions as a value (`GatewayEngine`): frames, ticks and broker events in,
+/// the messages to publish out, in order. The process around it is tested end to end in
+/// IntegrationTests; here every decision is checked without a broker or a clock.
+@Suite struct GatewayEngineTests {
+    static let t0 = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
+
+    static func config(_ extra: String = "", uuids: String = "[]") -> FleetConfig {
+        try! FleetConfig.parse("""
+        {"broker":{"url":"mqtt://127.0.0.1"},"uuids":\(uuids),
+         "defaults":{"exitTimeout":10,"publishInterval":1\(extra)},
+         "gateways":[{"id":"door","source":"hci:0","zone":"Entrance"}],
+         "beacons":[{"uuid":"\(uuid)","major":100,"minor":1,"name":"counter"}]}
+        """)
+    }
+
+    static func engine(_ config: FleetConfig = config()) -> GatewayEngine {
+        GatewayEngine(config: config, gateway: config.gateways[0])
+    }
+
+    /// One advertisement of beacon 100/`minor` heard at `seconds` after t0.
+    static func frame(minor: UInt16, at seconds: Double, rssi: Int8 = -60, uuid: BeaconUUID = uuid) -> HCIFrame {
+        let beacon = IBeacon(uuid: uuid, major: 100, minor: minor, txPower: -59)
+        let report = HCIEventBuilder.Report(address: BluetoothAddress(rawValue: 0xC0_00_00_00_00_00 | UInt64(minor)),
+                                            data: AdvertisingData.iBeacon(beacon), rssi: rssi)
+        return HCIFrame(time: t0 + seconds, event: HCIEventBuilder.legacyReport([report]))
+    }
+
+    static func summary(_ messages: [MQTTMessage]) -> [String] {
+        messages.map { "\($0.topic)\($0.retain ? " r" : "")\($0.payload.isEmpty ? " (delete)" : "")" }
+    }
+
+    @Test func connectedItSaysOnlineThenPublishesPresenceAndSightings() {
+        var engine = Self.engine()
+        #expect(Self.summary(engine.connected(at: Self.t0).messages) == ["gateways/door/status r"])
+        let first = engine.handle(Self.frame(minor: 1, at: 0))
+        #expect(Self.summary(first.messages) == ["beacons/100/1/presence/door r", "beacons/100/1"])
+        #expect(first.messages[1].text.contains(#""name":"counter""#), "the registry's name rides along")
+        // Within the publish interval nothing more; after it, the next sighting.
+        #expect(engine.handle(Self.frame(minor: 1, at: 0.5)).messages.isEmpty)
+        #expect(Self.summary(engine.handle(Self.frame(minor: 1, at: 1.2)).messages) == ["beacons/100/1"])
+        #expect(engine.statistics.tracked == 1)
+    }
+
+    @Test func quietForTheExitTimeoutTheBeaconExitsAndItsPresenceIsDeleted() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 0))
+        #expect(engine.advance(to: Self.t0 + 9).messages.allSatisfy { !$0.payload.isEmpty }, "not yet")
+        let exit = engine.advance(to: Self.t0 + 10.5)
+        #expect(Self.summary(exit.messages).last == "beacons/100/1/presence/door r (delete)")
+        #expect(engine.statistics.tracked == 0)
+    }
+
+    @Test func whileDisconnectedPresenceIsKeptAndSightingsWaitThenGoOutOnReconnect() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.disconnected(reason: "connection lost")
+        #expect(engine.handle(Self.frame(minor: 1, at: 0)).messages.isEmpty)
+        #expect(engine.handle(Self.frame(minor: 2, at: 0.1)).messages.isEmpty)
+        #expect(engine.handle(Self.frame(minor: 1, at: 1.5)).messages.isEmpty)
+        #expect(engine.statistics.queueDepth == 5, "two presences and three sightings")
+        let back = engine.connected(at: Self.t0 + 2)
+        // Online first, the waiting sightings in order, and each presence once: the current one.
+        #expect(Self.summary(back.messages) == [
+            "gateways/door/status r", "beacons/100/1", "beacons/100/2", "beacons/100/1",
+            "beacons/100/1/presence/door r", "beacons/100/2/presence/door r",
+        ])
+        #expect(engine.statistics.queueDepth == 0)
+    }
+
+    @Test func sightingsBeyondTheQueueLimitDropTheOldestAndCountThem() {
+        var engine = Self.engine(Self.config(#","queueLimit":10,"raw":true"#))
+        for i in 0..<15 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
+        #expect(engine.statistics.dropped == 5)
+        let back = engine.connected(at: Self.t0 + 2)
+        let sightings = back.messages.filter { $0.topic == "beacons/100/1" }
+        #expect(sightings.count == 10)
+        #expect(sightings.first?.text.contains(#""seq":6"#) == true, "the five oldest went: \(sightings.first?.text ?? "")")
+    }
+
+    @Test func whatTheServiceCouldNotDeliverWaitsForTheReconnect() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        let output = engine.handle(Self.frame(minor: 1, at: 0))
+        engine.undelivered(output.messages)
+        #expect(!engine.isConnected)
+        #expect(engine.handle(Self.frame(minor: 2, at: 0.1)).messages.isEmpty, "queued while disconnected")
+        let back = engine.connected(at: Self.t0 + 1)
+        #expect(Self.summary(back.messages) == [
+            "gateways/door/status r", "beacons/100/1", "beacons/100/2",
+            "beacons/100/1/presence/door r", "beacons/100/2/presence/door r",
+        ])
+    }
+
+    @Test func presenceLeftByAnEarlierRunIsDeletedUnlessTheBeaconIsSeenAgain() {
+        var engine = Self.engine()
+        engine.inheritedPresence(topic: "beacons/100/1/presence/door")
+        engine.inheritedPresence(topic: "beacons/100/7/presence/door")
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 1))
+        #expect(engine.settleInheritedPresence(at: Self.t0 + 5).readBackEnded == false, "one exit timeout not over")
+        let settled = engine.settleInheritedPresence(at: Self.t0 + 10)
+        #expect(settled.readBackEnded)
+        #expect(Self.summary(settled.messages) == ["beacons/100/7/presence/door r (delete)"])
+        #expect(settled.log.map(\.message) == ["cleared presence left by an earlier run"])
+        #expect(engine.settleInheritedPresence(at: Self.t0 + 20).readBackEnded == false, "once")
+    }
+
+    @Test func aNewConfigIsAppliedLiveAndReportedBeaconsItNoLongerAcceptsExit() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 0))
+        let other = BeaconUUID("11111111-2222-3333-4444-555555555555")!
+        let output = engine.apply(Self.config(uuids: #"["\#(other)"]"#), origin: "fleet/config", at: Self.t0 + 1)
+        #expect(output.config == .applied(needsRestart: []))
+        #expect(Self.summary(output.messages) == ["beacons/100/1/presence/door r (delete)", "gateways/door/events"])
+        #expect(output.messages[1].text.contains(#""status":"applied""#))
+        #expect(engine.handle(Self.frame(minor: 1, at: 2)).messages.isEmpty, "filtered by the new allow-list")
+        #expect(engine.statistics.filtered == 1)
+    }
+
+    @Test func aConfigWithoutThisGatewayIsRejectedAndTheOldOneStays() throws {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        let elsewhere = try FleetConfig.parse(#"{"broker":{"url":"mqtt://127.0.0.1"},"gateways":[{"id":"till"}]}"#)
+        let output = engine.apply(elsewhere, origin: "fleet/config", at: Self.t0)
+        #expect(output.config == .rejected([#"the new config has no gateway "door""#]))
+        #expect(output.log.first?.level == .error)
+        #expect(output.messages.map(\.topic) == ["gateways/door/events"])
+        #expect(engine.config == Self.config())
+    }
+
+    @Test func healthCarriesRatesSinceTheLastOneAndThePublishedCount() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.health(at: Self.t0, uptime: 0, version: "0.1.0", sourceName: "hci:0", published: 0)
+        for i in 0..<20 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
+        let health = engine.health(at: Self.t0 + 2, uptime: 2, version: "0.1.0", sourceName: "hci:0", published: 42)
+        let json = try? JSONParser().parse(health.payload)
+        #expect(health.topic == "gateways/door/health" && health.retain)
+        #expect(json?["advertsPerSecond"] == .number(10))
+        #expect(json?["published"] == .number(42))
+        #expect(json?["tracked"] == .number(1))
+    }
+
+    @Test func withdrawingDeletesEveryPresenceThenSaysOffline() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 2, at: 0))
+        _ = engine.handle(Self.frame(minor: 1, at: 0))
+        #expect(Self.summary(engine.withdraw().messages) == [
+            "beacons/100/1/presence/door r (delete)", "beacons/100/2/presence/door r (delete)", "gateways/door/status r",
+        ])
+    }
+
+    @Test(arguments: [false, true])
+    func entersAndExitsAreLoggedOnlyWhenAsked(_ logs: Bool) {
+        var engine = Self.engine()
+        engine.logsBeacons = logs
+        _ = engine.connected(at: Self.t0)
+        let enter = engine.handle(Self.frame(minor: 1, at: 0))
+        let exit = engine.advance(to: Self.t0 + 11)
+        #expect(enter.log.map(\.message) == (logs ? ["enter"] : []))
+        #expect(exit.log.map(\.message) == (logs ? ["exit"] : []))
+    }
+
+    @Test func theHotPathAppendsToTheCallersOutput() {
+        var engine = Self.engine(Self.config(#","raw":true"#))
+        _ = engine.connected(at: Self.t0)
+        var output = GatewayOutput()
+        for i in 0..<3 { engine.handle(Self.frame(minor: 1, at: Double(i) * 0.01), into: &output) }
+        #expect(Self.summary(output.messages) == ["beacons/100/1/presence/door r", "beacons/100/1", "beacons/100/1", "beacons/100/1"])
+        output.removeAll()
+        #expect(output == GatewayOutput())
+    }
+}
