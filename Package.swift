@@ -64,6 +64,8 @@ let package = Package(
         // Thin system-library wrappers; everything above them is Swift.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),
+        // Which TLS check failed: an info callback on libmosquitto's OpenSSL context.
+        .target(name: "CMosquittoTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
@@ -77,7 +79,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
+            dependencies: ["CMosquitto", "CMosquittoTLS", "BeaconKit", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
@@ -172,7 +174,7 @@ let package = Package(
             name: "BeaconKitTests",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
             swiftSettings: swiftSettings),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
             dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
