@@ -35,7 +35,10 @@ public final class MQTTClient: Sendable {
     private let calls = Mutex<Bool>(false)
     private let stream: AsyncStream<MQTTEvent>
     private let continuation: AsyncStream<MQTTEvent>.Continuation
-    /// Beats every time the network thread goes round (at least once a second while it
+    /// Wakes the network thread when a caller has queued a packet (publish, subscribe,
+    /// disconnect), so it is written at once rather than at the next round.
+    private let wakeup: Wakeup
+    /// Beats every time the network thread goes round (at least 5 times a second while it
     /// runs, also between reconnection attempts), for the service watchdog.
     public let heartbeat = Heartbeat()
 
@@ -47,6 +50,11 @@ public final class MQTTClient: Sendable {
         }
         // An empty id lets libmosquitto (3.1.1) or the broker (5) choose one.
         let id: String? = options.clientID.isEmpty ? nil : options.clientID
+        do {
+            wakeup = try Wakeup()
+        } catch {
+            throw MQTTError(operation: "eventfd", code: Int32(MOSQ_ERR_ERRNO.rawValue), message: "\(error)")
+        }
         guard let raw = mosquitto_new(id, options.cleanSession, nil) else {
             let code = errno == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_NOMEM
             throw MQTTError(operation: "new", code: Int32(code.rawValue),
@@ -177,6 +185,7 @@ public final class MQTTClient: Sendable {
                 state.withLock { $0.acknowledgements.published(mid, awaitingAcknowledgement: true) }
             }
         }
+        wakeup.signal()
     }
 
     /// Subscribes to `filters` now if connected, and again after every reconnection.
@@ -209,6 +218,7 @@ public final class MQTTClient: Sendable {
                 }
             }
         }
+        wakeup.signal()
     }
 
     /// Forgets `filters` and unsubscribes from them if connected.
@@ -228,6 +238,7 @@ public final class MQTTClient: Sendable {
                 }
             }
         }
+        wakeup.signal()
     }
 
     /// Waits until the broker has acknowledged every QoS > 0 message published so far;
@@ -274,6 +285,7 @@ public final class MQTTClient: Sendable {
             _ = await waitUntilPublished(timeout: timeout)
             state.withLock { $0.phase = .stopping }
             calls.withLock { _ in _ = mosquitto_disconnect(handle.raw) }
+            wakeup.signal()
             await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
                 let finished = state.withLock { state in
                     if state.threadFinished { return true }
@@ -327,7 +339,7 @@ public final class MQTTClient: Sendable {
                     continue
                 }
             }
-            let code = mosquitto_loop(handle.raw, 1000, 1)
+            let code = loopOnce(timeout: 0.2)
             if code != Mosquitto.success {
                 // The connection is gone or was never made. on_disconnect has said why, except
                 // for some failures before the CONNACK (a failed TLS handshake, in 2.0.11).
@@ -348,6 +360,43 @@ public final class MQTTClient: Sendable {
             return state.threadWaiters
         }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// One round of libmosquitto's network loop, as `mosquitto_loop` does it but over
+    /// `poll(2)`: `mosquitto_loop`'s `select(2)` refuses a socket numbered 1024 or above
+    /// (MOSQ_ERR_INVAL on every attempt, so the client never connects), and a process with
+    /// many files open (a busy server, a test run) is handed such numbers. Waits up to
+    /// `timeout` seconds for the socket or a caller's `wakeup`, then reads (which also
+    /// carries a TLS handshake on), writes what is queued, and does the housekeeping
+    /// (keepalive).
+    private func loopOnce(timeout: Double) -> Int32 {
+        let socket = mosquitto_socket(handle.raw)
+        guard socket >= 0 else { return Mosquitto.noConnection }
+        let wanted: Readiness = mosquitto_want_write(handle.raw) ? [.readable, .writable] : .readable
+        let ready: Readiness
+        let woken: Readiness
+        do {
+            (ready, woken) = try Readiness.wait((FileDescriptor(rawValue: socket), wanted),
+                                                (wakeup.descriptor, .readable), timeout: timeout)
+        } catch {
+            errno = error.errno
+            return Int32(MOSQ_ERR_ERRNO.rawValue)
+        }
+        if woken.contains(.readable) { wakeup.drain() }
+        // Until the broker's CONNACK, writability may be the TLS handshake's turn too.
+        let handshaking = !state.withLock { $0.connected }
+        if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
+            let code = mosquitto_loop_read(handle.raw, 1)
+            guard code == Mosquitto.success else { return code }
+            guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+        }
+        // A caller's packet may have come after the wait began: try to write it now.
+        if ready.contains(.writable) || woken.contains(.readable) {
+            let code = mosquitto_loop_write(handle.raw, 1)
+            guard code == Mosquitto.success else { return code }
+            guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+        }
+        return mosquitto_loop_misc(handle.raw)
     }
 
     /// Sleeps for the current reconnection delay and doubles it; false when stopping.

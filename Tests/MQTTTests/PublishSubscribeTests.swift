@@ -32,6 +32,37 @@ struct PublishSubscribeTests {
         await broker.stop()
     }
 
+    /// select(2), which libmosquitto's own loop uses, cannot watch descriptor 1024 or above;
+    /// a process with many files open (a busy server, a whole test run) gets such numbers,
+    /// and a client on select would never connect.
+    @Test("a client whose socket is numbered above 1023 connects, publishes and receives")
+    func highDescriptor() async throws {
+        let directory = try TemporaryDirectory("mqtt-high-fd")
+        let broker = try await MosquittoBroker.start(in: directory)
+        // Fill every descriptor number below 1100, so the client's socket gets a higher one.
+        var held: [Int32] = []
+        while true {
+            let fd = open("/dev/null", O_RDONLY)
+            guard fd >= 0 else { break }
+            if fd >= 1100 {
+                close(fd)
+                break
+            }
+            held.append(fd)
+        }
+        defer { for fd in held { close(fd) } }
+        let client = try MQTTClient(options(broker))
+        let log = EventLog(client)
+        try client.subscribe(["high/#"], qos: 1)
+        try client.start()
+        #expect(await log.waitForConnection(), "\(broker.diagnostics)")
+        #expect(await awaitSubscription(client, log, topic: "high/probe"))
+        try client.publish(MQTTMessage(topic: "high/echo", text: "from above 1023", qos: 1))
+        #expect(await log.waitForMessage(topic: "high/echo")?.text == "from above 1023")
+        await client.stop()
+        await broker.stop()
+    }
+
     @Test("a subscription made before start receives messages from another client, bytes intact")
     func subscribeReceives() async throws {
         let directory = try TemporaryDirectory("mqtt-subscribe")
