@@ -64,6 +64,8 @@ let package = Package(
         // Thin system-library wrappers; everything above them is Swift.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto",
                        providers: [.apt(["libmosquitto-dev"])]),
+        // Which TLS check failed: an info callback on libmosquitto's OpenSSL context.
+        .target(name: "CMosquittoTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
@@ -77,7 +79,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "BeaconKit", "SystemCalls",
+            dependencies: ["CMosquitto", "CMosquittoTLS", "BeaconKit", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(

@@ -21,6 +21,9 @@ public struct MQTTClientOptions: Sendable {
     /// failure up to the upper bound, and starts over after a successful connection.
     public var reconnectDelay: ClosedRange<Double> = 1...30
 
+    /// Whether the connection uses TLS (`mqtts://` or TLS settings).
+    public var usesTLS: Bool { broker.tls || tls != nil }
+
     public init(broker: BrokerURL, clientID: String) {
         self.broker = broker
         self.clientID = clientID

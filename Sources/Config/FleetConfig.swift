@@ -213,6 +213,10 @@ public struct BeaconEntry: Sendable, Equatable {
     /// The standing offer, published retained on `beacons/<major>/<minor>/ad` (one beacon's
     /// entries only).
     public var ad: JSONValue?
+    /// The observer (app user name = client id) this beacon belongs to: a customer's own
+    /// beacon (key fob, phone). Only its owner may join it; `nil` for the store's beacons,
+    /// which an observer may join while one of its own beacons is in the store (docs/security.md).
+    public var owner: String?
 
     /// The one beacon the entry describes; `nil` for a UUID-only entry.
     public var id: BeaconID? {
@@ -221,13 +225,14 @@ public struct BeaconEntry: Sendable, Equatable {
     }
 
     public init(id: BeaconID, name: String? = nil, measuredPower: Int? = nil, location: Location? = nil,
-                store: UInt16? = nil, ad: JSONValue? = nil) {
+                store: UInt16? = nil, ad: JSONValue? = nil, owner: String? = nil) {
         match = .beacon(id)
         self.name = name
         self.measuredPower = measuredPower
         self.location = location
         self.store = store ?? id.major ?? 0
         self.ad = ad
+        self.owner = owner
     }
 
     /// An entry for every beacon of `uuid`.

@@ -12,7 +12,7 @@ extension FleetConfig {
     static let gatewayKeys = ["id", "source", "zone", "store", "position", "advertise"] + tuningKeys
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
-                             "heading", "floor", "store", "ad"]
+                             "heading", "floor", "store", "ad", "owner"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
                            "fallback"]
 
@@ -84,6 +84,10 @@ extension FleetConfig {
         var beacons: [BeaconEntry] = []
         for (i, value) in (r.array(top["beacons"], at: "beacons") ?? []).enumerated() {
             guard let entry = parseBeacon(value, at: "beacons[\(i)]", &r) else { continue }
+            if let owner = entry.owner, gateways.contains(where: { $0.id == owner }) {
+                // One user name space: an owner named like a gateway would log in as that gateway.
+                r.fail("beacons[\(i)].owner", "\"\(owner)\" is a gateway's id; an owner is an app's user name")
+            }
             if beacons.contains(where: { $0.match == entry.match }) {
                 let what = switch entry.match {
                 case .beacon(let id): "\(id)"
@@ -278,6 +282,10 @@ extension FleetConfig {
         let floor = r.integer(o["floor"], at: path + ".floor", in: -200...500)
         let store = r.u16(o["store"], at: path + ".store")
         let ad = parseAd(o["ad"], at: path + ".ad", &r)
+        let owner = o["owner"].flatMap { r.topicSegment($0, at: path + ".owner") }
+        if let owner, BrokerIdentity.reserved.contains(owner) {
+            r.fail(path + ".owner", "\"\(owner)\" is the name of another role; an owner is an app's user name")
+        }
         if (o["latitude"] == nil) != (o["longitude"] == nil) {
             r.fail(path, "latitude and longitude go together")
         }
@@ -288,6 +296,9 @@ extension FleetConfig {
             if o["ad"] != nil {
                 r.fail(path + ".ad", "needs major and minor (one beacon's offer); put an offer for all of them on their store")
             }
+            if o["owner"] != nil {
+                r.fail(path + ".owner", "needs major and minor: an owner owns one beacon")
+            }
         }
         let location: Location? = latitude != nil || longitude != nil || heading != nil || floor != nil
             ? Location(latitude: latitude, longitude: longitude, heading: heading, floor: floor) : nil
@@ -295,7 +306,7 @@ extension FleetConfig {
         if uuidOnly { return BeaconEntry(uuid: uuid, name: name, measuredPower: power, location: location) }
         guard let major, let minor else { return nil }
         return BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
-                           location: location, store: store, ad: ad)
+                           location: location, store: store, ad: ad, owner: owner)
     }
 
     static func parseRule(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule? {

@@ -1,5 +1,6 @@
 public import BeaconKit
 internal import CMosquitto
+internal import CMosquittoTLS
 import Synchronization
 public import SystemCalls
 
@@ -28,6 +29,8 @@ public final class MQTTClient: Sendable {
 
     private let handle: Handle
     private let options: MQTTClientOptions
+    /// What OpenSSL said about the last handshake (TLS connections only).
+    private let tlsReport: TLSReport?
     private let state: Mutex<State>
     /// Held around every libmosquitto call made from a caller's thread and around
     /// `mosquitto_destroy`, so a late `publish` never touches a destroyed handle. The value is
@@ -61,6 +64,7 @@ public final class MQTTClient: Sendable {
                             message: code == MOSQ_ERR_INVAL ? "a persistent session (cleanSession false) needs a client id"
                                                            : nil)
         }
+        let tlsReport = options.usesTLS ? TLSReport() : nil
         do {
             try Self.configure(raw, with: options)
         } catch {
@@ -69,6 +73,7 @@ public final class MQTTClient: Sendable {
         }
         self.handle = Handle(raw: raw)
         self.options = options
+        self.tlsReport = tlsReport
         let lowest = max(0.01, options.reconnectDelay.lowerBound)
         self.state = Mutex(State(delay: lowest))
         (stream, continuation) = AsyncStream.makeStream(of: MQTTEvent.self,
@@ -90,6 +95,7 @@ public final class MQTTClient: Sendable {
             guard let message else { return }
             MQTTClient.from(context).didReceive(message.pointee)
         }
+        if tlsReport != nil { captureErrorLog(true) }
     }
 
     deinit {
@@ -129,6 +135,7 @@ public final class MQTTClient: Sendable {
             precondition(!destroyed)
             let code = mosquitto_connect_async(handle.raw, options.broker.host, Int32(options.broker.port),
                                                Int32(options.keepalive))
+            watchHandshake()
             var connectLater = false
             switch code {
             case Mosquitto.success:
@@ -139,7 +146,7 @@ public final class MQTTClient: Sendable {
             default:
                 // Name resolution or the socket failed at once: report it and let the
                 // network thread retry like any other failed attempt.
-                noteDisconnected(reason: Mosquitto.disconnectText(code, version: options.version))
+                noteDisconnected(reason: failureText(code))
                 connectLater = true
             }
 
@@ -330,23 +337,29 @@ public final class MQTTClient: Sendable {
             }
             if connectNow {
                 connectNow = false
-                state.withLock { $0.attemptReported = false }
+                state.withLock {
+                    $0.attemptReported = false
+                    $0.errorLog = []
+                }
+                tlsReport?.reset()
                 let code = mosquitto_reconnect_async(handle.raw)
+                watchHandshake()
                 guard code == Mosquitto.success else {
-                    noteDisconnected(reason: Mosquitto.disconnectText(code, version: options.version))
+                    noteDisconnected(reason: failureText(code))
                     connectNow = true
                     if !backOff() { break }
                     continue
                 }
             }
             let code = loopOnce(timeout: 0.2)
+            watchHandshake()
             if code != Mosquitto.success {
                 // The connection is gone or was never made. on_disconnect has said why, except
                 // for some failures before the CONNACK (a failed TLS handshake, in 2.0.11).
                 let (ending, reported) = state.withLock { ($0.phase.networkThreadEnds, $0.attemptReported) }
                 if ending { break }
                 if !reported {
-                    noteDisconnected(reason: Mosquitto.disconnectText(code, version: options.version))
+                    noteDisconnected(reason: failureText(code))
                 }
                 connectNow = true
                 if !backOff() { break }
@@ -428,9 +441,11 @@ public final class MQTTClient: Sendable {
             state.connected = true
             state.lastReason = nil
             state.refusal = nil
+            state.errorLog = []
             state.delay = lowest
             return state.subscriptions
         }
+        if tlsReport != nil { captureErrorLog(false) }
         // On the network thread, where the handle is alive; libmosquitto queues these.
         for (filter, qos) in subscriptions.sorted(by: { $0.key < $1.key }) {
             _ = mosquitto_subscribe(handle.raw, nil, filter, Int32(qos))
@@ -444,9 +459,45 @@ public final class MQTTClient: Sendable {
                 state.refusal = nil
                 state.attemptReported = true
             }
-            return state.refusal ?? Mosquitto.disconnectText(code, version: options.version)
-        }
+            return state.refusal
+        } ?? failureText(code)
         noteDisconnected(reason: reason)
+        if tlsReport != nil { captureErrorLog(true) }
+    }
+
+    /// Why a connection attempt or connection ended: what OpenSSL said when TLS failed
+    /// (`TLSDiagnosis`: which check), else libmosquitto's text for `code`.
+    private func failureText(_ code: Int32) -> String {
+        if let tlsReport {
+            let log = state.withLock { $0.errorLog }
+            let diagnosis = tlsReport.diagnosis(log: log)
+            if code == Int32(MOSQ_ERR_TLS.rawValue) || diagnosis.alertReceived != nil || diagnosis.verifyResult != nil {
+                return diagnosis.reason(broker: options.broker, tls: options.tls)
+            }
+        }
+        return Mosquitto.disconnectText(code, version: options.version)
+    }
+
+    /// Has OpenSSL record why the handshake of a new TLS connection fails (`TLSReport`).
+    /// The connection's SSL object exists once a connection attempt began; the broker's
+    /// certificate is checked in a later round of the loop.
+    private func watchHandshake() {
+        guard let tlsReport, let ssl = mosquitto_ssl_get(handle.raw), ssl != tlsReport.watched else { return }
+        bb_tls_watch(ssl, tlsReport.pointer)
+        tlsReport.watched = ssl
+    }
+
+    /// Keeps libmosquitto's error lines (TLS failures are explained there) while not
+    /// connected; off while connected, so no log line is formatted per message.
+    private func captureErrorLog(_ on: Bool) {
+        guard on else { return mosquitto_log_callback_set(handle.raw, nil) }
+        mosquitto_log_callback_set(handle.raw) { _, context, level, text in
+            guard level == MOSQ_LOG_ERR, let text else { return }
+            let line = String(cString: text)
+            MQTTClient.from(context).state.withLock { state in
+                if state.errorLog.count < 8 { state.errorLog.append(line) }
+            }
+        }
     }
 
     /// Reports a lost connection, or a failed attempt whose reason differs from the last
@@ -510,7 +561,7 @@ public final class MQTTClient: Sendable {
         if username != nil || options.password != nil {
             try check("username_pw_set", mosquitto_username_pw_set(raw, username, options.password))
         }
-        if options.broker.tls || options.tls != nil {
+        if options.usesTLS {
             let tls = options.tls ?? TLSConfig()
             // Without a CA of its own, trust the system's store.
             let caPath = tls.caPath ?? (tls.caFile == nil ? "/etc/ssl/certs" : nil)
@@ -520,6 +571,34 @@ public final class MQTTClient: Sendable {
                 try check("tls_insecure_set", mosquitto_tls_insecure_set(raw, true))
             }
         }
+    }
+}
+
+/// The record the TLS info callback writes (`bb_tls_report`), owned by the client and
+/// outliving its handle. Written and read only on the network thread.
+private final class TLSReport: @unchecked Sendable {
+    let pointer = UnsafeMutablePointer<bb_tls_report>.allocate(capacity: 1)
+    /// The SSL object last watched (libmosquitto makes one per connection).
+    var watched: UnsafeMutableRawPointer?
+
+    init() { bb_tls_report_reset(pointer) }
+    deinit { pointer.deallocate() }
+
+    /// A new connection attempt: nothing recorded, its SSL object not watched yet (it may
+    /// reuse the address of the last one).
+    func reset() {
+        bb_tls_report_reset(pointer)
+        watched = nil
+    }
+
+    func diagnosis(log: [String]) -> TLSDiagnosis {
+        let report = pointer.pointee
+        let verify = report.verify_result == 0 ? nil : Int(report.verify_result)
+        let alert = report.alert_received < 0 ? nil : Int(report.alert_received)
+        return TLSDiagnosis(verifyResult: verify, verifyText: verify.map { String(cString: bb_tls_verify_text(Int($0))) },
+                            alertReceived: alert,
+                            alertReceivedText: alert.map { String(cString: bb_tls_alert_text(Int32($0))) },
+                            log: log)
     }
 }
 
@@ -554,6 +633,8 @@ private struct State {
     var delay: Double
     /// The first connection attempt failed at once; the network thread begins by retrying.
     var connectOnStart = false
+    /// libmosquitto's error lines since the connection attempt began (TLS failures).
+    var errorLog: [String] = []
     /// Whether `on_disconnect` has reported the end of the current connection attempt.
     var attemptReported = false
     var threadFinished = false

@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// Each loop says when it last went round (monotonic seconds, `WallClock.monotonic()`).
 /// Every half watchdog interval the watchdog checks them: all recent, it sends `WATCHDOG=1`
-/// with a `STATUS=` line; one silent for longer than `hungAfter`, it says which in
+/// with a `STATUS=` line; one silent for longer than `hungAfter` (two intervals), it says which in
 /// `STATUS=` and sends `WATCHDOG=trigger`, so systemd acts at once rather than after the
 /// interval. The check runs as a task of its own, so a process whose tasks are all stuck
 /// sends nothing at all.
@@ -25,13 +25,15 @@ public struct ServiceWatchdog: Sendable {
 
     public let notifier: ServiceNotifier
     public let loops: [Loop]
-    /// Seconds of silence after which a loop counts as hung: the watchdog interval.
+    /// Seconds of silence after which a loop counts as hung: twice the watchdog interval, so
+    /// a slow moment (a loaded machine, a slow name lookup) is not taken for a hang; a hung
+    /// loop is then restarted within 2 × WatchdogSec + RestartSec.
     public let hungAfter: Double?
 
     public init(notifier: ServiceNotifier, loops: [Loop], hungAfter: Double? = nil) {
         self.notifier = notifier
         self.loops = loops
-        self.hungAfter = hungAfter ?? notifier.watchdogInterval
+        self.hungAfter = hungAfter ?? notifier.watchdogInterval.map { 2 * $0 }
     }
 
     /// The loops silent for longer than `hungAfter` at `now`, with how long. Silence is

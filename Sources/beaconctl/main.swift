@@ -9,7 +9,7 @@ struct BeaconCtl: AsyncParsableCommand {
         Exit status: 0 success, 1 runtime failure, 2 bad usage or bad config.
         """,
         subcommands: [Decode.self, Config.self, Simulate.self, Observe.self, Advertise.self, RangeCommand.self,
-                      Bench.self, Bridge.self])
+                      Bench.self, Bridge.self, Provision.self])
 }
 
 await runMain(BeaconCtl.self)

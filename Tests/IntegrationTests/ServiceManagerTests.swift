@@ -23,7 +23,7 @@ struct ServiceManagerTests {
         let manager = try NotifySocket(in: dir)
         defer { manager.stop() }
         let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "lab"], in: dir,
-                                       environment: manager.environment(watchdog: 1))
+                                       environment: manager.environment(watchdog: 2))
 
         #expect(await eventually(timeout: 20) { manager.count("READY=1") == 1 }, "\(manager.lines)\n\(gateway.diagnostics)")
         // Keep-alives only come while every loop goes round, the scan loop on btvirt included.
@@ -37,7 +37,7 @@ struct ServiceManagerTests {
         gateway.signal(SIGSTOP)
         try await Task.sleep(nanoseconds: 500_000_000)  // what was in flight arrives
         let beforeSilence = manager.count("WATCHDOG=1")
-        try await Task.sleep(nanoseconds: 2_500_000_000)
+        try await Task.sleep(nanoseconds: 4_000_000_000)
         #expect(manager.count("WATCHDOG=1") == beforeSilence, "keep-alives from a stopped process: \(manager.lines)")
         gateway.signal(SIGCONT)
         #expect(await eventually(timeout: 10) { manager.count("WATCHDOG=1") > beforeSilence }, "\(gateway.diagnostics)")
@@ -57,7 +57,7 @@ struct ServiceManagerTests {
         let manager = try NotifySocket(in: dir)
         defer { manager.stop() }
         let brain = try startProgram("beacon-brain", ["--config", config], in: dir,
-                                     environment: manager.environment(watchdog: 1))
+                                     environment: manager.environment(watchdog: 2))
         #expect(await eventually(timeout: 20) {
             manager.count("READY=1") == 1 && manager.count("WATCHDOG=1") >= 3
                 && manager.lines.contains { $0.hasPrefix("STATUS=broker connected;") }
@@ -73,7 +73,7 @@ struct ServiceManagerTests {
         let dir = try TemporaryDirectory("notify-hung")
         let manager = try NotifySocket(in: dir)
         defer { manager.stop() }
-        let notifier = try #require(ServiceNotifier.from(environment: { manager.environment(watchdog: 0.4)[$0] },
+        let notifier = try #require(ServiceNotifier.from(environment: { manager.environment(watchdog: 0.2)[$0] },
                                                          pid: Int(getpid())))
         let scan = Heartbeat(), mqtt = Heartbeat()
         let watchdog = ServiceWatchdog(notifier: notifier, loops: [

@@ -26,10 +26,18 @@ public final class ChildProcess: @unchecked Sendable {
         var env = Foundation.ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
+        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        process.standardOutput = output
+        process.standardError = errors
         if let stdin { process.standardInput = stdin } else { process.standardInput = FileHandle.nullDevice }
         try Self.spawnWithDefaultSignalMask(process)
+        // The child has its own copies. Keeping ours open for the life of this object would
+        // hold two descriptors per program a test ever started; with many suites in parallel
+        // the test process passes 1024, and libmosquitto's select() loop then fails for every
+        // in-process client ("invalid function arguments provided").
+        try? output.close()
+        try? errors.close()
     }
 
     /// A child inherits the signal mask of the thread that spawns it, and the threads

@@ -1,0 +1,178 @@
+import BeaconKit
+
+/// Who may publish and read what on a fleet's broker, as a Mosquitto ACL file.
+///
+/// One rule runs through it: a credential speaks only for itself. A gateway writes only
+/// topics that carry its own id as a level (its presence, status, health, events, RSSI
+/// reports), so the broker can tell a forged gateway message from a real one; an observer
+/// writes only its own join and status and reads only its own inbox and the public ads,
+/// never another customer's presence, profile or roster; only the brain writes
+/// `brain/#`, fleet presence, ads, inboxes and rosters, and deletes other clients' joins;
+/// the display reads what the store's screens show and writes nothing but its Home
+/// Assistant discovery; the operator pushes config and commands. Anything not listed is
+/// refused: Mosquitto drops the publish and delivers nothing to the subscription.
+///
+/// `beaconctl provision` writes it; `deploy/mosquitto/beaconbridge.acl` is it for
+/// `deploy/fleet.example.json` (a test keeps the two equal). Gateway sightings on
+/// `beacons/<major>/<minor>` carry no gateway level (the SPEC's observer contract), so any
+/// gateway may write them: the brain does not take them as evidence of who saw what.
+public struct AccessPolicy: Sendable {
+    public let config: FleetConfig
+    /// The brains' user names (one per brain that splits the fleet; `brain` by default).
+    public let brains: [String]
+
+    public init(config: FleetConfig, brains: [String] = [BrokerIdentity.brain]) {
+        self.config = config
+        self.brains = brains
+    }
+
+    /// Every user name the policy names, in the order of the file.
+    public var users: [String] {
+        config.gateways.map { BrokerIdentity.gatewayUser($0.id) } + brains
+            + [BrokerIdentity.operatorUser, BrokerIdentity.display]
+    }
+
+    /// The ACL file's text.
+    public var text: String {
+        let t = config.topics
+        func topic(_ tail: String) -> String { t.topic(tail) }
+        var lines = [
+            "# BeaconBridge: who may publish and read what (Mosquitto acl_file). Written by",
+            "# `beaconctl provision` from the fleet config: provision again after changing its gateways or",
+            "# rules. Each identity speaks only for itself; anything not listed is refused.",
+            "",
+            "# Observers (apps): every user, as itself (%u: the user name is the client id in the topics).",
+            "# They read their own inbox and the public ads, nothing about other customers.",
+            "pattern write \(topic("beacons/+/+/observers/%u"))",
+            "pattern write \(topic("observers/%u/status"))",
+            "pattern read \(topic("observers/%u/inbox"))",
+            "pattern read \(topic("beacons/+/+/ad"))",
+        ]
+        for gateway in config.gateways {
+            let id = gateway.id
+            lines += [
+                "",
+                "# Gateway \(id): its own presence, status, health, events and RSSI reports; sightings.",
+                "user \(BrokerIdentity.gatewayUser(id))",
+                "topic write \(topic("beacons/+/+"))",
+                "topic readwrite \(topic("beacons/+/+/presence/\(id)"))",
+                "topic write \(topic("eddystone/+/+"))",
+                "topic readwrite \(topic("eddystone/+/+/presence/\(id)"))",
+                "topic write \(topic("gateways/\(id)/status"))",
+                "topic write \(topic("gateways/\(id)/health"))",
+                "topic write \(topic("gateways/\(id)/events"))",
+                "topic write \(topic("gateways/\(id)/rssi"))",
+                "topic read \(topic("gateways/\(id)/cmd"))",
+                "topic read \(t.fleetConfig)",
+            ]
+        }
+        for brain in brains {
+            lines += [
+                "",
+                "# Brain \(brain): alone writes brain/#, fleet presence, ads, inboxes and rosters.",
+                "user \(brain)",
+                "topic read \(topic("beacons/#"))",
+                "topic read \(topic("eddystone/#"))",
+                "topic write \(topic("beacons/+/+/presence"))",
+                "topic write \(topic("beacons/+/+/ad"))",
+                "topic write \(topic("beacons/+/+/events"))",
+                "# deletes joins: of apps whose last will said offline, rejected ones, ended visits",
+                "topic write \(topic("beacons/+/+/observers/+"))",
+                "topic readwrite \(topic("brain/#"))",
+                "topic read \(topic("gateways/+/status"))",
+                "topic read \(topic("gateways/+/rssi"))",
+                "topic read \(topic("observers/+/status"))",
+                "topic write \(topic("observers/+/inbox"))",
+                "topic readwrite \(topic("stores/+/roster"))",
+                "topic readwrite \(topic("stores/+/customers/+"))",
+                "topic read \(topic("stores/+/bridge"))",
+                "topic read \(t.fleetConfig)",
+            ]
+            let published = ruleTopics
+            if !published.isEmpty {
+                lines.append("# what the rules publish (\"do\": \"publish\")")
+                lines += published.map { "topic write \(topic($0))" }
+            }
+        }
+        lines += [
+            "",
+            "# The operator (beaconctl config push, commands): config, commands, and watching everything.",
+            "user \(BrokerIdentity.operatorUser)",
+            "topic readwrite \(t.fleetConfig)",
+            "topic write \(topic("gateways/+/cmd"))",
+            "topic read \(topic("gateways/#"))",
+            "topic read \(topic("beacons/#"))",
+            "topic read \(topic("eddystone/#"))",
+            "topic read \(topic("brain/#"))",
+            "topic read \(topic("stores/#"))",
+            "",
+            "# The store's screens (beacon-web: greeter, floor, fleet dashboard; docs/web.md): read-only,",
+            "# but for its Home Assistant discovery configs under its own node id.",
+            "user \(BrokerIdentity.display)",
+            "topic read \(topic("stores/+/roster"))",
+            "topic read \(topic("stores/+/customers/+"))",
+            "topic read \(topic("beacons/+/+/observers/+"))",
+            "topic read \(topic("beacons/+/+/presence"))",
+            "topic read \(topic("gateways/+/status"))",
+            "topic read \(topic("gateways/+/health"))",
+            "topic read \(t.brainStatus)",
+            "topic read \(t.fleetConfig)",
+        ]
+        lines += ruleTopics.map { "topic read \(topic($0))" }
+        lines.append("topic readwrite \(config.homeAssistant.discoveryPrefix)/+/beaconbridge/+/config")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The topics of the rules' `publish` actions as filters: every variable a `+`.
+    var ruleTopics: [String] {
+        var patterns: [String] = []
+        for rule in config.rules {
+            for action in rule.actions {
+                guard case .publish(let template, _, _, _) = action else { continue }
+                let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
+                    .map { $0.contains("{") ? "+" : String($0) }.joined(separator: "/")
+                if !patterns.contains(pattern) { patterns.append(pattern) }
+            }
+        }
+        return patterns
+    }
+}
+
+/// The broker's side of a provisioned fleet, as a Mosquitto configuration file: TLS on the
+/// MQTT port, every client authenticated by password, the ACL, and user names as client
+/// ids so that no credential can take over another's connection (`beaconctl provision`).
+public struct BrokerSecurityConfig: Sendable {
+    /// Where the broker finds its password file, ACL, CA and certificate.
+    public var directory: String
+    /// The TLS listener.
+    public var port: UInt16
+    /// The address it listens on; every interface when `nil`.
+    public var bind: String?
+
+    public init(directory: String = "/etc/mosquitto/beaconbridge", port: UInt16 = 8883, bind: String? = nil) {
+        self.directory = directory
+        self.port = port
+        self.bind = bind
+    }
+
+    public var text: String {
+        """
+        # BeaconBridge broker security (/etc/mosquitto/conf.d/), written by `beaconctl provision`.
+        # Every client logs in as its own user over TLS; the ACL says what each may do.
+        per_listener_settings false
+        allow_anonymous false
+        password_file \(directory)/passwd
+        acl_file \(directory)/beaconbridge.acl
+
+        listener \(port)\(bind.map { " " + $0 } ?? "")
+        # A client's user name is its client id: no credential can take over another's
+        # connection (a listener's setting: every listener needs it).
+        use_username_as_clientid true
+        cafile \(directory)/ca.crt
+        certfile \(directory)/broker.crt
+        keyfile \(directory)/broker.key
+        tls_version tlsv1.2
+
+        """
+    }
+}

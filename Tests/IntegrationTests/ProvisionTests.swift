@@ -1,0 +1,134 @@
+import BeaconKit
+import Config
+import Foundation
+import TestSupport
+import Testing
+import Wire
+
+/// `beaconctl provision` makes a store where every part connects under its own identity
+/// over TLS: a real Mosquitto runs the configuration, password file, ACL and certificate it
+/// wrote; a gateway and the brain take their passwords as systemd credentials; an app and
+/// the operator log in as themselves; anonymous clients are refused.
+@Suite("beaconctl provision: a TLS store where every part is itself")
+struct ProvisionTests {
+    struct Store {
+        let dir: TemporaryDirectory
+        let out: String
+        let port: UInt16
+        let config: String
+        let broker: MosquittoBroker
+
+        func password(_ user: String) throws -> String {
+            try String(contentsOfFile: out + "/credentials/\(user).password", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        /// A directory such as systemd's `$CREDENTIALS_DIRECTORY` for `user`.
+        func credentials(for user: String, secret: Bool = false) throws -> [String: String] {
+            let directory = dir.file("credentials-\(user)")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: out + "/credentials/\(user).password", toPath: directory + "/mqtt-password")
+            if secret {
+                try FileManager.default.copyItem(atPath: out + "/credentials/brain.secret", toPath: directory + "/brain-secret")
+            }
+            return ["CREDENTIALS_DIRECTORY": directory]
+        }
+
+        /// mosquitto_sub over TLS as `user`, printing `topic payload` lines.
+        func subscribe(as user: String, _ filters: [String]) throws -> ChildProcess {
+            var arguments = ["-h", "127.0.0.1", "-p", String(port), "--cafile", out + "/clients/ca.crt",
+                             "-u", user, "-P", try password(user), "-v", "-d"]
+            for filter in filters { arguments += ["-t", filter] }
+            return try ChildProcess(Programs.system("stdbuf")!, ["-oL", Programs.system("mosquitto_sub")!] + arguments,
+                                    in: dir, name: "sub-\(user)")
+        }
+    }
+
+    static func provision(_ label: String, extraBeacons: String = "") async throws -> Store {
+        let dir = try TemporaryDirectory(label)
+        let port = try FreePort.allocate()
+        let capture = try dir.write("door.log", bytes: GatewayTests.capture(beacons: [(1, 0...30)], step: 0.5).bytes)
+        let out = dir.file("secrets")
+        let config = try dir.write("fleet.json", """
+        {"broker": {"url": "mqtts://127.0.0.1:\(port)", "tls": {"caFile": "\(out)/clients/ca.crt"}, "keepalive": 5},
+         "gateways": [{"id": "door", "source": "btsnoop:\(capture)?loop", "zone": "Entrance"}, {"id": "counter"}],
+         "stores": [{"major": 7, "name": "Test Street", "ad": {"title": "Deal"}}],
+         "beacons": [{"uuid": "\(GatewayTests.uuid)", "major": 7, "minor": 1, "name": "Ana's fob", "owner": "ana"}\(extraBeacons)]}
+        """)
+        let provision = try startProgram("beaconctl", ["provision", config, "--out", out, "--port", String(port),
+                                                       "--bind", "127.0.0.1", "--broker-directory", out + "/broker",
+                                                       "--observer", "ben"], in: dir)
+        try #require(await provision.waitForExit(timeout: 60) == 0, "\(provision.diagnostics)")
+        let security = try String(contentsOfFile: out + "/broker/beaconbridge.conf", encoding: .utf8)
+        let broker = try await MosquittoBroker.start(in: dir, extraConfig: security)
+        return Store(dir: dir, out: out, port: port, config: config, broker: broker)
+    }
+
+    @Test("gateway, brain, app and operator connect as themselves over TLS; anonymous clients are refused")
+    func everyPartIsItself() async throws {
+        let store = try await Self.provision("provision-store")
+        let operatorView = try store.subscribe(as: "operator", ["beacons/#", "gateways/#", "brain/status"])
+        #expect(await eventually(timeout: 15) { operatorView.stdout.contains("received SUBACK") }, "\(operatorView.diagnostics)")
+
+        let gateway = try startProgram("beacon-gateway", ["--config", store.config, "--id", "door"], in: store.dir,
+                                       environment: try store.credentials(for: "door"))
+        let brain = try startProgram("beacon-brain", ["--config", store.config], in: store.dir,
+                                     environment: try store.credentials(for: "brain", secret: true))
+        #expect(await eventually(timeout: 30) {
+            operatorView.stdout.contains("beacons/7/1/presence/door {") && operatorView.stdout.contains("beacons/7/1/presence {")
+                && operatorView.stdout.contains("gateways/door/status online") && operatorView.stdout.contains("brain/status online")
+        }, "\(operatorView.stdout)\n\(gateway.diagnostics)\n\(brain.diagnostics)\n\(store.broker.diagnostics)")
+
+        // Ana's app joins her own beacon and hears from the brain.
+        let app = try startProgram("beaconctl", ["observe", "--config", store.config, "--broker", "mqtts://ana@127.0.0.1:\(store.port)",
+                                                 "--client", "ana", "--major", "7", "--minor", "1", "--count", "1"],
+                                   in: store.dir, environment: ["BEACONBRIDGE_MQTT_PASSWORD": try store.password("ana")])
+        #expect(await app.waitForExit(timeout: 30) == 0, "\(app.diagnostics)\n\(brain.diagnostics)")
+        #expect(app.stdout.contains(#""type":"ad""#), "\(app.diagnostics)")
+
+        // Each under its own user name, which is also its client id (use_username_as_clientid).
+        let log = store.broker.log
+        for user in ["door", "brain", "ana", "operator"] {
+            #expect(log.contains(" as \(user) ") && log.contains("u'\(user)'"), "\(user) did not log in as itself\n\(log.suffix(4000))")
+        }
+        #expect(!gateway.stderr.contains("warning"), "no risk to warn about: \(gateway.stderr)")
+        #expect(!brain.stderr.contains("anonymously"), "\(brain.stderr)")
+
+        // No password, a wrong one, or plaintext to the TLS port: refused.
+        let anonymous = try ChildProcess(Programs.system("mosquitto_pub")!, [
+            "-h", "127.0.0.1", "-p", String(store.port), "--cafile", store.out + "/clients/ca.crt",
+            "-t", "fleet/config", "-m", "{}"], in: store.dir, name: "anonymous")
+        #expect(await anonymous.waitForExit(timeout: 10) != 0)
+        #expect(anonymous.stderr.contains("not authorised") || anonymous.stderr.contains("Connection Refused"),
+                "\(anonymous.diagnostics)")
+        let wrong = try startProgram("beacon-gateway", ["--config", store.config, "--id", "door"], in: store.dir,
+                                     environment: ["BEACONBRIDGE_MQTT_PASSWORD": try store.password("counter")])
+        #expect(await eventually(timeout: 15) { wrong.stderr.contains("not authorised") }, "\(wrong.diagnostics)")
+        await wrong.stop()
+
+        await app.stop()
+        await brain.stop()
+        await gateway.stop()
+        await operatorView.stop()
+        await store.broker.stop()
+    }
+
+    @Test("provisioning again keeps every password and the CA, and adds what is new")
+    func idempotent() async throws {
+        let store = try await Self.provision("provision-again")
+        let door = try store.password("door"), ca = try String(contentsOfFile: store.out + "/ca/ca.crt", encoding: .utf8)
+        let again = try startProgram("beaconctl", ["provision", store.config, "--out", store.out, "--observer", "carla"],
+                                     in: store.dir)
+        #expect(await again.waitForExit(timeout: 60) == 0, "\(again.diagnostics)")
+        #expect(try store.password("door") == door)
+        #expect(try String(contentsOfFile: store.out + "/ca/ca.crt", encoding: .utf8) == ca)
+        #expect(try store.password("carla").count == 48)
+        let passwd = try String(contentsOfFile: store.out + "/broker/passwd", encoding: .utf8)
+        #expect(passwd.contains("carla:$7$") && passwd.contains("door:$7$") && !passwd.contains(door))
+        for file in ["credentials/door.password", "credentials/brain.secret", "broker/passwd", "broker/broker.key", "ca/ca.key"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: store.out + "/" + file)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file) is \(String(mode ?? 0, radix: 8))")
+        }
+        await store.broker.stop()
+    }
+}
