@@ -56,7 +56,7 @@ public final class MQTTClient: Sendable {
         do {
             wakeup = try Wakeup()
         } catch {
-            throw MQTTError(operation: "eventfd", code: Int32(MOSQ_ERR_ERRNO.rawValue), message: "\(error)")
+            throw MQTTError(operation: "pipe", code: Int32(MOSQ_ERR_ERRNO.rawValue), message: "\(error)")
         }
         guard let raw = mosquitto_new(id, options.cleanSession, nil) else {
             let code = errno == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_NOMEM
@@ -412,7 +412,11 @@ public final class MQTTClient: Sendable {
         return mosquitto_loop_misc(handle.raw)
     }
 
-    /// Sleeps for the current reconnection delay and doubles it; false when stopping.
+    /// Waits out the current reconnection delay and doubles it; false when stopping.
+    ///
+    /// Waits on `wakeup`, which `stop()` signals after it has set the phase: a stop that
+    /// comes before the wait begins leaves the pipe readable, so it is never missed, and
+    /// the phase is read again after every wake.
     private func backOff() -> Bool {
         let highest = max(0.01, options.reconnectDelay.upperBound)
         let delay = state.withLock { state in
@@ -421,12 +425,16 @@ public final class MQTTClient: Sendable {
             return delay
         }
         let deadline = WallClock.monotonic() + delay
-        while WallClock.monotonic() < deadline {
+        while true {
             if state.withLock({ $0.phase.networkThreadEnds }) { return false }
+            let remaining = deadline - WallClock.monotonic()
+            if remaining <= 0 { return true }
             heartbeat.beat()
-            usleep(20_000)
+            // In slices of 0.2 s, beating: waiting to reconnect is the loop going round.
+            if (try? wakeup.descriptor.waitReadable(timeout: min(remaining, 0.2))) ?? true {
+                wakeup.drain()
+            }
         }
-        return !state.withLock { $0.phase.networkThreadEnds }
     }
 
     private func didConnect(code: Int32, flags: Int32) {
