@@ -111,7 +111,8 @@ let package = Package(
         .executableTarget(
             name: "beacon-brain",
             dependencies: ["Telemetry", "Config", "Brain", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",

@@ -325,6 +325,9 @@ public struct BrainConfig: Sendable, Equatable {
     public var zoneMargin: Double
     /// Consecutive updates another gateway must win by the margin before the zone moves.
     public var zoneUpdates: Int
+    /// Brains splitting the fleet (`beacon-brain --shard NAME`), each standing in for the
+    /// others when they die (docs/fleet.md).
+    public var shards: [BrainShard] = []
 
     public init(zoneMargin: Double = 4, zoneUpdates: Int = 3) {
         self.zoneMargin = zoneMargin

@@ -138,9 +138,10 @@ extension FleetConfig {
         }
 
         var brain = BrainConfig()
-        if let object = r.object(top["brain"], at: "brain", keys: ["zoneMargin", "zoneUpdates"]) {
+        if let object = r.object(top["brain"], at: "brain", keys: brainKeys) {
             if let v = r.number(object["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
             if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
+            brain.shards = parseShards(object["shards"], &r)
         }
 
         let bridge = parseBridge(top["bridge"], &r)
