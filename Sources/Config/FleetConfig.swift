@@ -355,6 +355,9 @@ public struct BrainConfig: Sendable, Equatable {
     /// Wall-clock seconds a gateway whose reports are late may hold back the brain's
     /// decisions (which wait for every gateway's report of the same moment).
     public var clockHold: Double
+    /// Brains splitting the fleet (`beacon-brain --shard NAME`), each standing in for the
+    /// others when they die (docs/fleet.md).
+    public var shards: [BrainShard] = []
 
     public init(zoneConfidence: Double = 0.93, zoneMargin: Double = 0, zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
                 rssiProcessNoise: Double = 20, rssiTrendNoise: Double = 2, rssiMeasurementNoise: Double = 9,

@@ -11,8 +11,6 @@ extension FleetConfig {
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
                              "reportInterval"]
     static let gatewayKeys = ["id", "source", "zone", "store", "position", "entrance", "advertise"] + tuningKeys
-    static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
-                            "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold"]
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "namespace", "instance", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad", "owner"]
@@ -156,6 +154,7 @@ extension FleetConfig {
             if let v = r.number(o["exitSamples"], at: "brain.exitSamples", in: 1...1000) { brain.exitSamples = v }
             if let v = r.number(o["exitMinimum"], at: "brain.exitMinimum", in: 0...3600, unit: " s") { brain.exitMinimum = v }
             if let v = r.number(o["clockHold"], at: "brain.clockHold", in: 0.1...60, unit: " s") { brain.clockHold = v }
+            brain.shards = parseShards(o["shards"], &r)
         }
 
         let bridge = parseBridge(top["bridge"], &r)
