@@ -34,7 +34,7 @@ struct Bench: AsyncParsableCommand {
           3. gateway process (beacon-gateway): resident memory idle and while tracking each of
              --tracked;
           4. brain (BrainService): join-to-reply latency over --joins joins one at a time beside the
-             broker's own round trip, joins answered per second (a burst), and the sighting ingest rate
+             broker's own round trip, joins answered per second (a burst), and the RSSI report ingest rate
              the brain sustains beside the broker's rate in the same run;
           5. flood (beacon-brain): --flood-joins joins from as many observers, as fast as the broker
              takes them, while a legitimate observer joins every 10 ms: its join-to-reply latency beside
@@ -530,11 +530,12 @@ struct BenchRun {
             + "  broker's own round trip (publish → subscriber, C): \(brokerLatency.text)\n"
             + "  joins answered per second (\(settings.joinBurst) at once over \(stores) stores): \(grouped(joinRate))")
 
-        // Sightings as fast as the C publisher sends them; the brain counts what it handled.
+        // Gateways' RSSI reports (what the brain reads since issue 8; one beacon each) as fast as
+        // the C publisher sends them; the brain counts what it handled.
         let before = service.statistics.counters.received
         let droppedBefore = service.statistics.droppedEvents
         let publisher = Task { [self] in
-            try await baselineRun(["pub", "--count", String(settings.sightings), "--beacons", "1000"], name: "brain-pub")
+            try await baselineRun(["reports", "--count", String(settings.sightings), "--beacons", "1000"], name: "brain-pub")
         }
         var firstSeen: Double?
         var lastChange = WallClock.monotonic()
@@ -557,11 +558,11 @@ struct BenchRun {
         let dropped = service.statistics.droppedEvents - droppedBefore
         let brainRate = Double(handled) / (finished - (firstSeen ?? finished))
         let brokerRate = published["messagesPerSecond"]?.numberValue ?? 0
-        report.add("brainSightings", .object([
+        report.add("brainReports", .object([
             "sent": .number(Double(settings.sightings)), "handled": .number(Double(handled)),
             "dropped": .number(Double(dropped)), "handledPerSecond": .number(brainRate.rounded()),
             "brokerMessagesPerSecondSameRun": .number(brokerRate.rounded()),
-        ]), "brain, sighting ingest: \(grouped(brainRate)) sightings/s handled (\(handled) of \(settings.sightings), "
+        ]), "brain, RSSI report ingest: \(grouped(brainRate)) reports/s handled (\(handled) of \(settings.sightings), "
             + "\(dropped) dropped); the broker delivered \(grouped(brokerRate)) msg/s to the C subscriber in the same run"
             + " = \(decimal(brainRate / max(brokerRate, 1), places: 2)) × broker")
         task.cancel()

@@ -196,6 +196,26 @@ static int sighting(char *out, size_t size, long minor, long seq) {
                     minor, (minor >> 8) & 0xFF, minor & 0xFF, seq);
 }
 
+/* A gateway's RSSI report (gateways/<id>/rssi) of window `window` (0.25 s each from
+   2026-11-21T09:00:00Z) in which it heard beacon `minor` twice. */
+static int rssi_report(char *out, size_t size, long gateway, long window, long minor) {
+    char from[32], to[32];
+    for (int k = 0; k < 2; k++) {
+        long quarter = window + k;
+        time_t seconds = (time_t)1795251600 + quarter / 4;
+        struct tm tm;
+        gmtime_r(&seconds, &tm);
+        char *text = k ? to : from;
+        size_t n = strftime(text, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(text + n, 32 - n, ".%03ldZ", (quarter % 4) * 250);
+    }
+    return snprintf(out, size,
+                    "{\"gateway\":\"bench-%ld\",\"from\":\"%s\",\"to\":\"%s\",\"beacons\":[{\"major\":100,\"minor\":%ld,"
+                    "\"uuid\":\"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0\",\"n\":2,\"rssi\":-63.5,\"at\":0.125,"
+                    "\"rssiSmoothed\":-62.4,\"distance\":1.58,\"proximity\":\"near\"}]}",
+                    gateway, from, to, minor);
+}
+
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -212,10 +232,12 @@ static void print_latencies(const char *name, double *values, long n) {
 
 // ---- Modes ----
 
-static int mode_pub(int port, long count, long beacons, double rate) {
+/* Sightings on beacons/100/<minor>, or (`reports`) the RSSI reports of 4 gateways,
+   one beacon each, their windows moving on. */
+static int mode_pub(int port, long count, long beacons, double rate, int reports) {
     struct client subscriber, publisher;
     client_start(&subscriber, "baseline-sub", port);
-    client_subscribe(&subscriber, "beacons/+/+", 0);
+    client_subscribe(&subscriber, reports ? "gateways/+/rssi" : "beacons/+/+", 0);
     client_start(&publisher, "baseline-pub", port);
     char topic[64], payload[512];
     double start = now();
@@ -223,8 +245,14 @@ static int mode_pub(int port, long count, long beacons, double rate) {
         // --rate: no faster than that many messages a second (0: as fast as possible).
         while (rate > 0 && now() - start < (double)i / rate) {}
         long minor = i % beacons + 1;
-        snprintf(topic, sizeof topic, "beacons/100/%ld", minor);
-        int length = sighting(payload, sizeof payload, minor, i / beacons + 1);
+        int length;
+        if (reports) {
+            snprintf(topic, sizeof topic, "gateways/bench-%ld/rssi", i % 4);
+            length = rssi_report(payload, sizeof payload, i % 4, i / 4, (i / 4) % beacons + 1);
+        } else {
+            snprintf(topic, sizeof topic, "beacons/100/%ld", minor);
+            length = sighting(payload, sizeof payload, minor, i / beacons + 1);
+        }
         int rc;
         while ((rc = mosquitto_publish(publisher.mosq, NULL, topic, length, payload, 0, false)) == MOSQ_ERR_NOMEM) {
             usleep(100);
@@ -241,7 +269,8 @@ static int mode_pub(int port, long count, long beacons, double rate) {
     printf("{\"mode\":\"pub\",\"sent\":%ld,\"received\":%ld,\"publishSeconds\":%.6f,\"endToEndSeconds\":%.6f,"
            "\"publishedPerSecond\":%.0f,\"messagesPerSecond\":%.0f,\"payloadBytes\":%d}\n",
            count, received, published - start, seconds, (double)count / (published - start),
-           seconds > 0 ? (double)received / seconds : 0, sighting(payload, sizeof payload, 1, 1));
+           seconds > 0 ? (double)received / seconds : 0,
+           reports ? rssi_report(payload, sizeof payload, 0, 0, 1) : sighting(payload, sizeof payload, 1, 1));
     client_stop(&publisher);
     client_stop(&subscriber);
     return received == count ? 0 : 1;
@@ -413,7 +442,7 @@ static int mode_flood(int port, long count) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: mqtt-baseline pub|sub|rtt|join|flood --port P [--count N] [...]\n");
+        fprintf(stderr, "usage: mqtt-baseline pub|reports|sub|rtt|join|flood --port P [--count N] [...]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -442,7 +471,8 @@ int main(int argc, char **argv) {
     }
     mosquitto_lib_init();
     int status;
-    if (!strcmp(mode, "pub")) status = mode_pub(port, count, beacons, rate);
+    if (!strcmp(mode, "pub")) status = mode_pub(port, count, beacons, rate, 0);
+    else if (!strcmp(mode, "reports")) status = mode_pub(port, count, beacons, rate, 1);
     else if (!strcmp(mode, "sub")) status = mode_sub(port, count, filter, idle, latency_out);
     else if (!strcmp(mode, "rtt")) status = mode_rtt(port, count);
     else if (!strcmp(mode, "join")) status = mode_join(port, count, burst, stores, id, interval);

@@ -35,7 +35,7 @@ struct BenchSmokeTests {
         #expect(memory.allSatisfy { ($0["residentBytes"]?.numberValue ?? 0) > 1_000_000 })
         #expect(number("brainJoins", "joinToReply", "count") == 100)
         #expect(number("brainJoins", "replies") == 100)
-        #expect((number("brainSightings", "handled") ?? 0) > 0)
+        #expect((number("brainReports", "handled") ?? 0) > 0)
         #expect(number("brainFlood", "replies") == 300)
         #expect(number("brainFlood", "legitimateDuringFlood", "count") == 50)
         #expect((number("brainFlood", "storesBytesPerJoinOrLeave") ?? 0) > 0)
