@@ -266,7 +266,8 @@ public struct FleetPresence: Sendable {
         }
         // A gateway that reports decides with its reports; its presence alone starts nothing
         // (it may be the late echo of a visit the reports already ended).
-        guard retained || clock.watermarks[report.gateway] == nil, evidence[ref] == nil else { return [] }
+        guard retained || clock.watermarks[report.gateway] == nil || clock.excluded.contains(report.gateway),
+              evidence[ref] == nil else { return [] }
         let view = announcedView(report, at: now)
         beacons[ref] = FleetBeacon(ref: ref, uuid: report.uuid, views: [view.gateway: view], zone: view.gateway,
                                    proximity: view.proximity, since: now)
@@ -472,6 +473,12 @@ public struct FleetPresence: Sendable {
         let deadline = e.links.values.map(\.quietSince).reduce(e.lastHeard, max) + quiet
         guard deadline <= end else { return false }
         if beacon.views.keys.contains(where: { held(beacon.ref, $0) }) { return false }
+        // A gateway the brain stopped waiting for (its reports are late: its store's link or
+        // its broker may be down) has not said the beacon is gone: the visit waits for it
+        // (its last will, or its reports again, end the wait).
+        if e.links.contains(where: { clock.excluded.contains($0.key) && !$0.value.isStale(at: deadline, settings.viewTimeout($0.key)) }) {
+            return false
+        }
         beacons[beacon.ref] = nil
         evidence[beacon.ref] = nil
         events.append(.exit(beacon))

@@ -26,6 +26,9 @@ struct LinkEstimate: Sendable, Equatable {
 
     /// Since when the gateway's silence counts.
     var quietSince: Instant { max(lastHeard, unknownUntil ?? lastHeard) }
+
+    /// Whether the gateway had stopped hearing the beacon `timeout` before `time`.
+    func isStale(at time: Instant, _ timeout: Double) -> Bool { time.seconds(since: quietSince) >= timeout }
     /// The gateway's own view at its latest report: what the fleet presence lists.
     var rssiSmoothed: Double?
     var distance: Double?

@@ -39,7 +39,7 @@ struct Score: AsyncParsableCommand {
         Examples:
           beaconctl score --seeds 1-20                       # the benchmark in docs/PERFORMANCE.md
           beaconctl score --seeds 1-20 --shadowing 6 --loss 0.4
-          beaconctl score --seeds 1-20 --offsets door:+6,window:-6,shelves:+6,counter:-6 --calibrate
+          beaconctl score --seeds 1-20 --offsets door:+6,counter:-6
           beaconctl score --seeds 1,2 --customers 8 --duration 300 --json
         """)
 

@@ -35,8 +35,8 @@ struct Simulate: ParsableCommand {
 
         Examples:
           beaconctl simulate --out /tmp/store --customers 8 --duration 120
-          beaconctl simulate --out /tmp/floor --model floor --shadowing 6 --loss 0.4 --seed 7
-          beaconctl simulate --out /tmp/skewed --model floor --offsets door:+6,window:-6,shelves:+6,counter:-6
+          beaconctl simulate --out /tmp/floor --model floor --shadowing 6 --seed 7
+          beaconctl simulate --out /tmp/skew --model floor --offsets door:+6,counter:-6
           beaconctl simulate --out /tmp/hall --model floor --size 30x12 --door 0,6 \\
               --gateways 'a:5,6;b:15,6;c:25,6' --wall 10,0,10,8:6
           beacon-gateway --config /tmp/store/fleet.json --id door

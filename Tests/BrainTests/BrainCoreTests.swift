@@ -61,10 +61,10 @@ struct Harness {
                 at: now)
     }
 
-    /// A gateway's report that it heard nothing from the last report up to `now`: capture
-    /// time passes (a silent beacon exits, a view ends).
-    mutating func quiet(_ gateway: String, until now: Instant) {
-        publish(topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: now - 0.5, to: now, []).json, at: now)
+    /// A gateway's report that it heard nothing from `start` (its last report's end) up to
+    /// `now`: capture time passes (a silent beacon exits, a view ends).
+    mutating func quiet(_ gateway: String, from start: Instant, until now: Instant) {
+        publish(topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: start, to: now, []).json, at: now)
     }
 
     mutating func announce(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
@@ -332,7 +332,7 @@ struct Harness {
         // silence ends the visit (in capture time: the till's reports say nothing is heard).
         h.withdraw(counter, by: "door", at: t(6))
         #expect(h.retainedJSON(topic)?["gateways"]?.arrayValue?.count == 1)
-        h.quiet("till", until: t(40))
+        h.quiet("till", from: t(5), until: t(40))
         #expect(h.retained[topic] == nil)
         #expect(h.retained[h.topics.visitRecord(of: counter)] == nil)
     }
@@ -472,7 +472,7 @@ struct Harness {
         #expect(r.inbox("ada").isEmpty)
         // A new visit does.
         r.withdraw(counter, by: "till", at: t(13))
-        r.quiet("till", until: t(50))
+        r.quiet("till", from: t(12), until: t(50))
         r.see(counter, by: "till", rssi: -50, .immediate, at: t(60))
         #expect(r.inbox("ada").map { $0["type"] } == [.string("ad"), .string("locationFix")])
     }

@@ -105,10 +105,9 @@ import Tracking
         #expect(h.retained[h.topics.visitRecord(of: counter)].map { JSONValue(text: $0)["fired"] } == .object([:]))
 
         // A new visit starts the rate limit afresh.
-        h.quiet("till", until: t(100))
-        h.quiet("door", until: t(100))
+        h.quiet("till", from: t(4.5), until: t(100))
+        h.quiet("door", from: t(4.6), until: t(101))
         h.see(counter, by: "till", rssi: -60, .near, at: t(101))
-        h.quiet("door", until: t(101))
         #expect(h.sent.filter { $0.topic == "nav/1" }.count == 5)
     }
 

@@ -154,7 +154,7 @@ import Config
         var h = Harness(config: Self.config)
         #expect(h.core.bridges.unknownStores == [100])
         h.see(otherStore, by: "gate", rssi: -60, at: t(1))
-        h.quiet("gate", until: t(100))
+        h.quiet("gate", from: t(1), until: t(100))
         #expect(transitions(h) == ["enter 7", "exit 7"], "store 200 has no bridge: its silence counts")
         h.publish(Self.bridge, "garbage", at: t(101))
         #expect(h.core.counters.malformed[.bridgeStatus] == 1)
