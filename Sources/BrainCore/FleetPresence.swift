@@ -174,6 +174,11 @@ public struct FleetPresence: Sendable {
     /// The last decision step processed.
     private var processed: Instant?
     private var decisions: [ZoneDecision] = []
+    /// Capture time of each beacon's last exit (the last few minutes'), to tell a
+    /// gateway's late presence from a visit the reports missed.
+    private var lastExits: [BeaconRef: Instant] = [:]
+    /// Seconds a gateway's reports may trail its presence.
+    static let reportSlack = 2.0
 
     public init(settings: Settings = .init()) {
         self.settings = settings
@@ -264,10 +269,17 @@ public struct FleetPresence: Sendable {
             beacons[ref] = beacon
             return events
         }
-        // A gateway that reports decides with its reports; its presence alone starts nothing
-        // (it may be the late echo of a visit the reports already ended).
-        guard retained || clock.watermarks[report.gateway] == nil || clock.excluded.contains(report.gateway),
-              evidence[ref] == nil else { return [] }
+        // A gateway that reports decides with its reports; its presence starts a visit only
+        // where they cannot have: the gateway's visit began well before what its reports
+        // cover yet the brain never heard the beacon, or its reports are late (a store cut
+        // off, a broker outage: the reports were dropped, its presence was queued); and only
+        // after the brain's last exit of it (else it is the late echo of a visit the reports
+        // already ended).
+        guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }) else { return [] }
+        if !retained, let mark = clock.watermarks[report.gateway] {
+            guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
+                  lastExits[ref].map({ since > $0 }) ?? true else { return [] }
+        }
         let view = announcedView(report, at: now)
         beacons[ref] = FleetBeacon(ref: ref, uuid: report.uuid, views: [view.gateway: view], zone: view.gateway,
                                    proximity: view.proximity, since: now)
@@ -279,9 +291,10 @@ public struct FleetPresence: Sendable {
 
     /// The gateway deleted its presence: the beacon left its range. A view its reports keep
     /// ends with the reports instead (the deletion may arrive before the brain has decided
-    /// up to that moment).
+    /// up to that moment), unless its reports are late (a store cut off: the deletion was
+    /// queued, the reports were not).
     public mutating func gatewayPresenceDeleted(_ ref: BeaconRef, gateway: String) -> [FleetEvent] {
-        guard beacons[ref]?.views[gateway]?.announced == true else { return [] }
+        guard let view = beacons[ref]?.views[gateway], view.announced || clock.excluded.contains(gateway) else { return [] }
         var events: [FleetEvent] = []
         remove(gateway, from: ref, &events)
         return events
@@ -642,6 +655,10 @@ public struct FleetPresence: Sendable {
     }
 
     private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at time: Instant) {
+        if kind == .exit {
+            if lastExits.count > 1000 { lastExits = lastExits.filter { time.seconds(since: $0.value) < 600 } }
+            lastExits[beacon.ref] = max(lastExits[beacon.ref] ?? time, time)
+        }
         decisions.append(ZoneDecision(kind: kind, beacon: beacon.ref, zone: beacon.zone,
                                       zoneName: beacon.zoneView?.zoneName ?? zoneNames[beacon.zone] ?? beacon.zone,
                                       from: from, since: beacon.since, at: time))
