@@ -118,6 +118,10 @@ public struct BrainCore: Sendable {
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
+    /// Who may join which beacon (`brain.joins`).
+    private var joinPolicy: JoinPolicy
+    /// When joins past `brain.joinMaxAge` are next looked for.
+    private var nextAgeCheck = Instant.epoch
     /// Visits whose views were missing at settling while their store was unknown: decided
     /// when the store is back (a view coming back continues the visit).
     private var heldVisits: [BeaconRef: VisitRecord] = [:]
@@ -159,6 +163,7 @@ public struct BrainCore: Sendable {
         rules = RuleEngine(rules: config.rules)
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
+        joinPolicy = JoinPolicy(config: config)
         index(config)
         bridges.configure(bridgedStores(config))
     }
@@ -358,7 +363,7 @@ public struct BrainCore: Sendable {
                 observers.insert(join)
                 dirtyJoins.insert(key)
                 touchRoster(key)
-            } else if allowJoin(key, at: now) {
+            } else if allowJoin(key, at: now), permitted(key, at: now) {
                 accept(key, pending.request, fingerprint: pending.fingerprint, at: now)
             }
         }
@@ -394,6 +399,7 @@ public struct BrainCore: Sendable {
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
+            if observers[key] == nil { deleteJoinTopic(key) }
         }
         markLeftovers()
         visitRecords = [:]
@@ -488,6 +494,7 @@ public struct BrainCore: Sendable {
         }
         let due = recovery.due(at: now)
         if !due.isEmpty { apply(due, at: now) }
+        endOldJoins(at: now)
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
             markRecordDirty(scope)
@@ -801,6 +808,7 @@ public struct BrainCore: Sendable {
                     runRules(.exit, beacon: ref, fleet: last, since: last.since, at: now)
                     let scope = RuleEngine.Scope(beacon: ref)
                     if rules.retire(scope, at: now) { lingering.insert(scope) }
+                    visitEnded(ref, at: now)
                 }
             case .zoneChanged, .viewsChanged:
                 dirtyPresence.insert(ref)
@@ -864,8 +872,44 @@ public struct BrainCore: Sendable {
             touchRoster(key)
             return
         }
-        guard allowJoin(key, at: now) else { return }
+        guard allowJoin(key, at: now), permitted(key, at: now) else { return }
         accept(key, request, fingerprint: fingerprint, at: now)
+    }
+
+    /// Whether `brain.joins` lets this client join this beacon now; otherwise it gets an
+    /// error and its join leaves the broker (`JoinPolicy`).
+    private mutating func permitted(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
+        guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, owner: entry(key.beacon)?.owner,
+                                               store: store(of: key.beacon), presence: presence) else { return true }
+        note(.info, "join refused", ["beacon": "\(key.beacon)", "client": key.client, "reason": refusal])
+        reject(key, reason: refusal, at: now)
+        return false
+    }
+
+    /// A visit ended (`owned-or-near`): the joins of its beacon end, and so do its owner's
+    /// joins of the store's beacons once none of the owner's beacons is in that store; their
+    /// profiles leave the broker. (`open` joins last until the app leaves, its last will,
+    /// or `brain.joinMaxAge`.)
+    private mutating func visitEnded(_ ref: BeaconRef, at now: Instant) {
+        guard joinPolicy.access == .ownedOrNear else { return }
+        for join in observers.joins(of: ref) { leave(join.key, deleteTopic: true, at: now) }
+        guard let owner = joinPolicy.owner(of: ref) else { return }
+        for join in observers.joins(ofClient: owner) where entry(join.beacon)?.owner == nil
+            && !joinPolicy.isNear(owner, store: store(of: join.beacon), presence: presence) {
+            leave(join.key, deleteTopic: true, at: now)
+        }
+    }
+
+    /// Joins older than `brain.joinMaxAge` end, whatever the app does: profiles do not stay
+    /// on the broker for ever. Looked for once a second.
+    private mutating func endOldJoins(at now: Instant) {
+        guard now >= nextAgeCheck else { return }
+        nextAgeCheck = now + 1
+        let maxAge = config.brain.joinMaxAge
+        for join in observers.joins.values.sorted(by: { $0.key < $1.key }) where now.seconds(since: join.since) >= maxAge {
+            note(.info, "join ended: older than brain.joinMaxAge", ["beacon": "\(join.beacon)", "client": join.client])
+            leave(join.key, deleteTopic: true, at: now)
+        }
     }
 
     private mutating func accept(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
@@ -914,11 +958,13 @@ public struct BrainCore: Sendable {
         dirtyCustomers.insert(RosterBook.Key(store: store(of: key.beacon), client: key.client))
     }
 
-    /// An oversized or malformed join: an error to the observer, nothing else changes.
+    /// An oversized, malformed, throttled or refused join: an error to the observer, and a
+    /// join that was not one already leaves the broker (its profile and photo with it).
     private mutating func reject(_ key: ObserverJoin.Key, reason: String, at now: Instant) {
         counters.joinsRejected += 1
         if isSettled {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
+            if observers[key] == nil { deleteJoinTopic(key) }
         } else {
             pendingErrors[key] = reason
         }
@@ -1199,6 +1245,7 @@ public struct BrainCore: Sendable {
         if rules.retire(scope, at: now) { lingering.insert(scope) }
         dirtyVisits.insert(ref)
         dirtyPresence.insert(ref)
+        visitEnded(ref, at: now)
     }
 
     // MARK: - Helpers
@@ -1297,6 +1344,7 @@ public struct BrainCore: Sendable {
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
         gatewayStores = [:]
         for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
+        joinPolicy = JoinPolicy(config: config)
     }
 
     static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {

@@ -13,6 +13,7 @@ extension FleetConfig {
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad", "owner"]
+    static let brainKeys = ["zoneMargin", "zoneUpdates", "joins", "joinMaxAge"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
                            "fallback"]
 
@@ -133,9 +134,13 @@ extension FleetConfig {
         }
 
         var brain = BrainConfig()
-        if let object = r.object(top["brain"], at: "brain", keys: ["zoneMargin", "zoneUpdates"]) {
+        if let object = r.object(top["brain"], at: "brain", keys: brainKeys) {
             if let v = r.number(object["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
             if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
+            if let v = r.oneOf(object["joins"], at: "brain.joins", JoinAccess.allCases.map(\.rawValue)) {
+                brain.joins = JoinAccess(rawValue: v)!
+            }
+            if let v = r.number(object["joinMaxAge"], at: "brain.joinMaxAge", in: 60...604_800, unit: " s") { brain.joinMaxAge = v }
         }
 
         let bridge = parseBridge(top["bridge"], &r)

@@ -31,7 +31,7 @@ struct SchemaTests {
         #expect(keys(defs?["store"]) == Set(FleetConfig.storeKeys))
         #expect(keys(defs?["store"]?["properties"]?["bridge"]) == Set(FleetConfig.storeBridgeKeys))
         #expect(keys(schema["properties"]?["bridge"]) == Set(FleetConfig.bridgeKeys))
-        #expect(keys(schema["properties"]?["brain"]) == ["zoneMargin", "zoneUpdates"])
+        #expect(keys(schema["properties"]?["brain"]) == Set(FleetConfig.brainKeys))
         let triggers = defs?["rule"]?["properties"]?["when"]?["enum"]?.arrayValue?.compactMap(\.stringValue)
         #expect(triggers == Rule.Trigger.names)
     }
