@@ -55,19 +55,18 @@ public struct BeaconUUID: Hashable, Sendable, Comparable, CustomStringConvertibl
 
     /// Writes the canonical form without building the 16 bytes first.
     func appendCanonical(to out: inout JSONWriter) {
-        let (high, low) = (high, low)
+        let words = (hexDigits(UInt32(truncatingIfNeeded: high >> 32)), hexDigits(UInt32(truncatingIfNeeded: high)),
+                     hexDigits(UInt32(truncatingIfNeeded: low >> 32)), hexDigits(UInt32(truncatingIfNeeded: low)))
         out.reserve(36) { p in
-            var at = 0
-            for i in 0..<16 {
-                if i == 4 || i == 6 || i == 8 || i == 10 {
-                    p[at] = UInt8(ascii: "-")
-                    at += 1
-                }
-                let byte = UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (56 - 8 * UInt64(i & 7)))
-                p[at] = hexDigit(byte >> 4)
-                p[at + 1] = hexDigit(byte & 0x0F)
-                at += 2
-            }
+            // 8-4-4-4-12: a word of eight digits holds its first four in its low half (in memory).
+            let raw = UnsafeMutableRawPointer(p)
+            raw.storeBytes(of: words.0, toByteOffset: 0, as: UInt64.self)
+            raw.storeBytes(of: UInt32(truncatingIfNeeded: words.1), toByteOffset: 9, as: UInt32.self)
+            raw.storeBytes(of: UInt32(truncatingIfNeeded: words.1 >> 32), toByteOffset: 14, as: UInt32.self)
+            raw.storeBytes(of: UInt32(truncatingIfNeeded: words.2), toByteOffset: 19, as: UInt32.self)
+            raw.storeBytes(of: UInt32(truncatingIfNeeded: words.2 >> 32), toByteOffset: 24, as: UInt32.self)
+            raw.storeBytes(of: words.3, toByteOffset: 28, as: UInt64.self)
+            (p[8], p[13], p[18], p[23]) = (0x2D, 0x2D, 0x2D, 0x2D)  // "-"
         }
     }
 
@@ -90,6 +89,19 @@ let upperHexDigits: [Character] = Array("0123456789ABCDEF")
 /// The upper-case hex digit of a nibble, as ASCII.
 @inline(__always)
 func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 &+ nibble : 0x37 &+ nibble }
+
+/// The eight upper-case hex digits of `value`, most significant first in memory: one
+/// digit per byte, without a branch per digit.
+@inline(__always)
+func hexDigits(_ value: UInt32) -> UInt64 {
+    var v = UInt64(value)
+    v = (v | (v << 16)) & 0x0000_FFFF_0000_FFFF
+    v = (v | (v << 8)) & 0x00FF_00FF_00FF_00FF
+    v = (v | (v << 4)) & 0x0F0F_0F0F_0F0F_0F0F
+    // 1 in every byte whose digit is 10 or more: those become letters, 7 past '9' + 1.
+    let letters = ((v &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
+    return (v &+ 0x3030_3030_3030_3030 &+ letters &* 7).bigEndian
+}
 
 func appendHex(_ byte: UInt8, to out: inout String) {
     out.append(upperHexDigits[Int(byte >> 4)])

@@ -395,6 +395,20 @@ public struct JSONWriter {
     /// The text written so far.
     public var text: String { String(decoding: storage[..<length], as: UTF8.self) }
 
+    /// Bytes written so far.
+    public var count: Int { length }
+
+    /// The UTF-8 text written so far, borrowed (to write it out without a copy).
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<length])) }
+    }
+
+    /// Empties the writer and keeps its storage for the next text.
+    public mutating func removeAll() { length = 0 }
+
+    /// Ends a line of JSON lines.
+    public mutating func newline() { append(0x0A) }
+
     /// Hands `body` room for `count` more bytes.
     @inline(__always)
     mutating func reserve(_ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {

@@ -80,7 +80,11 @@ public struct Topics: Sendable, Equatable {
 
     // MARK: The brain's topics
 
-    public func beacon(_ ref: BeaconRef) -> String { topic("beacons/\(ref.major)/\(ref.minor)") }
+    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
+    public func beacon(_ ref: BeaconRef) -> String {
+        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
+        return topic("beacons/\(ref.major)/\(ref.minor)")
+    }
     public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
     public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
     public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
@@ -89,11 +93,18 @@ public struct Topics: Sendable, Equatable {
     /// One customer of a store's roster (retained; see `Roster.Customer`).
     public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
 
-    /// The brain's record of a visit (see `VisitRecord`).
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/\(ref.major)/\(ref.minor)") }
+    /// The part of the brain's record topics naming a beacon: `<major>/<minor>` or
+    /// `eddystone/<namespace>/<instance>`.
+    private func recordKey(_ ref: BeaconRef) -> String {
+        ref.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(ref.major)/\(ref.minor)"
+    }
+
+    /// The brain's record of a visit (see `VisitRecord`): `brain/visits/<major>/<minor>` or
+    /// `brain/visits/eddystone/<namespace>/<instance>`.
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
     /// The brain's record of an answered join (see `AnsweredRecord`).
     public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/\(ref.major)/\(ref.minor)/\(client)")
+        topic("brain/answered/" + recordKey(ref) + "/" + client)
     }
     /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
     public var brainEvents: String { topic("brain/events") }
@@ -121,6 +132,20 @@ public struct Topics: Sendable, Equatable {
     public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
         let m = major.map(String.init) ?? "+"
         return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+"].map(topic)
+    }
+
+    /// What others publish about one Eddystone beacon (`nil`: about every one): sightings,
+    /// the gateways' presence, joins.
+    public func eddystoneFilters(of ref: BeaconRef?) -> [String] {
+        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
+        return ["eddystone/\(b)", "eddystone/\(b)/presence/+", "eddystone/\(b)/observers/+"].map(topic)
+    }
+
+    /// The brain's own retained topics about one Eddystone beacon (`nil`: about every one).
+    public func eddystoneRecordFilters(of ref: BeaconRef?) -> [String] {
+        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
+        return ["eddystone/\(b)/presence", "eddystone/\(b)/ad", "brain/visits/eddystone/\(b)", "brain/answered/eddystone/\(b)/+"]
+            .map(topic)
     }
 
     /// The roster of one store, or of every store.
@@ -222,16 +247,73 @@ public struct Topics: Sendable, Equatable {
         case answered(BeaconRef, client: String)
     }
 
-    /// `brain/visits/<major>/<minor>` or `brain/answered/<major>/<minor>/<client>`, parsed.
+    /// `brain/visits/<beacon>` or `brain/answered/<beacon>/<client>`, parsed; `<beacon>` is
+    /// `<major>/<minor>` or `eddystone/<namespace>/<instance>`.
     public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
-        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain",
-              let major = Self.number(s[2]), let minor = Self.number(s[3]) else { return nil }
-        let ref = BeaconRef(major: major, minor: minor)
-        switch (s[1], s.count) {
-        case ("visits", 4): return .visit(ref)
-        case ("answered", 5): return Self.name(s[4]).map { .answered(ref, client: $0) }
+        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
+        let ref: BeaconRef
+        let rest: ArraySlice<Substring>
+        if s[2] == "eddystone" {
+            guard s.count >= 5, let eddystone = Self.eddystone(s[3], s[4]) else { return nil }
+            ref = BeaconRef(eddystone)
+            rest = s[5...]
+        } else {
+            guard let major = Self.number(s[2]), let minor = Self.number(s[3]) else { return nil }
+            ref = BeaconRef(major: major, minor: minor)
+            rest = s[4...]
+        }
+        switch (s[1], rest.count) {
+        case ("visits", 0): return .visit(ref)
+        case ("answered", 1): return Self.name(rest[rest.startIndex]).map { .answered(ref, client: $0) }
         default: return nil
         }
+    }
+
+    /// What a beacon's topic is about.
+    public enum BeaconTopic: Sendable, Equatable {
+        /// A gateway's sighting.
+        case sighting
+        /// A gateway's retained view.
+        case gatewayPresence(gateway: String)
+        /// The brain's fleet presence.
+        case fleetPresence
+        /// An observer's join.
+        case observer(client: String)
+        /// The beacon's standing offer.
+        case ad
+    }
+
+    /// Parses a topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
+    /// `eddystone/<namespace>/<instance>[/…]` (lower-case hex, one topic per beacon).
+    public func parseBeacon(_ topic: String) -> (beacon: BeaconRef, about: BeaconTopic)? {
+        switch parse(topic) {
+        case .sighting(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .sighting)
+        case .gatewayPresence(let major, let minor, let gateway)?:
+            return (BeaconRef(major: major, minor: minor), .gatewayPresence(gateway: gateway))
+        case .fleetPresence(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .fleetPresence)
+        case .observer(let major, let minor, let client)?: return (BeaconRef(major: major, minor: minor), .observer(client: client))
+        case .ad(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .ad)
+        case _?: return nil
+        case nil: break
+        }
+        guard let s = segments(of: topic), (3...5).contains(s.count), s[0] == "eddystone",
+              let eddystone = Self.eddystone(s[1], s[2]) else { return nil }
+        let ref = BeaconRef(eddystone)
+        switch (s.count, s.count > 3 ? s[3] : "") {
+        case (3, _): return (ref, .sighting)
+        case (4, "presence"): return (ref, .fleetPresence)
+        case (4, "ad"): return (ref, .ad)
+        case (5, "presence"): return Self.name(s[4]).map { (ref, .gatewayPresence(gateway: $0)) }
+        case (5, "observers"): return Self.name(s[4]).map { (ref, .observer(client: $0)) }
+        default: return nil
+        }
+    }
+
+    /// Namespace and instance as topics write them: lower-case hex, 20 and 12 digits.
+    static func eddystone(_ namespace: Substring, _ instance: Substring) -> EddystoneKey? {
+        guard let ns = EddystoneNamespace(hex: String(namespace)), ns.description == namespace,
+              let id = EddystoneInstance(hex: String(instance)), id.description == instance else { return nil }
+        return EddystoneKey(namespace: ns, instance: id)
     }
 
     /// `stores/<store>/customers/<client>`, parsed; `nil` for any other topic.
@@ -260,21 +342,86 @@ public struct Topics: Sendable, Equatable {
     }
 }
 
-/// A beacon as MQTT topics name it: topics carry major and minor but no UUID.
+/// A beacon as MQTT topics name it: an iBeacon or AltBeacon by major and minor (topics carry
+/// no UUID, `beacons/<major>/<minor>`), an Eddystone-UID beacon by namespace and instance
+/// (`eddystone/<namespace>/<instance>`).
 public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var major: UInt16
-    public var minor: UInt16
+    /// The Eddystone-UID beacon named; `nil` for an iBeacon or AltBeacon. When set, `major`
+    /// and `minor` are 0 and mean nothing: look here first.
+    public let eddystone: EddystoneKey?
+    public let major: UInt16
+    public let minor: UInt16
 
     public init(major: UInt16, minor: UInt16) {
+        eddystone = nil
         self.major = major
         self.minor = minor
     }
 
-    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
+    /// An Eddystone-UID beacon.
+    public init(_ eddystone: EddystoneKey) {
+        self.eddystone = eddystone
+        major = 0
+        minor = 0
+    }
 
-    /// `major/minor`, as in the topics.
-    public var description: String { "\(major)/\(minor)" }
+    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.init(EddystoneKey(namespace: namespace, instance: instance))
+    }
 
-    /// `{"major":…,"minor":…}`, the form every brain payload uses to name a beacon.
-    public var json: JSONValue { .object(["major": .number(Double(major)), "minor": .number(Double(minor))]) }
+    /// The topics' name for a beacon: its major and minor, or its namespace and instance.
+    public init(id: BeaconID) {
+        switch id {
+        case .ibeacon(_, let major, let minor): self.init(major: major, minor: minor)
+        case .eddystone(let namespace, let instance): self.init(namespace: namespace, instance: instance)
+        }
+    }
+
+    /// iBeacons first, by major and minor; then Eddystone beacons.
+    public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool {
+        switch (lhs.eddystone, rhs.eddystone) {
+        case (nil, nil): (lhs.major, lhs.minor) < (rhs.major, rhs.minor)
+        case (nil, _?): true
+        case (_?, nil): false
+        case let (a?, b?): a < b
+        }
+    }
+
+    /// `major/minor`, or `namespace/instance`, as in the topics.
+    public var description: String { eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)" }
+
+    /// `{"major":…,"minor":…}`, or `{"namespace":…,"instance":…}` for an Eddystone beacon: the
+    /// form every brain payload uses to name a beacon.
+    public var json: JSONValue {
+        if let eddystone {
+            return .object(["namespace": .string(eddystone.namespace.description), "instance": .string(eddystone.instance.description)])
+        }
+        return .object(["major": .number(Double(major)), "minor": .number(Double(minor))])
+    }
+
+    /// Writes the beacon's identity keys into a payload: `major`, `minor`; or `namespace`, `instance`.
+    package func write(into o: inout JSONWriter.ObjectWriter) {
+        if let eddystone {
+            o("namespace", eddystone.namespace.description)
+            o("instance", eddystone.instance.description)
+        } else {
+            o("major", Int(major))
+            o("minor", Int(minor))
+        }
+    }
+}
+
+/// The identity of an Eddystone-UID beacon.
+public struct EddystoneKey: Hashable, Comparable, Sendable {
+    public var namespace: EddystoneNamespace
+    public var instance: EddystoneInstance
+
+    public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+        self.namespace = namespace
+        self.instance = instance
+    }
+
+    public static func < (lhs: EddystoneKey, rhs: EddystoneKey) -> Bool {
+        (lhs.namespace.high, lhs.namespace.low, lhs.instance.rawValue) < (rhs.namespace.high, rhs.namespace.low, rhs.instance.rawValue)
+    }
 }

@@ -177,19 +177,27 @@ public struct BrainCore: Sendable {
         let entries = registry[ref]
         guard let uuid else { return entries?.first }
         if let own = entries?.first(where: { $0.id?.uuid == uuid }) { return own }
+        guard ref.eddystone == nil else { return nil }
         return uuidEntries[uuid]?.resolved(for: BeaconID(uuid: uuid, major: ref.major, minor: ref.minor))
     }
 
-    /// The store (a major) a beacon belongs to: its registry `store`, else its major.
-    public func store(of ref: BeaconRef) -> UInt16 { registry[ref]?.first?.store ?? ref.major }
+    /// The store (a major) a beacon belongs to: its registry `store`, else its major. An
+    /// Eddystone beacon has no major: it belongs to its registry entry's `store`, or to none.
+    public func store(of ref: BeaconRef) -> UInt16? {
+        if let store = registry[ref]?.first?.storeMajor { return store }
+        return ref.eddystone == nil ? ref.major : nil
+    }
 
-    /// Whether this brain handles the beacon (`--stores`).
-    public func owns(_ ref: BeaconRef) -> Bool { stores.isEmpty || stores.contains(store(of: ref)) }
+    /// Whether this brain handles the beacon (`--stores`; a beacon of no store is handled only
+    /// by a brain of every store).
+    public func owns(_ ref: BeaconRef) -> Bool {
+        stores.isEmpty || store(of: ref).map(stores.contains) == true
+    }
 
     /// The beacon's standing offer: its registry entry's ad, else its store's. Keyed by
     /// major/minor like the `ad` topic, so the reply to a join and the retained ad agree.
     public func ad(of ref: BeaconRef) -> JSONValue? {
-        entry(ref)?.ad ?? storeEntries[store(of: ref)]?.ad
+        entry(ref)?.ad ?? store(of: ref).flatMap { storeEntries[$0]?.ad }
     }
 
     /// The majors whose topics this brain needs: its stores and the majors of registry
@@ -197,9 +205,19 @@ public struct BrainCore: Sendable {
     public var majors: [UInt16]? {
         guard !stores.isEmpty else { return nil }
         var majors = stores
-        for ref in registry.keys where owns(ref) { majors.insert(ref.major) }
+        for ref in registry.keys where owns(ref) && ref.eddystone == nil { majors.insert(ref.major) }
         return majors.sorted()
     }
+
+    /// The Eddystone beacons whose topics this brain needs (registry beacons of its stores);
+    /// `nil` for every Eddystone beacon.
+    public var eddystoneBeacons: [BeaconRef]? {
+        guard !stores.isEmpty else { return nil }
+        return registry.keys.filter { $0.eddystone != nil && owns($0) }.sorted()
+    }
+
+    /// The Eddystone beacons the subscriptions name; `[nil]` for every one.
+    private var eddystoneLevels: [BeaconRef?] { eddystoneBeacons.map { $0 as [BeaconRef?] } ?? [nil] }
 
     /// The topic filters to subscribe to.
     public var subscriptions: [String] { liveSubscriptions + readBackSubscriptions }
@@ -208,6 +226,7 @@ public struct BrainCore: Sendable {
     public var liveSubscriptions: [String] {
         var filters = [topics.fleetConfig, topics.gatewayStatusFilter, topics.observerStatusFilter]
         for major in majorLevels { filters += topics.beaconFilters(ofStore: major) }
+        for beacon in eddystoneLevels { filters += topics.eddystoneFilters(of: beacon) }
         if !config.bridgedStores.isEmpty {
             filters += stores.isEmpty ? [topics.bridgeStatusFilter(ofStore: nil)]
                 : config.bridgedStores.map(\.major).filter(stores.contains).sorted().map(topics.bridgeStatusFilter(ofStore:))
@@ -222,6 +241,7 @@ public struct BrainCore: Sendable {
     public var readBackSubscriptions: [String] {
         var filters: [String] = []
         for major in majorLevels { filters += topics.brainRecordFilters(ofStore: major) }
+        for beacon in eddystoneLevels { filters += topics.eddystoneRecordFilters(of: beacon) }
         if stores.isEmpty {
             filters += [topics.rosterFilter(ofStore: nil), topics.customersFilter(ofStore: nil)]
         } else {
@@ -296,15 +316,17 @@ public struct BrainCore: Sendable {
                 report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
                 note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
             }
-            if case .observer(let major, let minor, let client)? = topics.parse(topic) {
-                let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
+            if case let (ref, .observer(client))? = topics.parseBeacon(topic) {
+                let key = ObserverJoin.Key(beacon: ref, client: client)
                 if owns(key.beacon) {
                     reject(key, reason: "join payload of \(payload.count) bytes exceeds \(limits.maxPayload)", at: now)
                 }
             }
             return finish(at: now)
         }
-        if let parsed = topics.parse(topic) {
+        if let (ref, about) = topics.parseBeacon(topic) {
+            routeBeacon(ref, about, topic: topic, payload: payload, retained: retained, at: now)
+        } else if let parsed = topics.parse(topic) {
             route(parsed, topic: topic, payload: payload, retained: retained, at: now)
         } else if let record = topics.parseBrainRecord(topic) {
             readRecord(record, topic: topic, payload: payload, retained: retained)
@@ -466,13 +488,16 @@ public struct BrainCore: Sendable {
     /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
     private mutating func markLeftovers() {
         for topic in known.keys {
+            if case let (ref, .fleetPresence)? = topics.parseBeacon(topic) {
+                dirtyPresence.insert(ref)
+                continue
+            }
             switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
             case (.roster(let store)?, _): dirtyStores.insert(store)
             case (nil, nil):
                 if let (store, client) = topics.parseCustomer(topic) {
                     dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
                 }
-            case (.fleetPresence(let major, let minor)?, _): dirtyPresence.insert(BeaconRef(major: major, minor: minor))
             case (_, .visit(let ref)?): dirtyVisits.insert(ref)
             case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
             default: break
@@ -561,42 +586,8 @@ public struct BrainCore: Sendable {
 
     private mutating func route(_ parsed: Topics.Parsed, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
         switch parsed {
-        case .sighting(let major, let minor):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard owned(ref) else { return }
-            guard let json = json(payload, .sighting, topic) else { return }
-            do {
-                let report = try SightingReport(parsing: json, topic: ref)
-                let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
-                recovery.gatewayIsLive(report.gateway, at: now)
-                handle(presence.sighting(report, zoneName: zone, at: now), at: now)
-                recovery.confirmView(ref, gateway: report.gateway, live: true)
-                // Any gateway's proximity is in the fleet presence; its signature decides.
-                if presence[ref] != nil { dirtyPresence.insert(ref) }
-            } catch {
-                malformed(.sighting, topic, error.reason)
-            }
-
-        case .gatewayPresence(let major, let minor, let gateway):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard owned(ref) else { return }
-            if !retained { recovery.gatewayIsLive(gateway, at: now) }
-            if payload.isEmpty {
-                handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
-                recovery.viewEnded(ref, gateway: gateway)
-                return
-            }
-            // Left behind by a gateway found offline after a reconnect: only it can say.
-            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
-            guard let json = json(payload, .gatewayPresence, topic) else { return }
-            do {
-                let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
-                handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
-                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
-                if presence[ref] != nil { dirtyPresence.insert(ref) }
-            } catch {
-                malformed(.gatewayPresence, topic, error.reason)
-            }
+        case .sighting, .gatewayPresence, .observer, .fleetPresence, .ad:
+            break  // topics about one beacon: `routeBeacon`
 
         case .gatewayStatus(let gateway):
             switch String(decoding: payload, as: UTF8.self) {
@@ -635,39 +626,6 @@ public struct BrainCore: Sendable {
                 bridges.remember(major, connected: text == "1", live: !retained)
             }
 
-        case .observer(let major, let minor, let client):
-            let key = ObserverJoin.Key(beacon: BeaconRef(major: major, minor: minor), client: client)
-            guard owned(key.beacon) else { return }
-            if !retained {
-                offlineObservers.remove(client)
-                recovery.observerIsLive(client, at: now)
-            }
-            if payload.isEmpty {
-                if isSettled {
-                    leave(key, deleteTopic: false, at: now)
-                    recovery.joinEnded(key)
-                } else {
-                    pendingJoins[key] = nil
-                    pendingErrors[key] = nil
-                }
-                return
-            }
-            let request: JoinRequest
-            do {
-                request = try JoinRequest(parsing: payload)
-            } catch {
-                malformed(.join, topic, error.reason)
-                reject(key, reason: error.reason, at: now)
-                return
-            }
-            let fingerprint = JoinRequest.fingerprint(payload)
-            if isSettled {
-                join(key, request, fingerprint: fingerprint, at: now)
-            } else {
-                pendingJoins[key] = (request, fingerprint)
-                pendingErrors[key] = nil
-            }
-
         case .observerStatus(let client):
             switch String(decoding: payload, as: UTF8.self) {
             case "online":
@@ -701,24 +659,6 @@ public struct BrainCore: Sendable {
                 rejectConfig(error.errors.map(\.description), at: now)
             }
 
-        case .fleetPresence(let major, let minor):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            guard let json = json(payload, .fleetPresence, topic) else { return }
-            do {
-                let report = try FleetPresenceReport(parsing: json, topic: ref)
-                if !isSettled { retainedPresence[ref] = report }
-                known[topic] = report.signature
-            } catch {
-                known[topic] = ""
-                malformed(.fleetPresence, topic, error.reason)
-            }
-
-        case .ad(let major, let minor):
-            let ref = BeaconRef(major: major, minor: minor)
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            known[topic] = String(decoding: payload, as: UTF8.self)
-
         case .roster(let store):
             guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
             guard let json = json(payload, .roster, topic) else {
@@ -734,6 +674,98 @@ public struct BrainCore: Sendable {
 
         case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
             unknownTopic(topic)
+        }
+    }
+
+    /// A topic about one beacon, iBeacon (`beacons/<major>/<minor>…`) or Eddystone-UID
+    /// (`eddystone/<namespace>/<instance>…`): both families are handled alike.
+    private mutating func routeBeacon(_ ref: BeaconRef, _ about: Topics.BeaconTopic, topic: String, payload: [UInt8],
+                                      retained: Bool, at now: Instant) {
+        switch about {
+        case .sighting:
+            guard owned(ref) else { return }
+            guard let json = json(payload, .sighting, topic) else { return }
+            do {
+                let report = try SightingReport(parsing: json, topic: ref)
+                let zone = config.gateway(id: report.gateway)?.zone ?? report.gateway
+                recovery.gatewayIsLive(report.gateway, at: now)
+                handle(presence.sighting(report, zoneName: zone, at: now), at: now)
+                recovery.confirmView(ref, gateway: report.gateway, live: true)
+                // Any gateway's proximity is in the fleet presence; its signature decides.
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
+            } catch {
+                malformed(.sighting, topic, error.reason)
+            }
+
+        case .gatewayPresence(let gateway):
+            guard owned(ref) else { return }
+            if !retained { recovery.gatewayIsLive(gateway, at: now) }
+            if payload.isEmpty {
+                handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+                recovery.viewEnded(ref, gateway: gateway)
+                return
+            }
+            // Left behind by a gateway found offline after a reconnect: only it can say.
+            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
+            guard let json = json(payload, .gatewayPresence, topic) else { return }
+            do {
+                let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
+                handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
+                if presence[ref] != nil { dirtyPresence.insert(ref) }
+            } catch {
+                malformed(.gatewayPresence, topic, error.reason)
+            }
+
+        case .observer(let client):
+            let key = ObserverJoin.Key(beacon: ref, client: client)
+            guard owned(key.beacon) else { return }
+            if !retained {
+                offlineObservers.remove(client)
+                recovery.observerIsLive(client, at: now)
+            }
+            if payload.isEmpty {
+                if isSettled {
+                    leave(key, deleteTopic: false, at: now)
+                    recovery.joinEnded(key)
+                } else {
+                    pendingJoins[key] = nil
+                    pendingErrors[key] = nil
+                }
+                return
+            }
+            let request: JoinRequest
+            do {
+                request = try JoinRequest(parsing: payload)
+            } catch {
+                malformed(.join, topic, error.reason)
+                reject(key, reason: error.reason, at: now)
+                return
+            }
+            let fingerprint = JoinRequest.fingerprint(payload)
+            if isSettled {
+                join(key, request, fingerprint: fingerprint, at: now)
+            } else {
+                pendingJoins[key] = (request, fingerprint)
+                pendingErrors[key] = nil
+            }
+
+        case .fleetPresence:
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            guard let json = json(payload, .fleetPresence, topic) else { return }
+            do {
+                let report = try FleetPresenceReport(parsing: json, topic: ref)
+                if !isSettled { retainedPresence[ref] = report }
+                known[topic] = report.signature
+            } catch {
+                known[topic] = ""
+                malformed(.fleetPresence, topic, error.reason)
+            }
+
+        case .ad:
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            known[topic] = String(decoding: payload, as: UTF8.self)
+
         }
     }
 
@@ -879,8 +911,8 @@ public struct BrainCore: Sendable {
     /// Whether `brain.joins` lets this client join this beacon now; otherwise it gets an
     /// error and its join leaves the broker (`JoinPolicy`).
     private mutating func permitted(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
-        guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, owner: entry(key.beacon)?.owner,
-                                               store: store(of: key.beacon), presence: presence) else { return true }
+        guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, store: store(of: key.beacon),
+                                               presence: presence, viewStore: viewStore) else { return true }
         note(.info, "join refused", ["beacon": "\(key.beacon)", "client": key.client, "reason": refusal])
         reject(key, reason: refusal, at: now)
         return false
@@ -894,8 +926,8 @@ public struct BrainCore: Sendable {
         guard joinPolicy.access == .ownedOrNear else { return }
         for join in observers.joins(of: ref) { leave(join.key, deleteTopic: true, at: now) }
         guard let owner = joinPolicy.owner(of: ref) else { return }
-        for join in observers.joins(ofClient: owner) where entry(join.beacon)?.owner == nil
-            && !joinPolicy.isNear(owner, store: store(of: join.beacon), presence: presence) {
+        for join in observers.joins(ofClient: owner) where joinPolicy.owner(of: join.beacon) == nil
+            && !joinPolicy.isNear(owner, store: store(of: join.beacon), presence: presence, viewStore: viewStore) {
             leave(join.key, deleteTopic: true, at: now)
         }
     }
@@ -955,7 +987,9 @@ public struct BrainCore: Sendable {
 
     /// A client's roster entry in the store of `key`'s beacon is to be checked.
     private mutating func touchRoster(_ key: ObserverJoin.Key) {
-        dirtyCustomers.insert(RosterBook.Key(store: store(of: key.beacon), client: key.client))
+        // An Eddystone beacon of no store has no roster.
+        guard let store = store(of: key.beacon) else { return }
+        dirtyCustomers.insert(RosterBook.Key(store: store, client: key.client))
     }
 
     /// An oversized, malformed, throttled or refused join: an error to the observer, and a
@@ -976,7 +1010,7 @@ public struct BrainCore: Sendable {
                                    at now: Instant) {
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
-                                         rssi: fleet?.zoneView?.rssiSmoothed, since: since)
+                                         rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone, since: since)
         let scope = RuleEngine.Scope(beacon: ref)
         let fired = rules.fire(context, scope: scope, at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyVisits.insert(ref) }
@@ -991,7 +1025,8 @@ public struct BrainCore: Sendable {
         let fleet = presence[ref]
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id?.uuid,
-                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, since: join.since)
+                                         entry: entry, rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone,
+                                         since: join.since)
         let fired = rules.fire(context, scope: RuleEngine.Scope(beacon: ref, client: join.client), at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyJoins.insert(join.key) }
         for rule in fired {
@@ -1049,10 +1084,15 @@ public struct BrainCore: Sendable {
     /// Template values (see `Template.variables`); numbers as text, missing ones empty.
     private func variables(_ rule: Rule, _ ref: BeaconRef, _ entry: BeaconEntry?, _ fleet: FleetBeacon?,
                            _ join: ObserverJoin?, at now: Instant) -> [String: String] {
-        var values: [String: String] = [
-            "major": "\(ref.major)", "minor": "\(ref.minor)", "store": "\(store(of: ref))", "rule": rule.name,
-            "ts": now.iso8601,
-        ]
+        var values: [String: String] = ["rule": rule.name, "ts": now.iso8601]
+        values["store"] = store(of: ref).map(String.init)
+        if let eddystone = ref.eddystone {
+            values["namespace"] = eddystone.namespace.description
+            values["instance"] = eddystone.instance.description
+        } else {
+            values["major"] = "\(ref.major)"
+            values["minor"] = "\(ref.minor)"
+        }
         values["uuid"] = (fleet?.uuid ?? entry?.id?.uuid)?.description
         values["name"] = entry?.name
         if let fleet {
@@ -1108,7 +1148,7 @@ public struct BrainCore: Sendable {
         }
         for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
         for topic in known.keys.sorted() where desired[topic] == nil {
-            if case .ad? = topics.parse(topic) { setRetained(topic, signature: nil) { "" } }
+            if case (_, .ad)? = topics.parseBeacon(topic) { setRetained(topic, signature: nil) { "" } }
         }
     }
 
@@ -1199,9 +1239,11 @@ public struct BrainCore: Sendable {
 
     /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
     /// for closures that run while `presence` changes.
-    private var viewStore: @Sendable (BeaconRef, String) -> UInt16 {
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16? {
         let (gatewayStores, registry) = (self.gatewayStores, self.registry)
-        return { ref, gateway in gatewayStores[gateway] ?? registry[ref]?.first?.store ?? ref.major }
+        return { ref, gateway in
+            gatewayStores[gateway] ?? registry[ref]?.first?.storeMajor ?? (ref.eddystone == nil ? ref.major : nil)
+        }
     }
 
     private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
@@ -1337,9 +1379,10 @@ public struct BrainCore: Sendable {
         registry = [:]
         uuidEntries = [:]
         for entry in config.beacons {
-            if case .uuid(let uuid) = entry.match { uuidEntries[uuid] = entry }
-            guard let major = entry.id?.major, let minor = entry.id?.minor else { continue }
-            registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
+            switch entry.match {
+            case .uuid(let uuid): uuidEntries[uuid] = entry
+            case .beacon(let id): registry[BeaconRef(id: id), default: []].append(entry)
+            }
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
         gatewayStores = [:]

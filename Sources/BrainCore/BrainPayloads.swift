@@ -12,8 +12,7 @@ public import Config
 extension BeaconRef {
     init(json value: JSONValue?, at path: String) throws(PayloadError) {
         let r = PayloadReader(path: path)
-        let object = try r.object(value)
-        self.init(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
+        self = try r.beacon(r.object(value))
     }
 }
 
@@ -69,6 +68,19 @@ struct PayloadReader {
     func optionalNumber(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Double? {
         guard let value, value != .null else { return nil }
         return try number(value, key)
+    }
+
+    /// The beacon an object names: `major` and `minor`, or `namespace` and `instance` (20 and
+    /// 12 hex digits).
+    func beacon(_ object: JSONObject) throws(PayloadError) -> BeaconRef {
+        guard object["namespace"] != nil || object["instance"] != nil else {
+            return BeaconRef(major: try u16(object["major"], "major"), minor: try u16(object["minor"], "minor"))
+        }
+        let namespace = try string(object["namespace"], "namespace", maxLength: 20)
+        let instance = try string(object["instance"], "instance", maxLength: 12)
+        guard let ns = EddystoneNamespace(hex: namespace) else { throw PayloadError("\(name("namespace")) is not 20 hex digits") }
+        guard let id = EddystoneInstance(hex: instance) else { throw PayloadError("\(name("instance")) is not 12 hex digits") }
+        return BeaconRef(namespace: ns, instance: id)
     }
 
     func u16(_ value: JSONValue?, _ key: String) throws(PayloadError) -> UInt16 {
@@ -161,9 +173,9 @@ struct ViewPayload {
     init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
         let r = reader
         object = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(object["major"], "major"), minor: try r.u16(object["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
-        uuid = try r.uuid(object["uuid"], "uuid")
+        let ref = try r.beacon(object)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
+        uuid = beacon.eddystone == nil ? try r.uuid(object["uuid"], "uuid") : nil
         gateway = try r.segment(object["gateway"], "gateway")
         proximity = try r.proximity(object["proximity"], "proximity")
         rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
@@ -276,9 +288,8 @@ public struct FleetPresenceReport: Sendable, Equatable {
     func encode(volatile: Bool) -> String {
         var writer = JSONWriter(capacity: 256)
         writer.object { o in
-            o("uuid", uuid?.description)
-            o("major", Int(beacon.major))
-            o("minor", Int(beacon.minor))
+            if beacon.eddystone == nil { o("uuid", uuid?.description) }
+            beacon.write(into: &o)
             o("zone", zone)
             o("zoneName", zoneName)
             // Written directly: the signature is computed for every sighting the brain takes in.
@@ -300,10 +311,10 @@ public struct FleetPresenceReport: Sendable, Equatable {
     public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
         let r = PayloadReader(path: "")
         let o = try r.object(value)
-        let ref = BeaconRef(major: try r.u16(o["major"], "major"), minor: try r.u16(o["minor"], "minor"))
-        guard ref == beacon else { throw PayloadError("major/minor \(ref) do not match the topic's \(beacon)") }
+        let ref = try r.beacon(o)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
         self.beacon = ref
-        uuid = try r.uuid(o["uuid"], "uuid")
+        uuid = ref.eddystone == nil ? try r.uuid(o["uuid"], "uuid") : nil
         zone = try r.segment(o["zone"], "zone")
         zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
         proximity = try r.proximity(o["proximity"], "proximity")

@@ -45,16 +45,19 @@ public struct RuleEngine: Sendable {
         public var entry: BeaconEntry?
         /// The zone gateway's smoothed RSSI, dBm, for `rssiAbove`.
         public var rssi: Double?
+        /// The gateway holding the beacon's zone, for `zones`; `nil` when it is present nowhere.
+        public var zone: String?
         /// When the scope's visit or join began.
         public var since: Instant
 
         public init(trigger: Rule.Trigger, beacon: BeaconRef, uuid: BeaconUUID? = nil, entry: BeaconEntry? = nil,
-                    rssi: Double? = nil, since: Instant) {
+                    rssi: Double? = nil, zone: String? = nil, since: Instant) {
             self.trigger = trigger
             self.beacon = beacon
             self.uuid = uuid
             self.entry = entry
             self.rssi = rssi
+            self.zone = zone
             self.since = since
         }
     }
@@ -85,8 +88,7 @@ public struct RuleEngine: Sendable {
         var state = memory(for: scope) ?? RuleMemory()
         var fired: [Rule] = []
         for rule in rules where rule.trigger == context.trigger {
-            guard rule.matches(major: context.beacon.major, minor: context.beacon.minor, uuid: context.uuid,
-                               entry: context.entry) else { continue }
+            guard context.matches(rule) else { continue }
             if let threshold = rule.rssiAbove {
                 guard let rssi = context.rssi, rssi > threshold else { continue }
             }

@@ -44,9 +44,11 @@ public struct AccessPolicy: Sendable {
             "# Observers (apps): every user, as itself (%u: the user name is the client id in the topics).",
             "# They read their own inbox and the public ads, nothing about other customers.",
             "pattern write \(topic("beacons/+/+/observers/%u"))",
+            "pattern write \(topic("eddystone/+/+/observers/%u"))",
             "pattern write \(topic("observers/%u/status"))",
             "pattern read \(topic("observers/%u/inbox"))",
             "pattern read \(topic("beacons/+/+/ad"))",
+            "pattern read \(topic("eddystone/+/+/ad"))",
         ]
         for gateway in config.gateways {
             let id = gateway.id
@@ -78,6 +80,10 @@ public struct AccessPolicy: Sendable {
                 "topic write \(topic("beacons/+/+/events"))",
                 "# deletes joins: of apps whose last will said offline, rejected ones, ended visits",
                 "topic write \(topic("beacons/+/+/observers/+"))",
+                "# the same for Eddystone-UID beacons",
+                "topic write \(topic("eddystone/+/+/presence"))",
+                "topic write \(topic("eddystone/+/+/ad"))",
+                "topic write \(topic("eddystone/+/+/observers/+"))",
                 "topic readwrite \(topic("brain/#"))",
                 "topic read \(topic("gateways/+/status"))",
                 "topic read \(topic("gateways/+/rssi"))",
@@ -113,6 +119,8 @@ public struct AccessPolicy: Sendable {
             "topic read \(topic("stores/+/customers/+"))",
             "topic read \(topic("beacons/+/+/observers/+"))",
             "topic read \(topic("beacons/+/+/presence"))",
+            "topic read \(topic("eddystone/+/+/observers/+"))",
+            "topic read \(topic("eddystone/+/+/presence"))",
             "topic read \(topic("gateways/+/status"))",
             "topic read \(topic("gateways/+/health"))",
             "topic read \(t.brainStatus)",

@@ -75,8 +75,13 @@ public struct BridgePlan: Sendable, Equatable {
         // The majors whose joins and brain output belong to this store: its own and those of
         // registry beacons assigned to it.
         var majors: Set<UInt16> = [major]
-        for beacon in config.beacons where beacon.store == major {
-            if let m = beacon.id?.major { majors.insert(m) }
+        var eddystones: [String] = []
+        for beacon in config.beacons where beacon.storeMajor == major {
+            switch beacon.id {
+            case .ibeacon(_, let m, _)?: majors.insert(m)
+            case .eddystone(let namespace, let instance)?: eddystones.append("\(namespace)/\(instance)")
+            case nil: break
+            }
         }
         let levels = gateways.isEmpty ? ["+"] : gateways
         var list: [Topic] = []
@@ -94,6 +99,12 @@ public struct BridgePlan: Sendable, Equatable {
         for m in majors.sorted() {
             add("beacons/\(m)/+/presence", .in, 1, "the brain's fleet presence, for local displays")
             add("beacons/\(m)/+/ad", .in, 1, "standing ads")
+        }
+        // Eddystone beacons belong to a store only by the registry: named one by one.
+        for e in eddystones.sorted() {
+            add("eddystone/\(e)/observers/+", .both, 1, "joins of a registry Eddystone beacon of the store")
+            add("eddystone/\(e)/presence", .in, 1, "the brain's fleet presence of it")
+            add("eddystone/\(e)/ad", .in, 1, "its standing ad")
         }
         add("stores/\(major)/roster", .in, 1, "the greeter's roster")
         add("observers/+/inbox", .in, 1, "replies to apps connected in the store")

@@ -137,6 +137,18 @@ struct ConfigReader {
         return a
     }
 
+    /// An Eddystone-UID namespace (20 hex digits) and instance (12), as gateways write them.
+    mutating func eddystone(_ o: JSONObject, at path: String) -> BeaconID? {
+        let namespace = required(o, "namespace", at: path).flatMap { string($0, at: path + ".namespace") }
+        let instance = required(o, "instance", at: path).flatMap { string($0, at: path + ".instance") }
+        let ns = namespace.flatMap { EddystoneNamespace(hex: $0.lowercased()) }
+        let id = instance.flatMap { EddystoneInstance(hex: $0.lowercased()) }
+        if let namespace, ns == nil { fail(path + ".namespace", "\"\(namespace)\" is not an Eddystone namespace (20 hex digits)") }
+        if let instance, id == nil { fail(path + ".instance", "\"\(instance)\" is not an Eddystone instance (12 hex digits)") }
+        guard let ns, let id else { return nil }
+        return .eddystone(namespace: ns, instance: id)
+    }
+
     mutating func uuid(_ value: JSONValue?, at path: String) -> BeaconUUID? {
         guard let text = string(value, at: path) else { return nil }
         guard let uuid = BeaconUUID(text) else {

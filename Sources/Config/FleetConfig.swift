@@ -208,8 +208,17 @@ public struct BeaconEntry: Sendable, Equatable {
     public var measuredPower: Int?
     public var location: Location?
     /// The store (a major) this beacon belongs to; its own major when absent (a UUID-only
-    /// entry's beacons always belong to their own major's store: see `resolved(for:)`).
-    public var store: UInt16
+    /// entry's beacons always belong to their own major's store: see `resolved(for:)`); 0 for
+    /// an Eddystone beacon without one (see `storeMajor`).
+    public var store: UInt16 {
+        didSet { explicitStore = store }
+    }
+    /// The `store` the config gave, if any.
+    private var explicitStore: UInt16?
+
+    /// The store this entry's beacon belongs to: `store`, else its major; `nil` for an
+    /// Eddystone-UID beacon without a `store` (it has no major), which belongs to no store.
+    public var storeMajor: UInt16? { explicitStore ?? id?.major }
     /// The standing offer, published retained on `beacons/<major>/<minor>/ad` (one beacon's
     /// entries only).
     public var ad: JSONValue?
@@ -231,6 +240,7 @@ public struct BeaconEntry: Sendable, Equatable {
         self.measuredPower = measuredPower
         self.location = location
         self.store = store ?? id.major ?? 0
+        explicitStore = store
         self.ad = ad
         self.owner = owner
     }
@@ -251,6 +261,7 @@ public struct BeaconEntry: Sendable, Equatable {
         var entry = self
         entry.match = .beacon(id)
         entry.store = id.major ?? 0
+        entry.explicitStore = nil
         return entry
     }
 }
@@ -396,16 +407,24 @@ public struct Rule: Sendable, Equatable {
         case updates(count: Int, at: Proximity)
     }
 
-    /// A beacon named by major/minor and, optionally, UUID.
+    /// A beacon named by major/minor and, optionally, UUID; or an Eddystone-UID beacon by
+    /// namespace and instance (then `eddystone` is set and major/minor are 0).
     public struct BeaconKey: Sendable, Equatable {
         public var uuid: BeaconUUID?
         public var major: UInt16
         public var minor: UInt16
+        /// An Eddystone-UID beacon (`BeaconID.eddystone`).
+        public var eddystone: BeaconID?
 
         public init(uuid: BeaconUUID? = nil, major: UInt16, minor: UInt16) {
             self.uuid = uuid
             self.major = major
             self.minor = minor
+        }
+
+        public init(namespace: EddystoneNamespace, instance: EddystoneInstance) {
+            self.init(major: 0, minor: 0)
+            eddystone = .eddystone(namespace: namespace, instance: instance)
         }
     }
 
@@ -415,6 +434,9 @@ public struct Rule: Sendable, Equatable {
     public var beacons: [BeaconKey]
     public var stores: [UInt16]
     public var names: [String]
+    /// Only while the beacon's zone is held by one of these gateways (by id): "the deal at
+    /// the counter" rather than wherever the customer first comes close.
+    public var zones: [String]
     /// Only when the smoothed RSSI is above this, dBm.
     public var rssiAbove: Double?
     public var actions: [Action]
@@ -427,14 +449,15 @@ public struct Rule: Sendable, Equatable {
     public var fallback: String?
 
     public init(name: String, trigger: Trigger, beacons: [BeaconKey] = [], stores: [UInt16] = [], names: [String] = [],
-                rssiAbove: Double? = nil, actions: [Action], once: Bool = false, cooldown: Cooldown? = nil,
-                fallback: String? = nil) {
+                zones: [String] = [], rssiAbove: Double? = nil, actions: [Action], once: Bool = false,
+                cooldown: Cooldown? = nil, fallback: String? = nil) {
         self.fallback = fallback
         self.name = name
         self.trigger = trigger
         self.beacons = beacons
         self.stores = stores
         self.names = names
+        self.zones = zones
         self.rssiAbove = rssiAbove
         self.actions = actions
         self.once = once
@@ -450,13 +473,26 @@ public struct Rule: Sendable, Equatable {
         return 1
     }
 
-    /// Whether this rule concerns a beacon with this identity and registry entry.
-    public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?) -> Bool {
+    /// Whether this rule concerns a beacon with this identity and registry entry, whose zone
+    /// is held by the gateway `zone` (`nil`: the beacon is present nowhere).
+    public func matches(major: UInt16, minor: UInt16, uuid: BeaconUUID?, entry: BeaconEntry?, zone: String? = nil) -> Bool {
         if !beacons.isEmpty, !beacons.contains(where: { key in
-            key.major == major && key.minor == minor && (key.uuid == nil || uuid == nil || key.uuid == uuid)
+            key.eddystone == nil && key.major == major && key.minor == minor
+                && (key.uuid == nil || uuid == nil || key.uuid == uuid)
         }) { return false }
         if !stores.isEmpty, !stores.contains(entry?.store ?? major) { return false }
         if !names.isEmpty, !names.contains(where: { $0 == entry?.name }) { return false }
+        if !zones.isEmpty, !zones.contains(where: { $0 == zone }) { return false }
+        return true
+    }
+
+    /// Whether this rule concerns the Eddystone-UID beacon `id`, with this registry entry (an
+    /// Eddystone beacon is in a store only by its entry's `store`).
+    public func matches(eddystone id: BeaconID, entry: BeaconEntry?, zone: String? = nil) -> Bool {
+        if !beacons.isEmpty, !beacons.contains(where: { $0.eddystone == id }) { return false }
+        if !stores.isEmpty, !(entry?.storeMajor.map(stores.contains) ?? false) { return false }
+        if !names.isEmpty, !names.contains(where: { $0 == entry?.name }) { return false }
+        if !zones.isEmpty, !zones.contains(where: { $0 == zone }) { return false }
         return true
     }
 }
@@ -465,7 +501,7 @@ public struct Rule: Sendable, Equatable {
 public enum Template {
     public static let variables: Set<String> = [
         "major", "minor", "uuid", "name", "store", "zone", "gateway", "proximity", "distance", "rssi",
-        "client", "customer", "favorite", "lat", "lon", "heading", "floor", "rule", "ts",
+        "client", "customer", "favorite", "lat", "lon", "heading", "floor", "rule", "ts", "namespace", "instance",
     ]
 
     /// The first unknown or unterminated variable, or `nil` when the template is fine.

@@ -11,10 +11,10 @@ extension FleetConfig {
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit"]
     static let gatewayKeys = ["id", "source", "zone", "store", "position", "advertise"] + tuningKeys
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
-    static let beaconKeys = ["uuid", "major", "minor", "name", "measuredPower", "latitude", "longitude",
+    static let beaconKeys = ["uuid", "major", "minor", "namespace", "instance", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad", "owner"]
     static let brainKeys = ["zoneMargin", "zoneUpdates", "joins", "joinMaxAge"]
-    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "rssiAbove", "then", "once", "cooldown",
+    static let ruleKeys = ["name", "when", "beacons", "stores", "names", "zones", "rssiAbove", "then", "once", "cooldown",
                            "fallback"]
 
     /// Parses and validates a fleet config; throws every problem found.
@@ -123,6 +123,11 @@ extension FleetConfig {
         var ruleIndex: [String: Int] = [:]
         for (i, value) in (r.array(top["rules"], at: "rules") ?? []).enumerated() {
             guard let rule = parseRule(value, at: "rules[\(i)]", &r) else { continue }
+            for (j, zone) in rule.zones.enumerated() where !gateways.contains(where: { $0.id == zone }) {
+                let known = gateways.map(\.id)
+                r.fail("rules[\(i)].zones[\(j)]", "\"\(zone)\" is not a gateway id" +
+                       (known.isEmpty ? " (the config lists no gateways)" : "; the gateways are \(known.joined(separator: ", "))"))
+            }
             // The brain remembers what a rule did by its name (once, cooldowns): two rules with
             // one name would share that memory.
             if let first = ruleIndex[rule.name] {
@@ -271,10 +276,18 @@ extension FleetConfig {
 
     static func parseBeacon(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> BeaconEntry? {
         guard let o = r.object(value, at: path, keys: beaconKeys) else { return nil }
-        let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
+        // An Eddystone-UID beacon: namespace and instance instead of uuid, major and minor.
+        let eddystone = o["namespace"] != nil || o["instance"] != nil
+        if eddystone {
+            for key in ["uuid", "major", "minor"] where o[key] != nil {
+                r.fail(path + "." + key, "an Eddystone beacon (namespace, instance) has no \(key)")
+            }
+        }
+        let uuid = eddystone ? nil : r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
+        let eddystoneID = eddystone ? r.eddystone(o, at: path) : nil
         // Without major and minor the entry describes every beacon of the UUID.
-        let uuidOnly = o["major"] == nil && o["minor"] == nil
-        if (o["major"] == nil) != (o["minor"] == nil) {
+        let uuidOnly = !eddystone && o["major"] == nil && o["minor"] == nil
+        if !eddystone, (o["major"] == nil) != (o["minor"] == nil) {
             r.fail(path, "major and minor go together (leave both out for every beacon of the UUID)")
         }
         let major = o["major"].flatMap { r.u16($0, at: path + ".major") }
@@ -307,6 +320,10 @@ extension FleetConfig {
         }
         let location: Location? = latitude != nil || longitude != nil || heading != nil || floor != nil
             ? Location(latitude: latitude, longitude: longitude, heading: heading, floor: floor) : nil
+        if let eddystoneID {
+            return BeaconEntry(id: eddystoneID, name: name, measuredPower: power, location: location, store: store, ad: ad,
+                               owner: owner)
+        }
         guard let uuid else { return nil }
         if uuidOnly { return BeaconEntry(uuid: uuid, name: name, measuredPower: power, location: location) }
         guard let major, let minor else { return nil }
@@ -322,7 +339,13 @@ extension FleetConfig {
         var keys: [Rule.BeaconKey] = []
         for (i, item) in (r.array(o["beacons"], at: path + ".beacons") ?? []).enumerated() {
             let ip = path + ".beacons[\(i)]"
-            guard let b = r.object(item, at: ip, keys: ["uuid", "major", "minor"]) else { continue }
+            guard let b = r.object(item, at: ip, keys: ["uuid", "major", "minor", "namespace", "instance"]) else { continue }
+            if b["namespace"] != nil || b["instance"] != nil {
+                if let id = r.eddystone(b, at: ip), case .eddystone(let namespace, let instance) = id {
+                    keys.append(Rule.BeaconKey(namespace: namespace, instance: instance))
+                }
+                continue
+            }
             let uuid = b["uuid"].flatMap { r.uuid($0, at: ip + ".uuid") }
             let major = r.required(b, "major", at: ip).flatMap { r.u16($0, at: ip + ".major") }
             let minor = r.required(b, "minor", at: ip).flatMap { r.u16($0, at: ip + ".minor") }
@@ -333,6 +356,9 @@ extension FleetConfig {
         }
         let names = (r.array(o["names"], at: path + ".names") ?? []).enumerated().compactMap { i, v in
             r.string(v, at: path + ".names[\(i)]")
+        }
+        let zones = (r.array(o["zones"], at: path + ".zones") ?? []).enumerated().compactMap { i, v in
+            r.string(v, at: path + ".zones[\(i)]")
         }
         let rssiAbove = r.number(o["rssiAbove"], at: path + ".rssiAbove", in: -127...20, unit: " dBm")
         var actions: [Rule.Action] = []
@@ -354,8 +380,8 @@ extension FleetConfig {
             r.fail(path + ".rssiAbove", "applies to beacon events (enter, exit, proximity), not to \(name)'s join/leave")
         }
         guard let trigger else { return nil }
-        return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, rssiAbove: rssiAbove,
-                    actions: actions, once: once, cooldown: cooldown, fallback: fallback)
+        return Rule(name: name, trigger: trigger, beacons: keys, stores: stores, names: names, zones: zones,
+                    rssiAbove: rssiAbove, actions: actions, once: once, cooldown: cooldown, fallback: fallback)
     }
 
     static func parseAction(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule.Action? {

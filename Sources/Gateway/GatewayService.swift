@@ -226,7 +226,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                     input { $0.reject(errors.errors.map(\.description), origin: "fleet/config", at: WallClock.now()) }
                 }
             } else if message.retain, !message.payload.isEmpty,
-                      case .gatewayPresence(_, _, let owner) = topics.parse(message.topic), owner == gateway.id {
+                      case (_, .gatewayPresence(let owner))? = topics.parseBeacon(message.topic), owner == gateway.id {
                 state.withLock { $0.engine.inheritedPresence(topic: message.topic) }
             }
         }

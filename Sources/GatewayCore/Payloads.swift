@@ -156,45 +156,6 @@ public enum Payloads {
         return writer.text
     }
 
-    /// One line of `beaconctl decode`: `{"format":"ibeacon","uuid",…}` or `{"error":"…"}`.
-    public static func decoded(_ beacon: Beacon, report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String {
-        var writer = JSONWriter()
-        writer.object { o in
-            o("format", beacon.format)
-            switch beacon {
-            case .iBeacon(let b):
-                o("uuid", b.uuid.description)
-                o("major", Int(b.major))
-                o("minor", Int(b.minor))
-                o("txPower", Int(b.txPower))
-            case .altBeacon(let b):
-                o("uuid", b.uuid.description)
-                o("major", Int(b.major))
-                o("minor", Int(b.minor))
-                o("txPower", Int(b.referenceRSSI))
-                o("company", Int(b.company))
-            case .eddystoneUID(let b):
-                o("namespace", b.namespace.description)
-                o("instance", b.instance.description)
-                o("txPower", Int(b.txPower))
-            case .eddystoneURL(let b):
-                o("url", b.url)
-                o("txPower", Int(b.txPower))
-            case .eddystoneTLM(let b):
-                o("battery", Int(b.batteryMillivolts))
-                o("temperature", b.temperature, places: 2)
-                o("advertisingCount", Int(b.advertisingCount))
-                o("uptime", Double(b.uptimeDeciseconds) / 10, places: 1)
-            }
-            if let report {
-                o("address", report.address.description)
-                o("rssi", report.rssi.map(Int.init))
-                if let ts = report.ts { o("ts", ts) }
-            }
-        }
-        return writer.text
-    }
-
     public static func error(_ message: String) -> String {
         var writer = JSONWriter()
         writer.object { o in o("error", message) }

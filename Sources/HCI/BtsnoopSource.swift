@@ -2,6 +2,7 @@ public import BeaconKit
 public import Wire
 public import Config
 import SystemCalls
+import LiveClock
 import Synchronization
 
 /// Virtual time of a replay: capture time advancing at the replay speed.
@@ -47,16 +48,22 @@ public struct BtsnoopSource: AdvertisingSource {
     public let path: String
     public let speed: Double
     public let loop: Bool
+    /// The wall-clock time at which the capture's first frame plays (`nil`: as soon as the
+    /// replay starts). Gateways replaying captures of one store with the same value stay in
+    /// step, whenever each process happened to start: one that starts late or falls behind
+    /// catches up rather than shifting its timeline.
+    public let startsAt: Instant?
     private let replayClock: ReplayClock
     /// Largest wall-clock gap between in-band ticks, seconds.
     static let tickInterval = 0.1
     /// Longest a replay waits between two frames, wall-clock seconds, whatever the capture's gap.
     public static let longestPause = 5.0
 
-    public init(path: String, speed: Double = 1, loop: Bool = false) throws(BtsnoopError) {
+    public init(path: String, speed: Double = 1, loop: Bool = false, startsAt: Instant? = nil) throws(BtsnoopError) {
         self.path = path
         self.speed = speed
         self.loop = loop
+        self.startsAt = startsAt
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.read(path)
@@ -86,6 +93,14 @@ public struct BtsnoopSource: AdvertisingSource {
         var lastTime: Instant?
         var wallAnchor = WallClock.monotonic()
         var virtualAnchor: Instant?
+        // Ticks fall on a grid of capture time (every tickInterval × speed seconds from the
+        // first frame), not on whenever the process woke up: timers (stale, exit) come due at
+        // the same capture times on every run, however busy the machine.
+        let tickStep = Self.tickInterval * speed
+        var grid: (origin: Instant, next: Instant)?
+        func gridPoint(after time: Instant, origin: Instant) -> Instant {
+            origin + ((time.seconds(since: origin) / tickStep).rounded(.down) + 1) * tickStep
+        }
         repeat {
             let frames = try Self.events(in: bytes)
             guard let first = frames.first, let last = frames.last else { break }
@@ -94,23 +109,33 @@ public struct BtsnoopSource: AdvertisingSource {
                 var time = frame.time + offset
                 if let previous = lastTime, time < previous { time = previous }
                 if speed > 0 {
-                    if virtualAnchor == nil { virtualAnchor = time; wallAnchor = WallClock.monotonic() }
+                    if virtualAnchor == nil {
+                        virtualAnchor = time
+                        wallAnchor = WallClock.monotonic() + (startsAt.map { $0.seconds(since: WallClock.now()) } ?? 0)
+                    }
                     var due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
-                    if due - WallClock.monotonic() > Self.longestPause {
+                    if lastTime != nil, due - WallClock.monotonic() > Self.longestPause {
                         // A capture resumed after hours or months (the kept tail of an
-                        // old log): skip ahead instead of sleeping; capture time still jumps.
+                        // old log): skip ahead instead of sleeping; capture time still jumps,
+                        // and the ticks of the part skipped are due no more.
                         wallAnchor -= due - WallClock.monotonic() - Self.longestPause
                         due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
+                        if let g = grid {
+                            let skippedTo = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed
+                            grid!.next = max(g.next, gridPoint(after: skippedTo, origin: g.origin))
+                        }
                     }
-                    while true {
-                        let wait = due - WallClock.monotonic()
-                        if wait <= 0 { break }
-                        try await Task.sleep(nanoseconds: UInt64(min(wait, Self.tickInterval) * 1e9))
-                        let virtualNow = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed
-                        if virtualNow < time { output(.tick(virtualNow)) }
+                    while let tick = grid?.next, tick < time {
+                        let wait = wallAnchor + tick.seconds(since: virtualAnchor!) / speed - WallClock.monotonic()
+                        if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+                        output(.tick(tick))
+                        grid!.next = tick + tickStep
                     }
-                    if WallClock.monotonic() - due > 1 {
-                        // Fell behind (a slow consumer): re-anchor rather than rushing.
+                    let wait = due - WallClock.monotonic()
+                    if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+                    if startsAt == nil, WallClock.monotonic() - due > 1 {
+                        // Fell behind (a slow consumer): re-anchor rather than rushing. A
+                        // replay meant to be in step with others (--start-at) catches up instead.
                         virtualAnchor = time
                         wallAnchor = WallClock.monotonic()
                     }
@@ -118,6 +143,10 @@ public struct BtsnoopSource: AdvertisingSource {
                 replayClock.set(time)
                 lastTime = time
                 output(.frame(HCIFrame(time: time, event: frame.event)))
+                if speed > 0 {
+                    let origin = grid?.origin ?? time
+                    grid = (origin, gridPoint(after: time, origin: origin))
+                }
             }
             pass += 1
             offset += last.time.seconds(since: first.time) + 1

@@ -61,11 +61,14 @@ public struct StoreSimulation: Sendable {
     public var bystanders: Int = 3
 
     public static let defaultUUID = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
+    /// When a simulation begins unless told otherwise: a fixed morning, so that a seed
+    /// gives the same captures on every run.
+    public static let defaultStart = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
 
     public init(uuid: BeaconUUID = StoreSimulation.defaultUUID, store: UInt16 = 100, customers: Int = 5,
                 duration: Double = 120, rate: Double = 2,
                 gateways: [Gateway] = [Gateway(id: "door", position: 0), Gateway(id: "counter", position: 12)],
-                seed: UInt64 = 1, start: Instant = Instant(iso8601: "2026-11-21T09:00:00.000Z")!) {
+                seed: UInt64 = 1, start: Instant = StoreSimulation.defaultStart) {
         self.uuid = uuid
         self.store = store
         self.customers = customers
@@ -112,15 +115,28 @@ public struct StoreSimulation: Sendable {
         }
     }
 
-    /// Captures keyed by gateway id (H4 datalink, one report per event).
+    /// Captures keyed by gateway id (H4 datalink, one or two reports per event).
+    ///
+    /// Every capture begins at `start` with its controller's reset completing, as a capture
+    /// of a gateway starting up does, so the captures of one store share their first instant.
+    /// Each gateway then hears at its own phase of the advertising interval (gateway `k` of
+    /// `n` `k/n` of an interval later), as scanners that are not in step do. Replayed side by
+    /// side (`beacon-gateway --start-at`: first frames at the same wall-clock time), two
+    /// gateways never report at the same instant, so their messages reach the brain in the
+    /// same order on every run.
     public func captures() -> [String: BtsnoopWriter] {
         var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
         let visits = self.visits
-        var writers = Dictionary(uniqueKeysWithValues: gateways.map { ($0.id, BtsnoopWriter(datalink: .h4)) })
+        var writers = Dictionary(uniqueKeysWithValues: gateways.map { gateway in
+            var writer = BtsnoopWriter(datalink: .h4)
+            writer.appendEvent(HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue), at: start)
+            return (gateway.id, writer)
+        })
         let step = 1 / rate
         var t = 0.0
         while t < duration {
-            for gateway in gateways {
+            for (order, gateway) in gateways.enumerated() {
+                let phase = step * Double(order) / Double(gateways.count)
                 var reports: [HCIEventBuilder.Report] = []
                 for visit in visits {
                     guard let x = visit.position(at: t) else { continue }
@@ -141,7 +157,7 @@ public struct StoreSimulation: Sendable {
                 }
                 // Deliver in events of one or two reports, as controllers do.
                 var index = 0
-                var offset = 0.0
+                var offset = phase
                 while index < reports.count {
                     let take = min(reports.count - index, Bool.random(using: &random) ? 2 : 1)
                     writers[gateway.id]!.appendEvent(HCIEventBuilder.legacyReport(Array(reports[index..<(index + take)])),

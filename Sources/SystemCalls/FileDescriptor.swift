@@ -19,10 +19,17 @@ public struct FileDescriptor: Sendable, Hashable {
     public func writeAll(_ bytes: [UInt8]) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
-            let written = try syscall("write") {
-                bytes.withUnsafeBytes { buffer in Glibc.write(rawValue, buffer.baseAddress! + offset, buffer.count - offset) }
+            offset += try syscall("write") {
+                bytes.withUnsafeBytes { Glibc.write(rawValue, $0.baseAddress! + offset, $0.count - offset) }
             }
-            offset += written
+        }
+    }
+
+    /// Writes every byte, looping over short writes.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            offset += try syscall("write") { Glibc.write(rawValue, bytes.baseAddress! + offset, bytes.count - offset) }
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BeaconKit
 import Config
 import CommandLineSupport
 import Gateway
@@ -24,7 +25,8 @@ struct BeaconGateway: AsyncParsableCommand {
         and a retained fleet/config. A gateway whose config has "advertise" is a beacon while it scans.
 
         Sources: hci:0 (kernel adapter), h4:unix:/path, h4:tcp:host:port, h4:tty:/dev/ttyAMA0@115200,
-        btsnoop:/path/capture.log (replay; --speed, --loop).
+        btsnoop:/path/capture.log (replay; --speed, --loop, --start-at: gateways replaying captures that
+        begin at the same instant, as beaconctl simulate's do, with the same --start-at stay in step).
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
         The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
@@ -57,6 +59,11 @@ struct BeaconGateway: AsyncParsableCommand {
     @Flag(name: .long, help: "Replay a btsnoop source in a loop.")
     var loop = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Replay: play the capture's first frame at this wall-clock time (ISO-8601 UTC), not at once.",
+        valueName: "TIME"))
+    var startAt: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
@@ -88,8 +95,14 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         if case .btsnoop(let path, let configuredSpeed, let configuredLoop) = uri {
             uri = .btsnoop(path: path, speed: speed ?? configuredSpeed, loop: loop || configuredLoop)
-        } else if speed != nil || loop {
-            throw CommandFailure("--speed and --loop apply to btsnoop: sources only")
+        } else if speed != nil || loop || startAt != nil {
+            throw CommandFailure("--speed, --loop and --start-at apply to btsnoop: sources only")
+        }
+        let startsAt = try startAt.map { text in
+            guard let instant = Instant(iso8601: text) else {
+                throw CommandFailure("--start-at: \"\(text)\" is not an ISO-8601 UTC time such as 2026-11-21T09:00:00Z")
+            }
+            return instant
         }
         let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")
@@ -97,7 +110,8 @@ struct BeaconGateway: AsyncParsableCommand {
 
         let advertisingSource: any AdvertisingSource
         do {
-            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise)
+            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise,
+                                               replayStartsAt: startsAt)
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }

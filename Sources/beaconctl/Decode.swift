@@ -31,66 +31,64 @@ struct Decode: ParsableCommand {
         if let btsnoop {
             try decodeCapture(btsnoop)
         } else {
-            var decoder = AdvertisementDecoder()
-            while let line = readLine(strippingNewline: true) {
-                for output in decodeLine(line, decoder: &decoder) { printLine(output) }
-            }
+            try decodeStandardInput()
         }
     }
 
-    func decodeLine(_ line: String, decoder: inout AdvertisementDecoder) -> [String] {
-        let trimmed = line.trimmingBlanks
-        guard !trimmed.isEmpty else { return [Payloads.error("empty line")] }
-        guard let bytes = Hex.decode(trimmed) else { return [Payloads.error("not a hex string")] }
-        if bytes.count >= 2, bytes[0] == H4PacketType.event.rawValue, bytes[1] == HCIEvent.leMetaEvent {
-            return decodeEvent(Array(bytes.dropFirst()), time: nil, decoder: &decoder)
-        }
-        return bytes.withUnsafeBytes { raw in
-            [Self.line(for: AdvertisingData.decodeBeacon(raw), report: nil)]
-        }
-    }
-
-    func decodeEvent(_ event: [UInt8], time: Instant?, decoder: inout AdvertisementDecoder) -> [String] {
-        var lines: [String] = []
-        event.withUnsafeBytes { raw in
-            let kind = HCIEvent.classify(raw)
-            if case .malformed(let problem) = kind {
-                lines.append(Payloads.error("malformed HCI event: \(problem)"))
+    /// Reads stdin in large blocks and answers each block with one write: a pipe that
+    /// delivers a line at a time still gets each answer at once.
+    func decodeStandardInput() throws {
+        let input = FileDescriptor(rawValue: 0)
+        var lines = HexLineDecoder()
+        var output = JSONWriter(capacity: Self.blockSize * 2)
+        var buffer = [UInt8](repeating: 0, count: Self.blockSize)
+        var filled = 0
+        while true {
+            if filled == buffer.count {
+                // One line longer than the buffer: make room for the rest of it.
+                buffer.append(contentsOf: repeatElement(0, count: buffer.count))
             }
-            decoder.decode(event: raw) { report, result in
-                lines.append(Self.line(for: result, report: (report.address, report.rssi, time)))
-            }
-            if case .otherEvent = kind, time == nil {
-                lines.append(Payloads.error("not an LE advertising report event"))
-            }
-        }
-        return lines
-    }
-
-    static func line(for result: AdvertisingDataResult,
-                     report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)?) -> String {
-        switch result {
-        case .beacon(let beacon):
-            return Payloads.decoded(beacon, report: report)
-        case .noBeacon, .malformed:
-            var writer = JSONWriter()
-            writer.object { o in
-                o("error", result == .noBeacon ? "no beacon in the advertising data"
-                                               : "malformed advertising data: an AD structure runs past the end")
-                if let report {
-                    o("address", report.address.description)
-                    o("rssi", report.rssi.map(Int.init))
-                    if let ts = report.ts { o("ts", ts) }
+            let read = try buffer.withUnsafeMutableBytes { raw in
+                do {
+                    return try input.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[filled...]))
+                } catch {
+                    throw CommandFailure("cannot read stdin: \(error)", status: .failure)
                 }
             }
-            return writer.text
+            filled += read
+            let consumed = buffer.withUnsafeBytes { raw in
+                lines.decode(UnsafeRawBufferPointer(rebasing: raw[..<filled]), isFinal: read == 0, into: &output)
+            }
+            try flush(&output)
+            if consumed > 0 {
+                buffer.withUnsafeMutableBytes { raw in
+                    raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[consumed..<filled]))
+                }
+                filled -= consumed
+            }
+            if read == 0 { return }
         }
+    }
+
+    static let blockSize = 1 << 20
+
+    func flush(_ output: inout JSONWriter) throws {
+        guard output.count > 0 else { return }
+        try output.withUnsafeBytes { bytes in
+            do {
+                try FileDescriptor(rawValue: 1).writeAll(bytes)
+            } catch {
+                throw CommandFailure("cannot write stdout: \(error)", status: .failure)
+            }
+        }
+        output.removeAll()
     }
 
     func decodeCapture(_ path: String) throws {
         let bytes: [UInt8]
         do { bytes = try FileSystem.read(path) } catch { throw CommandFailure("cannot read \(path): \(error)") }
-        var decoder = AdvertisementDecoder()
+        var lines = HexLineDecoder()
+        var output = JSONWriter(capacity: Self.blockSize * 2)
         let summary: String = try bytes.withUnsafeBytes { raw in
             var reader: BtsnoopReader
             do { reader = try BtsnoopReader(bytes: raw) } catch { throw CommandFailure("\(path): \(error)") }
@@ -98,15 +96,11 @@ struct Decode: ParsableCommand {
             while let record = reader.next() {
                 guard let event = record.hciEvent(datalink: reader.datalink) else { continue }
                 events += 1
-                let kind = HCIEvent.classify(event)
-                if case .malformed(let problem) = kind {
-                    printLine(Payloads.error("malformed HCI event at \(record.timestamp.iso8601): \(problem)"))
-                }
-                decoder.decode(event: event) { report, result in
-                    printLine(Self.line(for: result, report: (report.address, report.rssi, record.timestamp)))
-                }
+                lines.decodeEvent(event, time: record.timestamp, into: &output)
+                if output.count >= Self.blockSize { try flush(&output) }
             }
-            let c = decoder.counters
+            try flush(&output)
+            let c = lines.decoder.counters
             return "\(path): datalink \(reader.datalink), \(reader.recordsRead) records, \(events) events, "
                 + "\(c.reports) advertising reports, \(c.beacons) beacons, \(c.malformed) malformed"
                 + (reader.truncatedTail ? ", truncated last record" : "")

@@ -22,8 +22,10 @@ struct Observe: AsyncParsableCommand {
         brain rejects the join. Ctrl-C leaves cleanly: the join is deleted (the profile disappears
         from the broker) and the status turns offline.
 
-        Two ways to choose the beacon:
+        Ways to choose the beacon:
           --major M --minor m   join that beacon and stay until Ctrl-C (or --count).
+          --namespace N --instance I
+                                the same for an Eddystone-UID beacon (eddystone/<N>/<I>/observers/<ID>).
           --source URI          a radio of its own, as the phone of the original smart-iBeacon app:
                                 it ranges the iBeacons it hears (as beaconctl range does; --uuid keeps
                                 one UUID), joins the nearest one that reaches immediate, prints the
@@ -67,6 +69,13 @@ struct Observe: AsyncParsableCommand {
 
     @Option(name: .long, help: "The beacon's minor.")
     var minor: UInt16?
+
+    @Option(name: .long, help: ArgumentHelp("An Eddystone-UID beacon's namespace (20 hex digits; with --instance).",
+                                            valueName: "HEX"))
+    var namespace: String?
+
+    @Option(name: .long, help: ArgumentHelp("An Eddystone-UID beacon's instance (12 hex digits).", valueName: "HEX"))
+    var instance: String?
 
     @Option(name: .long, help: ArgumentHelp("A radio of its own to range with: hci:N, h4:… or btsnoop:FILE.",
                                             valueName: "URI"))
@@ -118,10 +127,25 @@ struct Observe: AsyncParsableCommand {
             throw ValidationError("--client \"\(client)\" \(problem)")
         }
         if broker == nil && config == nil { throw ValidationError("give --broker URL (or --config FLEET.json)") }
-        switch (major, minor, source) {
-        case (_?, _?, nil), (nil, nil, _?): break
-        case (_, _, _?): throw ValidationError("--source ranges for the beacon to join: leave out --major and --minor")
-        default: throw ValidationError("give --major and --minor (the beacon to join), or --source URI (a radio to range with)")
+        let numbers = major != nil || minor != nil
+        let eddystone = namespace != nil || instance != nil
+        switch (numbers, eddystone, source != nil) {
+        case (true, false, false):
+            guard major != nil, minor != nil else { throw ValidationError("--major and --minor go together") }
+        case (false, true, false):
+            guard namespace != nil, instance != nil else { throw ValidationError("--namespace and --instance go together") }
+            if let namespace, EddystoneNamespace(hex: namespace.lowercased()) == nil {
+                throw ValidationError("--namespace \"\(namespace)\" is not 20 hex digits")
+            }
+            if let instance, EddystoneInstance(hex: instance.lowercased()) == nil {
+                throw ValidationError("--instance \"\(instance)\" is not 12 hex digits")
+            }
+        case (false, false, true): break
+        case (_, _, true): throw ValidationError("--source ranges for the beacon to join: leave out the beacon's ids")
+        case (false, false, false):
+            throw ValidationError("give --major and --minor (or --namespace and --instance) of the beacon to join, "
+                                  + "or --source URI (a radio to range with)")
+        default: throw ValidationError("give either --major and --minor or --namespace and --instance")
         }
         if source == nil {
             for (option, given) in [("--uuid", uuid != nil), ("--speed", speed != nil)] where given {
@@ -134,6 +158,14 @@ struct Observe: AsyncParsableCommand {
         if !(exitTimeout > 0) { throw ValidationError("--exit-timeout must be positive") }
         if !(1.0...6.0).contains(pathLoss) { throw ValidationError("--path-loss: \(pathLoss) is outside 1…6") }
         if let speed, !(speed >= 0) { throw ValidationError("--speed must not be negative") }
+    }
+
+    /// The beacon named by --major/--minor or --namespace/--instance.
+    var beacon: BeaconRef? {
+        if let major, let minor { return BeaconRef(major: major, minor: minor) }
+        guard let namespace = namespace.flatMap({ EddystoneNamespace(hex: $0.lowercased()) }),
+              let instance = instance.flatMap({ EddystoneInstance(hex: $0.lowercased()) }) else { return nil }
+        return BeaconRef(namespace: namespace, instance: instance)
     }
 
     func join() throws -> JoinRequest {
@@ -179,8 +211,7 @@ struct Observe: AsyncParsableCommand {
         let outcome: ExitStatus
         if let radio {
             outcome = await radio.run(session, count: count, timeout: timeout)
-        } else if let major, let minor {
-            let beacon = BeaconRef(major: major, minor: minor)
+        } else if let beacon {
             session.setJoined(beacon)
             outcome = await session.run(count: count, timeout: timeout)
         } else {

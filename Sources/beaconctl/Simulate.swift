@@ -13,7 +13,10 @@ struct Simulate: ParsableCommand {
         discussion: """
         Customers carrying iBeacons walk in at the door, go to the counter (or browse half way),
         linger and leave; each gateway hears them with log-distance path loss and Gaussian noise,
-        alongside a few phones that are not beacons. The same seed gives the same store.
+        alongside a few phones that are not beacons. The same seed gives the same store, byte for
+        byte: the captures begin at --start (a fixed morning unless you ask for "now"), and each
+        gateway hears at its own phase of the advertising interval, so gateways replaying them in
+        step (beacon-gateway --start-at) tell the brain the same story on every run.
 
         Writes into --out: <gateway>.log for each gateway and fleet.json, a fleet config whose
         gateways replay those captures in a loop, with the customers in the beacon registry.
@@ -47,6 +50,10 @@ struct Simulate: ParsableCommand {
     @Option(name: .long, help: "Random seed.")
     var seed: UInt64 = 1
 
+    @Option(name: .long, help: ArgumentHelp("When the captures begin: ISO-8601 UTC (2026-11-21T09:00:00Z) or \"now\".",
+                                            valueName: "TIME"))
+    var start = StoreSimulation.defaultStart.iso8601
+
     @Option(name: .long, help: ArgumentHelp("Broker for the generated fleet.json.", valueName: "URL"))
     var broker = "mqtt://127.0.0.1:1883"
 
@@ -56,7 +63,8 @@ struct Simulate: ParsableCommand {
         guard rate > 0, rate <= 50 else { throw ValidationError("--rate must be 0…50 per second") }
         guard BeaconUUID(uuid) != nil else { throw ValidationError("--uuid: \"\(uuid)\" is not a UUID") }
         guard (try? BrokerURL(parsing: broker)) != nil else { throw ValidationError("--broker: not an mqtt:// URL") }
-        _ = try parsedGateways()
+        guard startInstant != nil else { throw ValidationError("--start: \"\(start)\" is neither an ISO-8601 UTC time nor \"now\"") }
+        guard try !parsedGateways().isEmpty else { throw ValidationError("--gateways: name at least one id:metres") }
     }
 
     func parsedGateways() throws -> [StoreSimulation.Gateway] {
@@ -69,10 +77,12 @@ struct Simulate: ParsableCommand {
         }
     }
 
+    var startInstant: Instant? { start == "now" ? WallClock.now() : Instant(iso8601: start) }
+
     func run() throws {
         var simulation = StoreSimulation(uuid: BeaconUUID(uuid)!, store: store, customers: customers,
                                          duration: duration, rate: rate, gateways: try parsedGateways(), seed: seed)
-        simulation.start = WallClock.now()
+        simulation.start = startInstant!
         do {
             try write(simulation)
         } catch {
@@ -103,6 +113,8 @@ struct Simulate: ParsableCommand {
             .object(["uuid": .string(simulation.uuid.description), "major": .number(Double(simulation.store)),
                      "minor": .number(Double(visit.minor)), "name": .string("customer-\(visit.minor)")])
         }
+        // Customers walk to the gateway farthest from the door: the counter.
+        let counter = simulation.gateways.max { $0.position < $1.position }!
         let document: JSONValue = .object([
             "broker": .object(["url": .string(broker)]),
             "uuids": .array([.string(simulation.uuid.description)]),
@@ -118,6 +130,7 @@ struct Simulate: ParsableCommand {
                          "then": .array([.object(["do": .string("greeting"),
                                                   "text": .string("Hello {customer}! A {favorite} is on its way.")])])]),
                 .object(["name": .string("deal at the counter"), "when": .string("proximity:immediate"),
+                         "zones": .array([.string(counter.id)]),
                          "then": .array([.object(["do": .string("ad")])]), "once": .bool(true)]),
                 .object(["name": .string("tell the barista"), "when": .string("enter"),
                          "then": .array([.object(["do": .string("publish"), "topic": .string("displays/{store}/barista"),

@@ -207,7 +207,7 @@ struct FleetConfigTests {
         (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "lat": 1}]}"#,
          #"beacons[0].lat: unknown key (did you mean "latitude"?)"#),
         (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "colour": 1}]}"#,
-         #"beacons[0].colour: unknown key (known: uuid, major, minor, name, measuredPower, latitude, longitude, heading, floor, store, ad, owner)"#),
+         #"beacons[0].colour: unknown key (known: uuid, major, minor, namespace, instance, name, measuredPower, latitude, longitude, heading, floor, store, ad, owner)"#),
         (#"{"brain": {"zoneMargn": 1}}"#, #"brain.zoneMargn: unknown key (did you mean "zoneMargin"?)"#),
         (#"{"brain": {"zone": 1}}"#, #"brain.zone: unknown key (known: zoneMargin, zoneUpdates, joins, joinMaxAge)"#),
         (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant)"#),
@@ -308,7 +308,7 @@ struct FleetConfigTests {
             #"rules[0].then[0].do: "dance" is not one of "ad", "greeting", "locationFix", "publish""#])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting"}]}"#) == ["rules[0].then[0].text: is required"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting", "text": "Hi {nmae}"}]}"#) == [
-            "rules[0].then[0].text: template uses {nmae}; known: {client} {customer} {distance} {favorite} {floor} {gateway} {heading} {lat} {lon} {major} {minor} {name} {proximity} {rssi} {rule} {store} {ts} {uuid} {zone}"])
+            "rules[0].then[0].text: template uses {nmae}; known: {client} {customer} {distance} {favorite} {floor} {gateway} {heading} {instance} {lat} {lon} {major} {minor} {name} {namespace} {proximity} {rssi} {rule} {store} {ts} {uuid} {zone}"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "greeting", "text": "Hi {name"}]}"#) == [
             "rules[0].then[0].text: template has an unclosed '{'"])
         #expect(rule(#"{"when": "enter", "then": [{"do": "ad", "text": "x"}]}"#) == [
@@ -325,6 +325,21 @@ struct FleetConfigTests {
             "rules[0].beacons[0].minor: is required"])
         #expect(rule(#"{"when": "enter", "stores": ["12"], "then": [{"do": "ad"}]}"#) == [
             "rules[0].stores[0]: expected an integer, found a string"])
+    }
+
+    @Test("a rule's zones name gateways of the fleet")
+    func ruleZones() throws {
+        let gateways = #""gateways": [{"id": "door"}, {"id": "counter"}]"#
+        let config = try FleetConfig.parse(#"{\#(gateways), "rules": [{"when": "proximity:immediate", "zones": ["counter"], "then": [{"do": "ad"}]}]}"#)
+        #expect(config.rules[0].zones == ["counter"])
+        #expect(config.rules[0].matches(major: 1, minor: 2, uuid: nil, entry: nil, zone: "counter"))
+        #expect(!config.rules[0].matches(major: 1, minor: 2, uuid: nil, entry: nil, zone: "door"))
+        #expect(!config.rules[0].matches(major: 1, minor: 2, uuid: nil, entry: nil, zone: nil))
+        #expect(Self.errors(#"{\#(gateways), "rules": [{"when": "enter", "zones": ["countr"], "then": [{"do": "ad"}]}]}"#) == [
+            #"rules[0].zones[0]: "countr" is not a gateway id; the gateways are door, counter"#])
+        #expect(Self.errors(#"{"rules": [{"when": "enter", "zones": ["counter", 3], "then": [{"do": "ad"}]}]}"#) == [
+            "rules[0].zones[1]: expected a string, found a number",
+            #"rules[0].zones[0]: "counter" is not a gateway id (the config lists no gateways)"#])
     }
 
     @Test(arguments: [

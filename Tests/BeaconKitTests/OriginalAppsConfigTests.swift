@@ -1,5 +1,6 @@
 import BeaconKit
 import Config
+import Foundation
 import Testing
 @testable import Tracking
 
@@ -112,5 +113,42 @@ struct OriginalAppsConfigTests {
         let update = tracker.observe(id, address: BluetoothAddress(rawValue: 1), rssi: -70, measuredPower: -59, txPower: -59,
                                      at: Instant(seconds: 0))
         #expect(update.track.distance.map { ($0 * 100).rounded() / 100 } == 1.0, "-70 dBm at -70 dBm calibrated is 1 m")
+    }
+
+    @Test("Eddystone-UID registry entries and rule keys by namespace and instance")
+    func eddystoneEntries() throws {
+        let config = try FleetConfig.parse(#"""
+            {"beacons": [{"namespace": "00112233445566778899", "instance": "AABBCCDDEEFF", "name": "till tag", "ad": {"title": "x"}},
+                         {"namespace": "00112233445566778899", "instance": "000000000001", "store": 7}],
+             "rules": [{"when": "enter", "beacons": [{"namespace": "00112233445566778899", "instance": "aabbccddeeff"}], "then": [{"do": "ad"}]}]}
+            """#)
+        let tag = BeaconID.eddystone(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                     instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        #expect(config.beacons[0].id == tag)
+        #expect(config.beacons[0].storeMajor == nil, "an Eddystone beacon is in a store only by its entry's store")
+        #expect(config.beacons[1].storeMajor == 7)
+        #expect(config.beacon(tag)?.name == "till tag")
+        let rule = try #require(config.rules.first)
+        #expect(rule.matches(eddystone: tag, entry: config.beacons[0]))
+        #expect(!rule.matches(major: 0, minor: 0, uuid: nil, entry: nil), "an Eddystone key names no iBeacon")
+        #expect(Self.errors(#"{"beacons": [{"namespace": "0011", "instance": "aabbccddeeff", "uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0"}]}"#) == [
+            "beacons[0].uuid: an Eddystone beacon (namespace, instance) has no uuid",
+            #"beacons[0].namespace: "0011" is not an Eddystone namespace (20 hex digits)"#,
+        ])
+        #expect(Self.errors(#"{"beacons": [{"namespace": "00112233445566778899"}]}"#) == ["beacons[0].instance: is required"])
+    }
+
+    @Test("a store's bridge carries the joins, fleet presence and ad of the Eddystone beacons its registry names")
+    func eddystoneAcrossTheBridge() throws {
+        let text = BridgePlanTests.chain.replacingOccurrences(of: #""beacons": [ "#, with: """
+            "beacons": [ { "namespace": "00112233445566778899", "instance": "aabbccddeeff", "store": 12 },
+                         { "namespace": "00112233445566778899", "instance": "000000000002" },
+            """)
+        let plan = try BridgePlan(config: FleetConfig.parse(text), store: 12)
+        let lines = plan.topics.map { "\($0.pattern) \($0.direction.rawValue)" }
+        #expect(lines.contains("eddystone/00112233445566778899/aabbccddeeff/observers/+ both"))
+        #expect(lines.contains("eddystone/00112233445566778899/aabbccddeeff/presence in"))
+        #expect(lines.contains("eddystone/00112233445566778899/aabbccddeeff/ad in"))
+        #expect(!lines.contains { $0.contains("000000000002") }, "an Eddystone beacon of no store stays at the centre")
     }
 }

@@ -87,7 +87,7 @@ struct PayloadsTests {
     @Test func decodedLines() {
         func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String? {
             guard case .beacon(let beacon) = decodeBeacon(data) else { return nil }
-            return Payloads.decoded(beacon, report: report)
+            return DecodedLine.text(beacon, report: report)
         }
         #expect(line(AdvertisingDataTests.bleMonitorIBeacon) ==
                 #"{"format":"ibeacon","uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":0,"txPower":-59}"#)

@@ -1,6 +1,7 @@
 import BeaconKit
 import BrainCore
 import Config
+import Foundation
 import Testing
 
 /// Who may join which beacon (`brain.joins: owned-or-near`, the default), and how long a
@@ -17,6 +18,8 @@ import Testing
                 """)
             .replacingOccurrences(of: #""gateways": [ { "id": "door", "zone": "Entrance" }, { "id": "till", "zone": "Counter" } ]"#,
                                   with: #""gateways": [ { "id": "door", "store": 100 }, { "id": "far", "store": 200 } ]"#)
+            .replacingOccurrences(of: #""ad": { "title": "Deal of the day" } } ],"#,
+                                  with: #""ad": { "title": "Deal of the day" } }, { "major": 200 } ],"#)
             .replacingOccurrences(of: #""joins": "\#(joins)" }"#, with: #""joins": "\#(joins)", "joinMaxAge": \#(maxAge) }"#)
         return try! FleetConfig.parse(text)
     }

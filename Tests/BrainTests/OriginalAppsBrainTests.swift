@@ -138,4 +138,101 @@ import Tracking
         update(.immediate)
         #expect(fixes() == 2, "the fifth update at near re-armed it")
     }
+
+    static let tag = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                               instance: EddystoneInstance(hex: "aabbccddeeff")!)
+    static let stray = BeaconRef(namespace: EddystoneNamespace(hex: "ffeeddccbbaa99887766")!,
+                                 instance: EddystoneInstance(hex: "000000000001")!)
+
+    /// A gateway's presence payload for an Eddystone beacon, as `Payloads.gatewayPresence` writes it.
+    static func eddystonePresence(_ ref: BeaconRef, _ gateway: String, rssi: Double, _ proximity: Proximity) -> String {
+        var writer = JSONWriter()
+        writer.object { o in
+            o("namespace", ref.eddystone!.namespace.description)
+            o("instance", ref.eddystone!.instance.description)
+            o("gateway", gateway)
+            o("zone", gateway.capitalized)
+            o("proximity", proximity.rawValue)
+            o("rssiSmoothed", rssi, places: 1)
+            o("distance", 1.5, places: 2)
+            o("since", t(0))
+        }
+        return writer.text
+    }
+
+    @Test func eddystoneBeaconsHavePresenceZonesAdsRulesRostersAndRecords() throws {
+        let rules = """
+        [ { "name": "in", "when": "enter", "names": ["till tag"],
+            "then": [ { "do": "publish", "topic": "log/{namespace}/{instance}", "text": "{name} at {zone}, store {store}" } ] },
+          { "name": "close", "when": "proximity:immediate", "beacons":[ { "namespace": "00112233445566778899", "instance": "AABBCCDDEEFF" } ],
+            "then": [ { "do": "greeting", "text": "right here" } ] } ]
+        """
+        let text = testConfigText(rules: rules).replacingOccurrences(of: #""beacons": ["#, with: """
+            "beacons": [ { "namespace": "00112233445566778899", "instance": "aabbccddeeff", "name": "till tag", "store": 100,
+                           "ad": { "title": "Eddy's deal" } },
+            """)
+        var h = Harness(config: try FleetConfig.parse(text))
+        let base = "eddystone/00112233445566778899/aabbccddeeff"
+        #expect(h.topics.beacon(Self.tag) == base)
+        #expect(h.retainedJSON(base + "/ad") == .object(["title": .string("Eddy's deal")]), "the standing ad, on its own topic")
+        #expect(h.core.subscriptions.contains("eddystone/+/+/presence/+"))
+
+        // A gateway's view: fleet presence, zone, the enter rule.
+        h.publish(base + "/presence/till", Self.eddystonePresence(Self.tag, "till", rssi: -60, .near), retain: true, at: t(1))
+        let fleet = try #require(h.retainedJSON(base + "/presence"))
+        #expect(fleet["namespace"] == .string("00112233445566778899"))
+        #expect(fleet["instance"] == .string("aabbccddeeff"))
+        #expect(fleet["uuid"] == nil && fleet["major"] == nil)
+        #expect(fleet["zone"] == .string("till"))
+        #expect(h.sent.last { $0.topic == "log/00112233445566778899/aabbccddeeff" }?.text == "till tag at Till, store 100")
+        #expect(h.retained["brain/visits/eddystone/00112233445566778899/aabbccddeeff"] != nil)
+
+        // A join on its channel: the ad, the roster of its store, the answered record.
+        h.join("ana", Self.tag, at: t(2))
+        let ad = try #require(h.inbox("ana").first)
+        #expect(ad["type"] == .string("ad"))
+        #expect(ad["beacon"] == .object(["namespace": .string("00112233445566778899"), "instance": .string("aabbccddeeff")]))
+        #expect(ad["ad"]?["title"] == .string("Eddy's deal"))
+        #expect(h.roster?["customers"]?.arrayValue?.first?["beacon"] == ad["beacon"])
+        #expect(h.retained["brain/answered/eddystone/00112233445566778899/aabbccddeeff/ana"] != nil)
+
+        // Proximity rules match it by namespace/instance (any case in the config).
+        h.publish(base, """
+            {"namespace":"00112233445566778899","instance":"aabbccddeeff","gateway":"till","rssiSmoothed":-45.0,"proximity":"immediate"}
+            """, at: t(3))
+        #expect(h.inbox("ana").last?["text"] == .string("right here"))
+
+        // A restarted brain carries on: nothing answered twice.
+        var restarted = h.restarted(at: t(10))
+        #expect(restarted.inbox("ana").isEmpty)
+        #expect(restarted.core.presence[Self.tag] != nil)
+
+        // Leaving and the exit clean up its records and presence.
+        restarted.leave("ana", Self.tag, at: t(11))
+        restarted.withdraw(Self.tag, by: "till", at: t(12))
+        #expect(restarted.retained[base + "/presence"] == nil)
+        #expect(restarted.retained["brain/visits/eddystone/00112233445566778899/aabbccddeeff"] == nil)
+        #expect(restarted.retained["brain/answered/eddystone/00112233445566778899/aabbccddeeff/ana"] == nil)
+
+        // An Eddystone beacon without a registry store is present and answered, in no roster.
+        h.publish(h.topics.presence(of: Self.stray, seenBy: "door"), Self.eddystonePresence(Self.stray, "door", rssi: -70, .far),
+                  retain: true, at: t(20))
+        #expect(h.retained[h.topics.presence(of: Self.stray)] != nil)
+        h.join("bob", Self.stray, at: t(21))
+        #expect(h.inbox("bob").first?["ad"] == .null)
+        #expect(h.retained["stores/100/customers/bob"] == nil)
+        #expect(h.core.owns(Self.stray))
+        #expect(!BrainCore(config: h.core.config, stores: [100]).owns(Self.stray), "a brain of some stores leaves it alone")
+        #expect(BrainCore(config: h.core.config, stores: [100]).subscriptions.contains("eddystone/00112233445566778899/aabbccddeeff"))
+    }
+
+    @Test func eddystoneTopicsParseOnlyInTheirCanonicalForm() {
+        let topics = Topics()
+        #expect(topics.parseBeacon("eddystone/00112233445566778899/aabbccddeeff/observers/ana")?.about == .observer(client: "ana"))
+        #expect(topics.parseBeacon("eddystone/00112233445566778899/AABBCCDDEEFF") == nil, "upper case is another topic")
+        #expect(topics.parseBeacon("eddystone/0011/aabbccddeeff") == nil)
+        #expect(topics.parseBrainRecord("brain/answered/eddystone/00112233445566778899/aabbccddeeff/ana")
+                == .answered(Self.tag, client: "ana"))
+        #expect(topics.parseBrainRecord("brain/visits/100/1") == .visit(BeaconRef(major: 100, minor: 1)))
+    }
 }

@@ -23,6 +23,20 @@ import Tracking
         #expect(engine.fire(context(.proximity(.immediate), ref: window), scope: .init(beacon: window), at: t(5)).count == 1)
     }
 
+    @Test("zones: the deal at the counter fires at the counter, not at the door")
+    func zones() {
+        var engine = RuleEngine(rules: [Rule(name: "deal", trigger: .proximity(.immediate), zones: ["counter"],
+                                             actions: [.ad], once: true)])
+        func at(_ zone: String?) -> RuleEngine.Context {
+            RuleEngine.Context(trigger: .proximity(.immediate), beacon: counter, uuid: storeUUID, entry: counterEntry,
+                               rssi: -50, zone: zone, since: t(0))
+        }
+        #expect(engine.fire(at("door"), scope: scope, at: t(1)).isEmpty)
+        #expect(engine.fire(at(nil), scope: scope, at: t(2)).isEmpty)
+        #expect(engine.fire(at("counter"), scope: scope, at: t(3)).map(\.name) == ["deal"])
+        #expect(engine.fire(at("counter"), scope: scope, at: t(4)).isEmpty, "once per visit")
+    }
+
     @Test func cooldownInSecondsAlsoAcrossVisits() {
         var engine = RuleEngine(rules: [Rule(name: "barista", trigger: .enter, actions: [.ad], cooldown: .seconds(300))])
         #expect(engine.fire(context(.enter), scope: scope, at: t(0)).count == 1)

@@ -3,6 +3,8 @@ import Wire
 import Foundation
 import HCI
 import Synchronization
+import SystemCalls
+import LiveClock
 import TestSupport
 import Testing
 
@@ -78,6 +80,40 @@ struct BtsnoopSourceTests {
         #expect(times.count >= 150)
         #expect(times == times.sorted())
         #expect(Set(times).count > 100)
+    }
+
+    /// Three events a second apart from `start`.
+    func threeSeconds(_ dir: TemporaryDirectory, start: Instant) throws -> String {
+        var writer = BtsnoopWriter(datalink: .h4)
+        let event = HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue)
+        for second in 0..<3 { writer.appendEvent(event, at: start + Double(second)) }
+        return try dir.write("three.log", bytes: writer.bytes)
+    }
+
+    @Test("ticks fall on a grid of capture time (tickInterval × speed from the first frame), the same on every run")
+    func ticksOnAGrid() async throws {
+        let dir = try TemporaryDirectory("btsnoop-grid")
+        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let path = try threeSeconds(dir, start: start)
+        for _ in 0..<2 {
+            let collected = Collected()
+            try await BtsnoopSource(path: path, speed: 4).run { output in collected.outputs.withLock { $0.append(output) } }
+            // Every 0.4 s of capture time between frames, whenever the process got to run.
+            #expect(collected.ticks.map { ($0.seconds(since: start) * 1000).rounded() } == [400, 800, 1200, 1600])
+        }
+    }
+
+    @Test("--start-at: the first frame plays at the given wall-clock time, not before")
+    func startsAt() async throws {
+        let dir = try TemporaryDirectory("btsnoop-start")
+        let path = try threeSeconds(dir, start: Instant(iso8601: "2026-11-21T09:00:00.000Z")!)
+        let startsAt = WallClock.now() + 1.5
+        let firstFrame = Mutex<Instant?>(nil)
+        try await BtsnoopSource(path: path, speed: 10, startsAt: startsAt).run { output in
+            if case .frame = output { firstFrame.withLock { $0 = $0 ?? WallClock.now() } }
+        }
+        let played = try #require(firstFrame.withLock { $0 })
+        #expect(played.seconds(since: startsAt) > -0.05, "played \(startsAt.seconds(since: played)) s early")
     }
 
     @Test("a file that is not a capture is refused with the reason")

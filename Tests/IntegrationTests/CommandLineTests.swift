@@ -8,9 +8,10 @@ import Testing
 /// messages and exit statuses.
 @Suite("command line")
 struct CommandLineTests {
-    func run(_ program: String, _ arguments: [String], stdin: String? = nil) async throws -> (status: Int32?, stdout: String, stderr: String) {
+    func run(_ program: String, _ arguments: [String], stdin: String? = nil,
+             stdinFile: String? = nil) async throws -> (status: Int32?, stdout: String, stderr: String) {
         let dir = try TemporaryDirectory("cli")
-        var handle: FileHandle?
+        var handle = stdinFile.flatMap { FileHandle(forReadingAtPath: $0) }
         if let stdin {
             let path = try dir.write("stdin.txt", stdin)
             handle = FileHandle(forReadingAtPath: path)
@@ -56,6 +57,32 @@ struct CommandLineTests {
         #expect(objects[6]["format"] == .string("eddystone-url"))
         #expect(objects[6]["url"] == .string("https://goo.gl/"))
         #expect(objects[7]["error"]?.stringValue?.hasPrefix("no beacon") == true)
+    }
+
+    @Test("beaconctl decode prints, byte for byte, what it printed before it read in blocks (Tests/Fixtures/decode)")
+    func decodeByteForByte() async throws {
+        let fixtures = Programs.repositoryRoot + "/Tests/Fixtures/decode/"
+        let result = try await run("beaconctl", ["decode"], stdinFile: fixtures + "lines.hex")
+        #expect(result.status == 0, "\(result.stderr)")
+        let expected = try String(contentsOfFile: fixtures + "lines.jsonl", encoding: .utf8)
+        #expect(result.stdout == expected, "first difference at line \(firstDifference(result.stdout, expected))")
+
+        for capture in ["btsnoop-decoder_hci", "btsnoop-rs_hci_android"] {
+            let path = Programs.capturesDirectory + "/\(capture).log"
+            let decoded = try await run("beaconctl", ["decode", "--btsnoop", path])
+            #expect(decoded.status == 0, "\(decoded.stderr)")
+            let lines = try String(contentsOfFile: fixtures + capture + ".jsonl", encoding: .utf8)
+            #expect(decoded.stdout == lines, "\(capture): first difference at line \(firstDifference(decoded.stdout, lines))")
+            let summary = try String(contentsOfFile: fixtures + capture + ".summary", encoding: .utf8)
+                .replacingOccurrences(of: "Tests/Fixtures/captures/\(capture).log", with: path)
+            #expect(decoded.stderr == summary)
+        }
+    }
+
+    func firstDifference(_ a: String, _ b: String) -> Int {
+        let (x, y) = (a.split(separator: "\n", omittingEmptySubsequences: false),
+                      b.split(separator: "\n", omittingEmptySubsequences: false))
+        return (zip(x, y).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(x.count, y.count)) + 1
     }
 
     @Test("beaconctl decode --btsnoop reads every real capture and summarises it")

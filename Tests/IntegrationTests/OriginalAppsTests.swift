@@ -182,4 +182,62 @@ struct OriginalAppsTests {
         #expect(store.watch.records.last { $0.topic == "observers/phone/status" }?.text == "offline")
         await store.stop()
     }
+
+    @Test("Eddystone-UID beacons end to end: a gateway's sightings reach the brain; fleet presence, the ad on joining, records")
+    func eddystoneThroughTheBrain() async throws {
+        let dir = try TemporaryDirectory("eddystone-brain")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let (namespace, instance) = ("00112233445566778899", "aabbccddeeff")
+        let beacon = EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: namespace)!,
+                                  instance: EddystoneInstance(hex: instance)!)
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        for i in 0..<40 {
+            writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: BluetoothAddress(rawValue: 0xE0_00_00_00_00_01),
+                                                                   data: AdvertisingData.eddystoneUID(beacon), rssi: -60)]),
+                               at: start + Double(i) * 0.25)
+        }
+        let capture = try dir.write("eddystone.log", bytes: writer.bytes)
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "hall", "source": "btsnoop:\#(capture)?loop", "zone": "Hall"}"#],
+                                    extra: """
+            "stores": [{"major": 100, "name": "Main Street"}],
+            "beacons": [{"namespace": "\(namespace)", "instance": "\(instance)", "name": "hall tag", "store": 100,
+                         "ad": {"title": "Free Latte!"}}],
+            "rules": [{"name": "in", "when": "enter", "names": ["hall tag"],
+                       "then": [{"do": "publish", "topic": "displays/{store}/door", "text": "{name} at {zone}"}]}]
+            """)
+        // What a previous run of the gateway left behind about a beacon no longer there.
+        let stale = "eddystone/ffeeddccbbaa99887766/000000000001/presence/hall"
+        #expect(await broker.publish(stale, #"{"namespace":"ffeeddccbbaa99887766","instance":"000000000001","gateway":"hall","zone":"Hall","proximity":"far","rssiSmoothed":-80.0,"distance":9.0,"since":"2026-11-21T09:00:00.000Z"}"#,
+                                     retain: true))
+        let base = "eddystone/\(namespace)/\(instance)"
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["eddystone/#", "displays/#", "brain/#", "stores/#"], in: dir)
+        let brain = try startProgram("beacon-brain", ["--config", config], in: dir)
+        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "hall"], in: dir)
+
+        let fleet = await watch.waitFor(timeout: 30) { $0.topic == base + "/presence" && !$0.payload.isEmpty }
+        let presence = try #require(fleet?.json, "\(watch.records)\n\(brain.diagnostics)\n\(gateway.diagnostics)")
+        #expect(presence["namespace"] == .string(namespace))
+        #expect(presence["zone"] == .string("hall"))
+        #expect(presence["zoneName"] == .string("Hall"))
+        #expect(await watch.waitFor(topic: "displays/100/door", text: "hall tag at Hall", timeout: 10) != nil, "the enter rule")
+        #expect(watch.records.contains { $0.topic == base + "/ad" && $0.json?["title"] == .string("Free Latte!") })
+        #expect(await watch.waitFor(timeout: 20) { $0.topic == stale && $0.payload.isEmpty } != nil,
+                "the gateway deletes the Eddystone presence it no longer sees")
+
+        let observer = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "ana",
+                                                      "--namespace", namespace, "--instance", instance.uppercased(), "--count", "1",
+                                                      "--timeout", "20"], in: dir)
+        #expect(await observer.waitForExit(timeout: 30) == 0, "\(observer.diagnostics)")
+        let ad = try #require(observer.stdoutLines.first.flatMap { try? JSONParser().parse($0) }, "\(observer.diagnostics)")
+        #expect(ad["beacon"] == .object(["namespace": .string(namespace), "instance": .string(instance)]))
+        #expect(ad["ad"]?["title"] == .string("Free Latte!"))
+        #expect(watch.records.contains { $0.topic == "brain/answered/eddystone/\(namespace)/\(instance)/ana" && !$0.payload.isEmpty })
+        #expect(watch.records.contains { $0.topic == "stores/100/customers/ana" && $0.json?["beacon"]?["instance"] == .string(instance) })
+
+        await gateway.stop()
+        await brain.stop()
+        await watch.stop()
+        await broker.stop()
+    }
 }

@@ -77,6 +77,8 @@ struct SchemaTests {
             #"{"bridge": {"keepalive": 2}}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1}]}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "store": 1}]}"#,
+            #"{"beacons": [{"namespace": "0011", "instance": "aabbccddeeff"}]}"#,
+            #"{"beacons": [{"namespace": "00112233445566778899", "instance": "aabbccddeeff", "major": 1}]}"#,
             #"{"rules": [{"when": "join", "then": [{"do": "greeting", "text": "x"}], "fallback": 3}]}"#,
             #"{"broker": {"url": "mqtts://b.lan", "clientId": "shop"}}"#,
             #"{"broker": {"url": "mqtts://b.lan", "username": "gateway"}}"#,
