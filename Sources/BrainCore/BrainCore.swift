@@ -914,6 +914,7 @@ public struct BrainCore: Sendable {
         guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, store: store(of: key.beacon),
                                                presence: presence, viewStore: viewStore) else { return true }
         note(.info, "join refused", ["beacon": "\(key.beacon)", "client": key.client, "reason": refusal])
+        reportRejected("join", topic: topics.observer(key.client, of: key.beacon), reason: refusal)
         reject(key, reason: refusal, at: now)
         return false
     }
