@@ -111,7 +111,8 @@ let package = Package(
         .executableTarget(
             name: "beacon-brain",
             dependencies: ["Telemetry", "Config", "Brain", "CommandLineSupport",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",
@@ -183,7 +184,7 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport", "CommandLineSupport",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]

@@ -49,6 +49,10 @@ public final class BrainService: Service, Sendable {
         /// Messages decided while disconnected and kept for the reconnect; the oldest go
         /// first when it is full (counted in `publishFailures`).
         public var outageQueueLimit = 10_000
+        /// Standing in for another shard's brain (`ShardSupervisor`): no `online`/`offline` on
+        /// `brain/status` (nor a will) and no service-manager notifications, which belong to
+        /// the process's own brain.
+        public var isStandIn = false
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -131,7 +135,7 @@ public final class BrainService: Service, Sendable {
         var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
                                      password: password)
         mqtt.reconnectDelay = options.reconnectDelay
-        mqtt.will = core.offlineMessage
+        if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
         state = Mutex(State(core: core))
     }
@@ -157,7 +161,7 @@ public final class BrainService: Service, Sendable {
             "stores": "\(state.withLock { $0.core.stores.sorted() })",
         ])
 
-        let notifier = ServiceNotifier.fromEnvironment()
+        let notifier = options.isStandIn ? nil : ServiceNotifier.fromEnvironment()
         notify(notifier, [.ready, .status("starting: broker \(state.withLock { $0.core.config.broker.url })")])
         let ticks = Heartbeat()
 
@@ -190,7 +194,7 @@ public final class BrainService: Service, Sendable {
 
         notify(notifier, [.stopping, .status("stopping")])
         logger.info("brain stopping")
-        state.withLock { s in send(&s, [s.core.offlineMessage]) }
+        if !options.isStandIn { state.withLock { s in send(&s, [s.core.offlineMessage]) } }
         if !(await client.waitUntilPublished(timeout: 3)) {
             logger.warning("the broker did not acknowledge the last messages in time")
         }
@@ -237,8 +241,8 @@ public final class BrainService: Service, Sendable {
                     }
                     emit(&s, s.core.reconnect(at: WallClock.now()))
                 }
-                send(&s, [s.core.onlineMessage,
-                          MQTTMessage(topic: syncTopic, text: s.syncToken, qos: 1, retain: false)])
+                send(&s, (options.isStandIn ? [] : [s.core.onlineMessage])
+                          + [MQTTMessage(topic: syncTopic, text: s.syncToken, qos: 1, retain: false)])
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):

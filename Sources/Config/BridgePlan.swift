@@ -106,7 +106,8 @@ public struct BridgePlan: Sendable, Equatable {
             add("eddystone/\(e)/presence", .in, 1, "the brain's fleet presence of it")
             add("eddystone/\(e)/ad", .in, 1, "its standing ad")
         }
-        add("stores/\(major)/roster", .in, 1, "the greeter's roster")
+        add("stores/\(major)/roster", .in, 1, "the greeter's roster and its customers")
+        add("stores/\(major)/customers/+", .in, 1, "the greeter's roster and its customers")
         add("observers/+/inbox", .in, 1, "replies to apps connected in the store")
         add("fleet/config", .in, 1, "the fleet config, pushed at the centre")
         for g in levels { add("gateways/\(g)/cmd", .in, 1, "operator commands") }

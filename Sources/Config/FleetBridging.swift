@@ -165,4 +165,55 @@ extension FleetConfig {
             clientIDs[id] = store.major
         }
     }
+
+    static let brainKeys = ["zoneMargin", "zoneUpdates", "joins", "joinMaxAge", "shards"]
+
+    /// `brain.shards`: `[{"name": "a", "stores": [100, "101-149"]}, …]`.
+    static func parseShards(_ value: JSONValue?, _ r: inout ConfigReader) -> [BrainShard] {
+        var shards: [BrainShard] = []
+        var owner: [UInt16: String] = [:]
+        for (i, item) in (r.array(value, at: "brain.shards") ?? []).enumerated() {
+            let path = "brain.shards[\(i)]"
+            guard let object = r.object(item, at: path, keys: ["name", "stores"]) else { continue }
+            let name = r.required(object, "name", at: path).flatMap { r.topicSegment($0, at: path + ".name") }
+            var stores: [UInt16] = []
+            for (j, entry) in (r.required(object, "stores", at: path).flatMap { r.array($0, at: path + ".stores") } ?? []).enumerated() {
+                let at = path + ".stores[\(j)]"
+                if case .string(let text) = entry {
+                    let ends = text.split(separator: "-", omittingEmptySubsequences: false).map { UInt16($0) }
+                    guard ends.count == 2, let low = ends[0], let high = ends[1], low <= high else {
+                        r.fail(at, "\"\(text)\" is neither a store number nor a range such as \"100-149\"")
+                        continue
+                    }
+                    stores += Array(low...high)
+                } else if let major = r.u16(entry, at: at) {
+                    stores.append(major)
+                }
+            }
+            guard let name else { continue }
+            if shards.contains(where: { $0.name == name }) { r.fail(path + ".name", "\"\(name)\" names another shard too") }
+            if object["stores"] != nil && stores.isEmpty { r.fail(path + ".stores", "a shard needs at least one store") }
+            for major in stores {
+                if let other = owner[major], other != name {
+                    r.fail(path + ".stores", "store \(major) is in shard \"\(other)\" already")
+                    break
+                }
+                owner[major] = name
+            }
+            shards.append(BrainShard(name: name, stores: Array(Set(stores)).sorted()))
+        }
+        return shards
+    }
+}
+
+/// One brain's part of the fleet: the stores (majors) it answers for.
+public struct BrainShard: Sendable, Equatable {
+    /// A topic segment: `beacon-brain --shard NAME`, `brain/shards/<name>/…`.
+    public var name: String
+    public var stores: [UInt16]
+
+    public init(name: String, stores: [UInt16]) {
+        self.name = name
+        self.stores = stores
+    }
 }

@@ -330,6 +330,9 @@ public struct BrainConfig: Sendable, Equatable {
     /// Seconds after which a join ends however long the app keeps it: its profile leaves
     /// the broker.
     public var joinMaxAge: Double
+    /// Brains splitting the fleet (`beacon-brain --shard NAME`), each standing in for the
+    /// others when they die (docs/fleet.md).
+    public var shards: [BrainShard] = []
 
     public init(zoneMargin: Double = 4, zoneUpdates: Int = 3, joins: JoinAccess = .ownedOrNear,
                 joinMaxAge: Double = 4 * 3600) {

@@ -13,7 +13,6 @@ extension FleetConfig {
     static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
     static let beaconKeys = ["uuid", "major", "minor", "namespace", "instance", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad", "owner"]
-    static let brainKeys = ["zoneMargin", "zoneUpdates", "joins", "joinMaxAge"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "zones", "rssiAbove", "then", "once", "cooldown",
                            "fallback"]
 
@@ -146,6 +145,7 @@ extension FleetConfig {
                 brain.joins = JoinAccess(rawValue: v)!
             }
             if let v = r.number(object["joinMaxAge"], at: "brain.joinMaxAge", in: 60...604_800, unit: " s") { brain.joinMaxAge = v }
+            brain.shards = parseShards(object["shards"], &r)
         }
 
         let bridge = parseBridge(top["bridge"], &r)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Brain
 import CommandLineSupport
 import Logging
+import ServiceLifecycle
 import Telemetry
 import Config
 
@@ -60,6 +61,11 @@ struct BeaconBrain: AsyncParsableCommand {
         --stores 12,13 handles only the beacons of those stores (majors) and
         subscribes to their topics only, so several brains can split a fleet;
         each gets a client id of its own (beacon-brain-12-13, or --client-id).
+        --shard NAME takes its stores from the config's brain.shards and keeps
+        brain/shards/NAME/status (online; "offline" as its will): when another
+        shard's brain dies, the next shard in the list stands in for it until it
+        is back, rebuilding that shard's state from the retained messages
+        (brain/shards/<other>/holder says who). docs/fleet.md.
 
         It logs in as user "brain" (--broker mqtts://NAME@host for another, e.g.
         one per shard); the password comes from BEACONBRIDGE_MQTT_PASSWORD,
@@ -87,6 +93,11 @@ struct BeaconBrain: AsyncParsableCommand {
     var stores: String?
 
     @Option(name: .long, help: ArgumentHelp(
+        "Answer for this shard of the config's brain.shards, and stand in for a shard whose brain is gone.",
+        valueName: "NAME"))
+    var shard: String?
+
+    @Option(name: .long, help: ArgumentHelp(
         "The MQTT client id (default beacon-brain, or beacon-brain-12-13 with --stores); unique per brain.",
         valueName: "ID"))
     var clientId: String?
@@ -103,6 +114,7 @@ struct BeaconBrain: AsyncParsableCommand {
             throw ValidationError("--metrics: \(error)")
         }
         _ = try parseStores()
+        if shard != nil && stores != nil { throw ValidationError("--shard takes its stores from the config: give --shard or --stores") }
         if let clientId, clientId.isEmpty || clientId.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
             throw ValidationError("--client-id \"\(clientId)\" must be printable ASCII without spaces")
         }
@@ -129,12 +141,24 @@ struct BeaconBrain: AsyncParsableCommand {
         let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-brain")
         for risk in fleet.broker.risks(hasPassword: password != nil) { logger.warning("\(risk)") }
+        if let shard {
+            guard fleet.brain.shards.contains(where: { $0.name == shard }) else {
+                let known = fleet.brain.shards.map(\.name)
+                throw CommandFailure("--shard \(shard): \(config) has no such shard in brain.shards"
+                                     + (known.isEmpty ? " (it lists none)" : "; it has: \(known.joined(separator: ", "))"))
+            }
+        }
         var options = BrainService.Options(clientID: clientId ?? BrainService.defaultClientID(stores: storeSet))
         let telemetry = try MetricsSetup(address: metrics, kind: .brain, id: options.clientID, logger: logger)
         if let recorder = telemetry.recorder { options.onHealth = { recorder.record(healthJSON: $0) } }
-        let service: BrainService
+        let service: any Service
         do {
-            service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
+            if let shard {
+                service = try ShardSupervisor(config: fleet, shard: shard, password: password, logger: logger,
+                                              options: ShardSupervisor.Options(brain: options))
+            } else {
+                service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
+            }
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }

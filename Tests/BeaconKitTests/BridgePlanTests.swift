@@ -107,7 +107,7 @@ struct BridgePlanTests {
                 "joins of the store's beacons, also those of a registry beacon assigned to it")
         #expect(topics(plan, .in) == [
             "beacons/12/+/presence 1", "beacons/12/+/ad 1", "beacons/500/+/presence 1", "beacons/500/+/ad 1",
-            "stores/12/roster 1", "observers/+/inbox 1", "fleet/config 1",
+            "stores/12/roster 1", "stores/12/customers/+ 1", "observers/+/inbox 1", "fleet/config 1",
             "gateways/door-12/cmd 1", "gateways/till-12/cmd 1",
             "displays/12/barista 1", "alerts/+/+ 1",
         ], "store 13's rule does not concern store 12")
