@@ -118,6 +118,8 @@ public struct BrainCore: Sendable {
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
+    /// The seal on the brain's records: only sealed ones are trusted (`RecordSeal`).
+    public var recordSeal = RecordSeal()
     /// Who may join which beacon (`brain.joins`).
     private var joinPolicy: JoinPolicy
     /// When joins past `brain.joinMaxAge` are next looked for.
@@ -447,6 +449,7 @@ public struct BrainCore: Sendable {
     public mutating func reconnect(at now: Instant) -> BrainOutput {
         guard isSettled else {
             var fresh = BrainCore(config: config, stores: stores, limits: limits)
+            fresh.recordSeal = recordSeal
             fresh.counters = counters
             fresh.recovery = ConnectionRecovery(settings: recovery.settings)
             self = fresh
@@ -776,7 +779,15 @@ public struct BrainCore: Sendable {
         // After settling the brain is the authority on its records; what comes back is its own
         // echo, or (read back after a reconnect) only tells what the broker holds.
         guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-        guard let json = json(payload, .record, topic) else {
+        guard let opened = recordSeal.open(String(decoding: payload, as: UTF8.self), topic: topic) else {
+            // Not this brain's: forged, or written under another key. Ignored, and replaced
+            // by what the brain knows once settled.
+            known[topic] = ""
+            note(.warning, "ignored a record without this brain's seal (brain-secret)", ["topic": String(topic.prefix(200))])
+            reportRejected("record", topic: topic, reason: "not sealed with this brain's key (brain-secret): ignored")
+            return
+        }
+        guard let json = json(Array(opened.utf8), .record, topic) else {
             known[topic] = ""
             return
         }
@@ -1155,11 +1166,16 @@ public struct BrainCore: Sendable {
 
     /// Publishes `text()` retained unless the broker already holds the same `signature`;
     /// a `nil` signature deletes what the broker holds.
-    private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
+    /// `expiry`: seconds after which the broker drops it (MQTT 5).
+    private mutating func setRetained(_ topic: String, signature: String?, expiry: UInt32? = nil, text: () -> String) {
         guard known[topic] != signature else { return }
         known[topic] = signature
-        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true))
+        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true, expiry: expiry))
     }
+
+    /// What the brain retains about customers (roster entries and summaries) expires on the
+    /// broker after `brain.joinMaxAge` on MQTT 5, even if no brain is left to delete it.
+    private var personalExpiry: UInt32 { UInt32(config.brain.joinMaxAge.rounded(.up)) }
 
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
     /// are already out, so a crash in between makes a restarted brain answer again (at
@@ -1167,6 +1183,7 @@ public struct BrainCore: Sendable {
     private mutating func finish(at now: Instant? = nil) -> BrainOutput {
         if let now { lastTime = max(lastTime, now) }
         if isSettled {
+            let seal = recordSeal
             // Records first: a presence on the broker then always has its record, so a brain
             // restarted in between never takes a visit it answered for a new one.
             for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
@@ -1176,8 +1193,8 @@ public struct BrainCore: Sendable {
                 } else {
                     memory.map { VisitRecord(since: nil, rules: $0) }
                 }
-                let text = record?.json
-                setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
+                let text = record?.json, topic = topics.visitRecord(of: ref)
+                setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
             for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
@@ -1191,14 +1208,14 @@ public struct BrainCore: Sendable {
                 } else {
                     memory.map { AnsweredRecord(join: nil, since: nil, rules: $0) }
                 }
-                let text = record?.json
-                setRetained(topics.answeredRecord(of: key.beacon, client: key.client), signature: text) { text ?? "" }
+                let text = record?.json, topic = topics.answeredRecord(of: key.beacon, client: key.client)
+                setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
             for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
                 let joins = observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store }
                 let text = rosterBook.update(client: key.client, store: key.store, joins: joins, topics: topics)?.json.jsonText
                 let before = known[topics.customer(key.client, ofStore: key.store)]
-                setRetained(topics.customer(key.client, ofStore: key.store), signature: text) { text ?? "" }
+                setRetained(topics.customer(key.client, ofStore: key.store), signature: text, expiry: personalExpiry) { text ?? "" }
                 if before != text { dirtyStores.insert(key.store) }
             }
             dirtyCustomers = []
@@ -1215,7 +1232,7 @@ public struct BrainCore: Sendable {
                 let time = lastTime
                 let signature = roster.json(at: nil)
                 guard known[topic] != signature else { continue }
-                setRetained(topic, signature: signature) { roster.json(at: time) }
+                setRetained(topic, signature: signature, expiry: personalExpiry) { roster.json(at: time) }
                 rosterDue[store] = lastTime + limits.rosterInterval
             }
             dirtyVisits = []
