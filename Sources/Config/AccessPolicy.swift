@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 
 /// Who may publish and read what on a fleet's broker, as a Mosquitto ACL file.
 ///

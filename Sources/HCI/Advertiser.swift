@@ -1,6 +1,6 @@
 public import BeaconKit
 import Wire
-public import Config
+import Config
 public import Logging
 import SystemCalls
 

@@ -36,10 +36,12 @@ public protocol AdvertisingSource: Sendable {
     /// Pauses or resumes scanning (the `{"scan":"pause"}` command). Replays ignore it.
     func setScanning(_ enabled: Bool) async
     /// Starts, replaces (a config) or stops (`nil`) advertising an iBeacon from the
-    /// source's own controller while it scans (the `{"advertise":…}` command). Throws
-    /// `HCIError.unsupported` where there is no controller (replays), `HCIError.command`
-    /// when the controller refused.
-    func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange
+    /// source's own controller while it scans (the `{"advertise":…}` command), waiting up
+    /// to `timeout` seconds for the controller's answer: `.pending` when none came by then
+    /// (not connected now, or slow; the change applies when the controller answers).
+    /// Throws `HCIError.unsupported` where there is no controller (replays),
+    /// `HCIError.command` when the controller refused.
+    func setAdvertising(_ advertise: AdvertiseConfig?, timeout: Double) async throws -> AdvertisingChange
     /// Beats whenever the source's loop goes round (a live source at least every 0.2 s
     /// while it runs, also while it waits to retry), for the service watchdog; `nil` for
     /// sources whose pace follows their input (replays).
@@ -49,7 +51,17 @@ public protocol AdvertisingSource: Sendable {
 extension AdvertisingSource {
     public var heartbeat: Heartbeat? { nil }
 
+    /// `setAdvertising(_:timeout:)` with the time a gateway gives the controller before it
+    /// answers a command (`advertisingAnswerTimeout`).
     public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
+        try await setAdvertising(advertise, timeout: advertisingAnswerTimeout)
+    }
+
+    public func setAdvertising(_ advertise: AdvertiseConfig?, timeout: Double) async throws -> AdvertisingChange {
         throw HCIError.unsupported(source: name, reason: "there is no controller to advertise from")
     }
 }
+
+/// Seconds a gateway waits for its controller to take an advertising change before it
+/// answers the command "pending".
+public let advertisingAnswerTimeout = 5.0

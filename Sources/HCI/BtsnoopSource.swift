@@ -1,6 +1,6 @@
 public import BeaconKit
 public import Wire
-public import Config
+import Config
 import SystemCalls
 import LiveClock
 import Synchronization

@@ -56,7 +56,7 @@ public final class H4Source: AdvertisingSource {
         engine.setScanning(enabled)
     }
 
-    public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
-        try await engine.setAdvertising(advertise)
+    public func setAdvertising(_ advertise: AdvertiseConfig?, timeout: Double) async throws -> AdvertisingChange {
+        try await engine.setAdvertising(advertise, timeout: timeout)
     }
 }

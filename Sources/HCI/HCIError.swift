@@ -5,7 +5,7 @@ import Musl
 #endif
 public import BeaconKit
 public import Wire
-public import Config
+import Config
 public import SystemCalls
 
 /// Why a live source or the advertiser could not do its work, said so that an operator

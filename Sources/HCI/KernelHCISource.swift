@@ -49,8 +49,8 @@ public final class KernelHCISource: AdvertisingSource {
     /// Scan restarts by the stall watchdog so far.
     public var scanRestarts: Int { engine.scanRestarts }
 
-    public func setAdvertising(_ advertise: AdvertiseConfig?) async throws -> AdvertisingChange {
-        try await engine.setAdvertising(advertise)
+    public func setAdvertising(_ advertise: AdvertiseConfig?, timeout: Double) async throws -> AdvertisingChange {
+        try await engine.setAdvertising(advertise, timeout: timeout)
     }
 
     public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
@@ -147,7 +147,9 @@ extension HCILink {
         case ENODEV, ENXIO:
             .adapterUnavailable(adapter: adapter, reason: "no such adapter, or it went away (\(error))")
         case ENETDOWN:
-            .adapterUnavailable(adapter: adapter, reason: "the adapter is down (\(error))")
+            // A command sent on a link to an adapter that went down since: the same event the
+            // once-a-second check (`checkUp`) reports, in the same words, whichever sees it first.
+            .adapterUnavailable(adapter: adapter, reason: "the adapter went down (\(error))")
         case ERFKILL:
             .adapterUnavailable(adapter: adapter, reason: "the adapter is blocked by rfkill (run `rfkill unblock bluetooth`)")
         default:

@@ -68,14 +68,16 @@ final class LiveScanner: Sendable {
 
     /// Asks the session to start, replace or (nil) stop advertising, and waits up to
     /// `timeout` seconds for the controller's answer.
-    func setAdvertising(_ config: AdvertiseConfig?, timeout: Double = 5) async throws -> AdvertisingChange {
+    func setAdvertising(_ config: AdvertiseConfig?, timeout: Double) async throws -> AdvertisingChange {
         let generation = advertising.withLock { state -> Int in
             state.wanted = config
             state.requested += 1
             return state.requested
         }
         let deadline = WallClock.monotonic() + timeout
-        while WallClock.monotonic() < deadline {
+        while true {
+            // Looked at once more after the deadline: a task that woke late still reports
+            // an answer that came in time.
             let outcome = advertising.withLock { state -> (applied: Bool, failure: HCIError?) in
                 (state.applied >= generation, state.applied == generation ? state.failure : nil)
             }
@@ -83,9 +85,9 @@ final class LiveScanner: Sendable {
                 if let failure = outcome.failure { throw failure }
                 return config == nil ? .stopped : .started
             }
+            if WallClock.monotonic() >= deadline { return .pending }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
-        return .pending
     }
 
     func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {

@@ -38,7 +38,10 @@ public final class MQTTClient: Sendable {
     private let calls = Mutex<Bool>(false)
     private let stream: AsyncStream<MQTTEvent>
     private let continuation: AsyncStream<MQTTEvent>.Continuation
-    /// Beats every time the network thread goes round (at least once a second while it
+    /// Wakes the network thread when a caller has queued a packet (publish, subscribe,
+    /// disconnect), so it is written at once rather than at the next round.
+    private let wakeup: Wakeup
+    /// Beats every time the network thread goes round (at least 5 times a second while it
     /// runs, also between reconnection attempts), for the service watchdog.
     public let heartbeat = Heartbeat()
 
@@ -50,6 +53,11 @@ public final class MQTTClient: Sendable {
         }
         // An empty id lets libmosquitto (3.1.1) or the broker (5) choose one.
         let id: String? = options.clientID.isEmpty ? nil : options.clientID
+        do {
+            wakeup = try Wakeup()
+        } catch {
+            throw MQTTError(operation: "pipe", code: Int32(MOSQ_ERR_ERRNO.rawValue), message: "\(error)")
+        }
         guard let raw = mosquitto_new(id, options.cleanSession, nil) else {
             let code = errno == EINVAL ? MOSQ_ERR_INVAL : MOSQ_ERR_NOMEM
             throw MQTTError(operation: "new", code: Int32(code.rawValue),
@@ -184,6 +192,7 @@ public final class MQTTClient: Sendable {
                 state.withLock { $0.acknowledgements.published(mid, awaitingAcknowledgement: true) }
             }
         }
+        wakeup.signal()
     }
 
     /// Subscribes to `filters` now if connected, and again after every reconnection.
@@ -216,6 +225,7 @@ public final class MQTTClient: Sendable {
                 }
             }
         }
+        wakeup.signal()
     }
 
     /// Forgets `filters` and unsubscribes from them if connected.
@@ -235,6 +245,7 @@ public final class MQTTClient: Sendable {
                 }
             }
         }
+        wakeup.signal()
     }
 
     /// Waits until the broker has acknowledged every QoS > 0 message published so far;
@@ -281,6 +292,7 @@ public final class MQTTClient: Sendable {
             _ = await waitUntilPublished(timeout: timeout)
             state.withLock { $0.phase = .stopping }
             calls.withLock { _ in _ = mosquitto_disconnect(handle.raw) }
+            wakeup.signal()
             await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
                 let finished = state.withLock { state in
                     if state.threadFinished { return true }
@@ -339,7 +351,7 @@ public final class MQTTClient: Sendable {
                     continue
                 }
             }
-            let code = mosquitto_loop(handle.raw, 1000, 1)
+            let code = loopOnce(timeout: 0.2)
             watchHandshake()
             if code != Mosquitto.success {
                 // The connection is gone or was never made. on_disconnect has said why, except
@@ -363,7 +375,48 @@ public final class MQTTClient: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Sleeps for the current reconnection delay and doubles it; false when stopping.
+    /// One round of libmosquitto's network loop, as `mosquitto_loop` does it but over
+    /// `poll(2)`: `mosquitto_loop`'s `select(2)` refuses a socket numbered 1024 or above
+    /// (MOSQ_ERR_INVAL on every attempt, so the client never connects), and a process with
+    /// many files open (a busy server, a test run) is handed such numbers. Waits up to
+    /// `timeout` seconds for the socket or a caller's `wakeup`, then reads (which also
+    /// carries a TLS handshake on), writes what is queued, and does the housekeeping
+    /// (keepalive).
+    private func loopOnce(timeout: Double) -> Int32 {
+        let socket = mosquitto_socket(handle.raw)
+        guard socket >= 0 else { return Mosquitto.noConnection }
+        let wanted: Readiness = mosquitto_want_write(handle.raw) ? [.readable, .writable] : .readable
+        let ready: Readiness
+        let woken: Readiness
+        do {
+            (ready, woken) = try Readiness.wait((FileDescriptor(rawValue: socket), wanted),
+                                                (wakeup.descriptor, .readable), timeout: timeout)
+        } catch {
+            errno = error.errno
+            return Int32(MOSQ_ERR_ERRNO.rawValue)
+        }
+        if woken.contains(.readable) { wakeup.drain() }
+        // Until the broker's CONNACK, writability may be the TLS handshake's turn too.
+        let handshaking = !state.withLock { $0.connected }
+        if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
+            let code = mosquitto_loop_read(handle.raw, 1)
+            guard code == Mosquitto.success else { return code }
+            guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+        }
+        // A caller's packet may have come after the wait began: try to write it now.
+        if ready.contains(.writable) || woken.contains(.readable) {
+            let code = mosquitto_loop_write(handle.raw, 1)
+            guard code == Mosquitto.success else { return code }
+            guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+        }
+        return mosquitto_loop_misc(handle.raw)
+    }
+
+    /// Waits out the current reconnection delay and doubles it; false when stopping.
+    ///
+    /// Waits on `wakeup`, which `stop()` signals after it has set the phase: a stop that
+    /// comes before the wait begins leaves the pipe readable, so it is never missed, and
+    /// the phase is read again after every wake.
     private func backOff() -> Bool {
         let highest = max(0.01, options.reconnectDelay.upperBound)
         let delay = state.withLock { state in
@@ -372,12 +425,16 @@ public final class MQTTClient: Sendable {
             return delay
         }
         let deadline = WallClock.monotonic() + delay
-        while WallClock.monotonic() < deadline {
+        while true {
             if state.withLock({ $0.phase.networkThreadEnds }) { return false }
+            let remaining = deadline - WallClock.monotonic()
+            if remaining <= 0 { return true }
             heartbeat.beat()
-            usleep(20_000)
+            // In slices of 0.2 s, beating: waiting to reconnect is the loop going round.
+            if (try? wakeup.descriptor.waitReadable(timeout: min(remaining, 0.2))) ?? true {
+                wakeup.drain()
+            }
         }
-        return !state.withLock { $0.phase.networkThreadEnds }
     }
 
     private func didConnect(code: Int32, flags: Int32) {

@@ -1,5 +1,5 @@
 public import BeaconKit
-public import BrainCore
+import BrainCore
 public import Config
 import RealModule
 import Tracking

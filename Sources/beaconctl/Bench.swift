@@ -31,7 +31,8 @@ struct Bench: AsyncParsableCommand {
              MQTTClient); mqtt-baseline counts what a subscriber receives. Reports advertisements/s
              ingested, messages/s published, messages/s end to end and the ratio to (1); then the
              advertisement-to-subscriber latency at a steady --paced-rate, and CPU per 1,000 adverts;
-          3. gateway process (beacon-gateway): resident memory idle and while tracking each of --tracked;
+          3. gateway process (beacon-gateway): resident memory idle and while tracking each of
+             --tracked;
           4. brain (BrainService): join-to-reply latency over --joins joins one at a time beside the
              broker's own round trip, joins answered per second (a burst), and the sighting ingest rate
              the brain sustains beside the broker's rate in the same run;
@@ -46,15 +47,15 @@ struct Bench: AsyncParsableCommand {
              at real speed for --fleet-duration seconds through one connection per store into its store broker.
              Reports the centre's message rate and CPU per message as a C subscriber of everything sees them,
              the brain's CPU per 1,000 sightings beside that subscriber's, sighting-to-zone latency beside the
-             bridge's own latency, and resident memory, with the load average (docs/PERFORMANCE.md, Fleet).
+             bridge's own latency, and resident memory, with the load average (docs/PERFORMANCE.md, section 6).
 
         mqtt-baseline, beacon-gateway and beacon-brain are taken from beside this executable (the same build).
         Use a release build: swift build -c release && .build/release/beaconctl bench
 
         Example:
-          beaconctl bench                      # the figures in docs/PERFORMANCE.md
-          beaconctl bench --quick              # a few seconds: proves every phase still runs
-          beaconctl bench --only fleet         # 10, 50 and 100 stores bridged to a centre (about 10 minutes)
+          beaconctl bench             # the figures in docs/PERFORMANCE.md
+          beaconctl bench --quick     # a few seconds: proves every phase still runs
+          beaconctl bench --only fleet  # 10, 50, 100 stores bridged: 6 minutes
         """)
 
     @Option(name: .long, help: "Advertisements in the full-speed replay (and messages in the C baseline).")

@@ -13,6 +13,9 @@ import Testing
 struct RadioTests {
     static let advertised = AdvertiseConfig(beacon: IBeacon(uuid: BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!,
                                                             major: 100, minor: 900, txPower: -59), intervalMs: 200)
+    /// Seconds to wait for the controller's answer to an advertising change: far more than
+    /// it takes, even with hundreds of tests starting at once.
+    static let answer = 60.0
 
     @Test("a controller that refuses legacy scanning (Command Disallowed) is scanned with the extended commands")
     func extendedFallback() async throws {
@@ -115,11 +118,12 @@ struct RadioTests {
         let scanner = SourceRecorder.start(source)
         #expect(await scanner.wait { $0.count(.running) == 1 }, "\(scanner.summary)")
 
-        #expect(try await source.setAdvertising(Self.advertised) == .started)
+        // A generous wait for the controller's answer: `.pending` would mean none came.
+        #expect(try await source.setAdvertising(Self.advertised, timeout: Self.answer) == .started)
         var replaced = Self.advertised
         replaced.beacon.minor = 901
-        #expect(try await source.setAdvertising(replaced) == .started)
-        #expect(try await source.setAdvertising(nil) == .stopped)
+        #expect(try await source.setAdvertising(replaced, timeout: Self.answer) == .started)
+        #expect(try await source.setAdvertising(nil, timeout: Self.answer) == .stopped)
         #expect(scanner.count(.retrying) == 0)
         #expect(await scanner.cancel() == nil)
         await fake.stop()
@@ -145,7 +149,7 @@ struct RadioTests {
         let scanner = SourceRecorder.start(source)
         #expect(await scanner.wait { $0.count(.running) == 1 }, "\(scanner.summary)")
         await #expect(throws: HCIError.command(.leSetAdvertisingParameters, status: 0x12)) {
-            _ = try await source.setAdvertising(Self.advertised)
+            _ = try await source.setAdvertising(Self.advertised, timeout: Self.answer)
         }
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(scanner.count(.retrying) == 0, "\(scanner.summary)")

@@ -66,7 +66,7 @@ final class Chain: @unchecked Sendable {
             let broker = try await MosquittoBroker.start(in: dir, extraConfig: bridge, port: 1883, namespace: ns)
             let local = try await MosquittoSubscriber.start(
                 broker: broker, filters: ["beacons/+/+/presence/+", "beacons/+/+", "gateways/+/health"], in: dir)
-            var store = Store(major: major, namespace: ns, link: link, broker: broker, local: local)
+            let store = Store(major: major, namespace: ns, link: link, broker: broker, local: local)
             try Self.writeCaptures(dir, store: store, seed: seed + UInt64(i))
             stores[major] = store
             _ = store

@@ -100,3 +100,22 @@ func run(_ program: String, _ arguments: [String], in directory: TemporaryDirect
     let process = try ChildProcess(path, arguments, in: directory)
     return await process.waitForExit(timeout: 10)
 }
+
+/// Raises this process's soft limit on open files to `wanted` (or the hard limit, when
+/// lower), so a test can take descriptor numbers that high while the other tests running in
+/// this process still find free ones; throws when the hard limit is below `needed`.
+func allowDescriptors(_ wanted: Int, needed: Int) throws {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw DescriptorLimit("getrlimit: errno \(errno)") }
+    guard limit.rlim_cur < rlim_t(wanted) else { return }
+    guard limit.rlim_max >= rlim_t(needed) else {
+        throw DescriptorLimit("the hard limit on open files (\(limit.rlim_max)) is below \(needed)")
+    }
+    limit.rlim_cur = min(rlim_t(wanted), limit.rlim_max)
+    guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw DescriptorLimit("setrlimit: errno \(errno)") }
+}
+
+struct DescriptorLimit: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
