@@ -118,6 +118,8 @@ public struct BrainCore: Sendable {
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
+    /// Topics of ours the broker held before the last reconnect, until the read-back ends.
+    private var heldBeforeReconnect: Set<String> = []
     /// The seal on the brain's records: only sealed ones are trusted (`RecordSeal`).
     public var recordSeal = RecordSeal()
     /// Who may join which beacon (`brain.joins`).
@@ -458,6 +460,7 @@ public struct BrainCore: Sendable {
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
         bridges.reconnected()
+        heldBeforeReconnect = Set(known.keys)
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -468,6 +471,7 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
+        heldBeforeReconnect = []
         // A bridged store whose status the broker no longer holds (it lost its retained
         // messages) is unknown until its bridge says 1 again.
         for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
@@ -1168,7 +1172,10 @@ public struct BrainCore: Sendable {
     /// a `nil` signature deletes what the broker holds.
     /// `expiry`: seconds after which the broker drops it (MQTT 5).
     private mutating func setRetained(_ topic: String, signature: String?, expiry: UInt32? = nil, text: () -> String) {
-        guard known[topic] != signature else { return }
+        // A topic of ours deleted during the read-back after a reconnect goes even if the
+        // read-back has not shown it (a broker that lost it): subscribers kept it.
+        let wasHeld = heldBeforeReconnect.remove(topic) != nil
+        guard known[topic] != signature || (signature == nil && wasHeld) else { return }
         known[topic] = signature
         out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true, expiry: expiry))
     }
