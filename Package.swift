@@ -184,7 +184,7 @@ let package = Package(
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport", "CommandLineSupport",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]

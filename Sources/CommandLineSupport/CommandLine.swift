@@ -64,13 +64,15 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
     }
 }
 
-/// Prints help (exit 0) or an error from ArgumentParser (exit `status`).
+/// Prints help (exit 0; fitted to the terminal by `HelpText`, not wrapped line by line by
+/// ArgumentParser) or an error from ArgumentParser (exit `status`).
 func exitForArgumentError<Command: ParsableCommand>(_ type: Command.Type, _ error: any Error, status: ExitStatus) -> Never {
-    let message = type.fullMessage(for: error)
     if type.exitCode(for: error) == .success {
-        printLine(message)
+        let help = type.fullMessage(for: error, columns: HelpText.unwrapped)
+        printLine(HelpText.fitted(help, width: HelpText.terminalWidth))
         exit(0)
     }
+    let message = type.fullMessage(for: error)
     writeStandardError("\(programName): \(message.isEmpty ? "\(error)" : message)\n")
     exit(status.rawValue)
 }

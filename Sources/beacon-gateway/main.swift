@@ -14,11 +14,15 @@ struct BeaconGateway: AsyncParsableCommand {
         abstract: "Scan BLE beacons through BlueZ and publish them to MQTT.",
         discussion: """
         Takes its own section of the fleet config (--id) and publishes:
-          beacons/<major>/<minor>                       sightings (at most one per beacon per publishInterval,
-                                                        at once on a proximity change; every advert with "raw")
-          beacons/<major>/<minor>/presence/<gateway>    retained while the beacon is in range, deleted on exit
-          gateways/<gateway>/status                     retained online/offline (offline is the last will)
-          gateways/<gateway>/health                     every healthInterval seconds
+          beacons/<major>/<minor>
+              sightings (at most one per beacon per publishInterval, at once on a
+              proximity change; every advert with "raw")
+          beacons/<major>/<minor>/presence/<gateway>
+              retained while the beacon is in range, deleted on exit
+          gateways/<gateway>/status
+              retained online/offline (offline is the last will)
+          gateways/<gateway>/health
+              every healthInterval seconds
         and obeys gateways/<gateway>/cmd ({"scan":"pause"|"resume"}, {"reload":true},
         {"advertise":{"uuid":…,"major":…,"minor":…,"power":-59,"intervalMs":100}} to advertise as an iBeacon
         from its own controller, {"advertise":true} for the config's beacon, {"advertise":false} to stop)
@@ -29,6 +33,7 @@ struct BeaconGateway: AsyncParsableCommand {
         begin at the same instant, as beaconctl simulate's do, with the same --start-at stay in step).
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
+
         The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
         stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. It
         logs in as its id (user name GATEWAY, client id beacon-gateway-GATEWAY); the password comes from
@@ -37,7 +42,8 @@ struct BeaconGateway: AsyncParsableCommand {
         with tls.insecure is warned about at start.
 
         Example:
-          beacon-gateway --config deploy/fleet.example.json --id door --source btsnoop:/tmp/store/door.log --loop
+          beacon-gateway --config deploy/fleet.example.json --id door \\
+            --source btsnoop:/tmp/store/door.log --loop
         """)
 
     @Option(name: .long, help: ArgumentHelp("The fleet config (JSON).", valueName: "FLEET.json"))

@@ -55,7 +55,7 @@ struct Serve: AsyncParsableCommand {
 
         Example:
           beacon-web --config fleet.json --users /etc/beaconbridge/web-users \\
-                     --mqtt-user display --mqtt-password-file /etc/beaconbridge/display.pw
+            --mqtt-user display --mqtt-password-file /etc/beaconbridge/display.pw
         """)
 
     @Option(name: .long, help: ArgumentHelp("The fleet config (JSON).", valueName: "FLEET.json"))

@@ -21,8 +21,10 @@ struct Advertise: AsyncParsableCommand {
         emulated controllers keep hearing the beacon. A real controller needs no retrigger.
 
         Examples:
-          beaconctl advertise --source hci:0 --uuid E2C56DB5-DFFB-48D2-B060-D0F5A71096E0 --major 1 --minor 2
-          beaconctl advertise --source h4:unix:/tmp/bt-server-le --uuid … --major 1 --minor 2 --retrigger 1
+          beaconctl advertise --source hci:0 \\
+            --uuid E2C56DB5-DFFB-48D2-B060-D0F5A71096E0 --major 1 --minor 2
+          beaconctl advertise --source h4:unix:/tmp/bt-server-le --uuid … \\
+            --major 1 --minor 2 --retrigger 1
         """)
 
     @Option(name: .long, help: ArgumentHelp("The controller: hci:N or h4:….", valueName: "URI"))

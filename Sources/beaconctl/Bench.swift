@@ -31,7 +31,8 @@ struct Bench: AsyncParsableCommand {
              MQTTClient); mqtt-baseline counts what a subscriber receives. Reports advertisements/s
              ingested, messages/s published, messages/s end to end and the ratio to (1); then the
              advertisement-to-subscriber latency at a steady --paced-rate, and CPU per 1,000 adverts;
-          3. gateway process (beacon-gateway): resident memory idle and while tracking each of --tracked;
+          3. gateway process (beacon-gateway): resident memory idle and while tracking each of
+             --tracked;
           4. brain (BrainService): join-to-reply latency over --joins joins one at a time beside the
              broker's own round trip, joins answered per second (a burst), and the sighting ingest rate
              the brain sustains beside the broker's rate in the same run;
@@ -44,8 +45,8 @@ struct Bench: AsyncParsableCommand {
         Use a release build: swift build -c release && .build/release/beaconctl bench
 
         Example:
-          beaconctl bench                      # the figures in docs/PERFORMANCE.md
-          beaconctl bench --quick              # a few seconds: proves every phase still runs
+          beaconctl bench             # the figures in docs/PERFORMANCE.md
+          beaconctl bench --quick     # a few seconds: proves every phase still runs
         """)
 
     @Option(name: .long, help: "Advertisements in the full-speed replay (and messages in the C baseline).")

@@ -20,7 +20,8 @@ struct Decode: ParsableCommand {
         snoop logs) with its timestamp, and a summary on stderr.
 
         Examples:
-          echo 0201061AFF4C000215E2C56DB5DFFB48D2B060D0F5A71096E000010002C5 | beaconctl decode
+          echo 0201061AFF4C000215E2C56DB5DFFB48D2B060D0F5A71096E000010002C5 \\
+            | beaconctl decode
           beaconctl decode --btsnoop capture.log | grep ibeacon
         """)
 

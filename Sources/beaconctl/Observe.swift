@@ -46,9 +46,12 @@ struct Observe: AsyncParsableCommand {
           mosquitto_pub -t beacons/100/1/observers/ana -r -q 1 -n     # leave
 
         Examples:
-          beaconctl observe --broker mqtt://broker.lan --client ana --major 100 --minor 1 --profile ana.json
-          beaconctl observe --broker mqtt://broker.lan --client ana --source hci:0 --profile ana.json
-          beaconctl observe --config fleet.json --client ana --source btsnoop:walk.log --speed 1
+          beaconctl observe --broker mqtt://broker.lan --client ana --major 100 \\
+            --minor 1 --profile ana.json
+          beaconctl observe --broker mqtt://broker.lan --client ana --source hci:0 \\
+            --profile ana.json
+          beaconctl observe --config fleet.json --client ana \\
+            --source btsnoop:walk.log --speed 1
 
         Exit status: 0 after leaving (Ctrl-C, SIGTERM, --count reached or a replay's end), 1 when
         --timeout passes without a message or the broker or the radio cannot be reached, 2 for bad usage.
