@@ -118,8 +118,6 @@ public struct BrainCore: Sendable {
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
-    /// Topics of ours the broker held before the last reconnect, until the read-back ends.
-    private var heldBeforeReconnect: Set<String> = []
     /// The seal on the brain's records: only sealed ones are trusted (`RecordSeal`).
     public var recordSeal = RecordSeal()
     /// Who may join which beacon (`brain.joins`).
@@ -141,6 +139,11 @@ public struct BrainCore: Sendable {
     /// What the broker holds on the brain's own retained topics, as signatures (see
     /// `signature(of:)`): lets the brain publish only changes and delete what it left behind.
     private var known: [String: String] = [:]
+    /// `known` when the connection came back, until the retained state is read back: what
+    /// the brain had written. While reading back, a topic not read back yet is not known to
+    /// be absent (the broker may still send it, and subscribers saw it before the outage),
+    /// so deleting one of these is written, not skipped.
+    private var writtenBeforeReconnect: [String: String] = [:]
     /// Scopes whose visit or join ended while a cooldown in seconds still runs.
     private var lingering: Set<RuleEngine.Scope> = []
     private var dirtyPresence: Set<BeaconRef> = []
@@ -460,7 +463,7 @@ public struct BrainCore: Sendable {
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
         bridges.reconnected()
-        heldBeforeReconnect = Set(known.keys)
+        writtenBeforeReconnect = known
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -471,7 +474,7 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
-        heldBeforeReconnect = []
+        writtenBeforeReconnect = [:]
         // A bridged store whose status the broker no longer holds (it lost its retained
         // messages) is unknown until its bridge says 1 again.
         for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
@@ -1172,10 +1175,9 @@ public struct BrainCore: Sendable {
     /// a `nil` signature deletes what the broker holds.
     /// `expiry`: seconds after which the broker drops it (MQTT 5).
     private mutating func setRetained(_ topic: String, signature: String?, expiry: UInt32? = nil, text: () -> String) {
-        // A topic of ours deleted during the read-back after a reconnect goes even if the
-        // read-back has not shown it (a broker that lost it): subscribers kept it.
-        let wasHeld = heldBeforeReconnect.remove(topic) != nil
-        guard known[topic] != signature || (signature == nil && wasHeld) else { return }
+        let deletesWhatItWrote = signature == nil && known[topic] == nil
+            && writtenBeforeReconnect.removeValue(forKey: topic) != nil
+        guard known[topic] != signature || deletesWhatItWrote else { return }
         known[topic] = signature
         out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true, expiry: expiry))
     }
