@@ -168,7 +168,7 @@ extension FleetConfig {
 
     static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
                             "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold",
-                            "shards"]
+                            "joins", "joinMaxAge", "shards"]
 
     /// `brain.shards`: `[{"name": "a", "stores": [100, "101-149"]}, …]`.
     static func parseShards(_ value: JSONValue?, _ r: inout ConfigReader) -> [BrainShard] {

@@ -355,6 +355,11 @@ public struct BrainConfig: Sendable, Equatable {
     /// Wall-clock seconds a gateway whose reports are late may hold back the brain's
     /// decisions (which wait for every gateway's report of the same moment).
     public var clockHold: Double
+    /// Which joins the brain accepts (docs/security.md).
+    public var joins: JoinAccess
+    /// Seconds after which a join ends however long the app keeps it: its profile leaves
+    /// the broker.
+    public var joinMaxAge: Double
     /// Brains splitting the fleet (`beacon-brain --shard NAME`), each standing in for the
     /// others when they die (docs/fleet.md).
     public var shards: [BrainShard] = []
@@ -362,7 +367,8 @@ public struct BrainConfig: Sendable, Equatable {
     public init(zoneConfidence: Double = 0.93, zoneMargin: Double = 0, zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
                 rssiProcessNoise: Double = 20, rssiTrendNoise: Double = 2, rssiMeasurementNoise: Double = 9,
                 entryWindow: Double = 0,
-                exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2) {
+                exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2, joins: JoinAccess = .ownedOrNear,
+                joinMaxAge: Double = 4 * 3600) {
         self.zoneConfidence = zoneConfidence
         self.zoneMargin = zoneMargin
         self.zoneUpdates = zoneUpdates
@@ -374,7 +380,19 @@ public struct BrainConfig: Sendable, Equatable {
         self.exitSamples = exitSamples
         self.exitMinimum = exitMinimum
         self.clockHold = clockHold
+        self.joins = joins
+        self.joinMaxAge = joinMaxAge
     }
+}
+
+/// Which observers may join which beacons.
+public enum JoinAccess: String, Sendable, Equatable, CaseIterable {
+    /// A beacon with an `owner` only by its owner; a store's beacon only by an observer one
+    /// of whose own beacons is in that store now. The join lasts while that is so.
+    case ownedOrNear = "owned-or-near"
+    /// Any observer any beacon (a demo, a kiosk): an app can join from anywhere and learn
+    /// when other customers' beacons come and go. Warned about.
+    case open
 }
 
 // MARK: - Rules

@@ -154,6 +154,10 @@ extension FleetConfig {
             if let v = r.number(o["exitSamples"], at: "brain.exitSamples", in: 1...1000) { brain.exitSamples = v }
             if let v = r.number(o["exitMinimum"], at: "brain.exitMinimum", in: 0...3600, unit: " s") { brain.exitMinimum = v }
             if let v = r.number(o["clockHold"], at: "brain.clockHold", in: 0.1...60, unit: " s") { brain.clockHold = v }
+            if let v = r.oneOf(o["joins"], at: "brain.joins", JoinAccess.allCases.map(\.rawValue)) {
+                brain.joins = JoinAccess(rawValue: v)!
+            }
+            if let v = r.number(o["joinMaxAge"], at: "brain.joinMaxAge", in: 60...604_800, unit: " s") { brain.joinMaxAge = v }
             brain.shards = parseShards(o["shards"], &r)
         }
 

@@ -19,6 +19,8 @@ struct Simulate: ParsableCommand {
         not beacons. Each gateway hears at its own phase of the advertising interval, and every
         capture begins at --start with its controller's reset, so gateways replaying them in step
         (beacon-gateway --start-at) tell the brain the same story on every run.
+        Its brain lets any app join any beacon (brain.joins "open", for demos and replays); a
+        real store keeps the default "owned-or-near" (docs/security.md).
 
         floor: a shop floor with a door and gateways at x,y (default: issue 8's 15 × 10 m shop with
         four gateways, door, window, shelves and counter), optional walls; customers walk between
@@ -205,6 +207,7 @@ private func simulatedFleet(uuid: BeaconUUID, store: UInt16, minors: [UInt16], b
         "gateways": .array(gateways),
         "beacons": .array(beacons),
         "stores": .array([.object(JSONObject(storeEntry))]),
+        "brain": .object(["joins": .string("open")]),
         "rules": .array([
             .object(["name": .string("welcome"), "when": .string("join"),
                      "fallback": .string("Hello! Your coffee is on its way."),
