@@ -487,9 +487,13 @@ public struct FleetPresence: Sendable {
         guard deadline <= end else { return false }
         if beacon.views.keys.contains(where: { held(beacon.ref, $0) }) { return false }
         // A gateway the brain stopped waiting for (its reports are late: its store's link or
-        // its broker may be down) has not said the beacon is gone: the visit waits for it
-        // (its last will, or its reports again, end the wait).
-        if e.links.contains(where: { clock.excluded.contains($0.key) && !$0.value.isStale(at: deadline, settings.viewTimeout($0.key)) }) {
+        // its broker may be down, or its capture time lags) has not said the beacon is gone
+        // while it heard it lately by its own clock: the visit waits for it (its last will,
+        // or its reports without the beacon, end the wait).
+        if e.links.contains(where: { gateway, link in
+            guard clock.excluded.contains(gateway) else { return false }
+            return (clock.watermarks[gateway] ?? link.quietSince).seconds(since: link.quietSince) < quiet + settings.step
+        }) {
             return false
         }
         beacons[beacon.ref] = nil
