@@ -275,12 +275,10 @@ public struct FleetPresence: Sendable {
         // off, a broker outage: the reports were dropped, its presence was queued); and only
         // after the brain's last exit of it (else it is the late echo of a visit the reports
         // already ended).
-        // (Retained ones too: what a broker kept from before an outage.)
         guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }) else { return [] }
-        if let exit = lastExits[ref], (report.since.map { $0 <= exit } ?? true) { return [] }
         if !retained, let mark = clock.watermarks[report.gateway] {
-            guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway)
-            else { return [] }
+            guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
+                  lastExits[ref].map({ since > $0 }) ?? true else { return [] }
         }
         let view = announcedView(report, at: now)
         beacons[ref] = FleetBeacon(ref: ref, uuid: report.uuid, views: [view.gateway: view], zone: view.gateway,
