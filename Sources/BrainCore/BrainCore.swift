@@ -133,6 +133,11 @@ public struct BrainCore: Sendable {
     /// What the broker holds on the brain's own retained topics, as signatures (see
     /// `signature(of:)`): lets the brain publish only changes and delete what it left behind.
     private var known: [String: String] = [:]
+    /// `known` when the connection came back, until the retained state is read back: what
+    /// the brain had written. While reading back, a topic not read back yet is not known to
+    /// be absent (the broker may still send it, and subscribers saw it before the outage),
+    /// so deleting one of these is written, not skipped.
+    private var writtenBeforeReconnect: [String: String] = [:]
     /// Scopes whose visit or join ended while a cooldown in seconds still runs.
     private var lingering: Set<RuleEngine.Scope> = []
     private var dirtyPresence: Set<BeaconRef> = []
@@ -449,6 +454,7 @@ public struct BrainCore: Sendable {
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
         bridges.reconnected()
+        writtenBeforeReconnect = known
         known = [:]
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
@@ -459,6 +465,7 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
+        writtenBeforeReconnect = [:]
         // A bridged store whose status the broker no longer holds (it lost its retained
         // messages) is unknown until its bridge says 1 again.
         for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
@@ -1109,7 +1116,9 @@ public struct BrainCore: Sendable {
     /// Publishes `text()` retained unless the broker already holds the same `signature`;
     /// a `nil` signature deletes what the broker holds.
     private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
-        guard known[topic] != signature else { return }
+        let deletesWhatItWrote = signature == nil && known[topic] == nil
+            && writtenBeforeReconnect.removeValue(forKey: topic) != nil
+        guard known[topic] != signature || deletesWhatItWrote else { return }
         known[topic] = signature
         out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true))
     }

@@ -39,7 +39,15 @@ struct Bench: AsyncParsableCommand {
           5. flood (beacon-brain): --flood-joins joins from as many observers, as fast as the broker
              takes them, while a legitimate observer joins every 10 ms: its join-to-reply latency beside
              the same joins with the brain idle and the broker's round trip, the greeter bytes per join,
-             and the brain's resident memory idle, at its peak and after the flood left (docs/PERFORMANCE.md).
+             and the brain's resident memory idle, at its peak and after the flood left (docs/PERFORMANCE.md);
+          6. fleet (only with --only fleet: it starts a Mosquitto per store): for each of --fleet-stores, a central
+             Mosquitto, a Mosquitto per store bridged to it by the configuration `beaconctl bridge` writes, and
+             beacon-brain at the centre; --fleet-gateways gateways × --fleet-customers customers per store are
+             simulated and run through real gateway engines beforehand, and what the engines decided is replayed
+             at real speed for --fleet-duration seconds through one connection per store into its store broker.
+             Reports the centre's message rate and CPU per message as a C subscriber of everything sees them,
+             the brain's CPU per 1,000 sightings beside that subscriber's, sighting-to-zone latency beside the
+             bridge's own latency, and resident memory, with the load average (docs/PERFORMANCE.md, section 6).
 
         mqtt-baseline, beacon-gateway and beacon-brain are taken from beside this executable (the same build).
         Use a release build: swift build -c release && .build/release/beaconctl bench
@@ -47,6 +55,7 @@ struct Bench: AsyncParsableCommand {
         Example:
           beaconctl bench             # the figures in docs/PERFORMANCE.md
           beaconctl bench --quick     # a few seconds: proves every phase still runs
+          beaconctl bench --only fleet  # 10, 50, 100 stores bridged: 6 minutes
         """)
 
     @Option(name: .long, help: "Advertisements in the full-speed replay (and messages in the C baseline).")
@@ -80,13 +89,25 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .long, help: "Rounds of (C baseline, gateway at full speed), alternating; medians are reported.")
     var rounds = 3
 
+    @Option(name: .long, help: ArgumentHelp("Fleet sizes (stores) to measure, comma separated.", valueName: "LIST"))
+    var fleetStores = "10,50,100"
+
+    @Option(name: .long, help: "Gateways per store in the fleet phase.")
+    var fleetGateways = 4
+
+    @Option(name: .long, help: "Customers per store in the fleet phase (each a beacon walking in, lingering, leaving).")
+    var fleetCustomers = 50
+
+    @Option(name: .long, help: "Seconds of the fleet replay, per size.")
+    var fleetDuration = 60.0
+
     @Flag(name: .long, help: "Small counts, for a smoke test of every phase.")
     var quick = false
 
     @Flag(name: .long, help: "Print one JSON object instead of text.")
     var json = false
 
-    @Option(name: .long, help: ArgumentHelp("Run only these phases: broker, gateway, memory, brain, flood (comma separated).",
+    @Option(name: .long, help: ArgumentHelp("Run only these phases: broker, gateway, memory, brain, flood, fleet (comma separated).",
                                             valueName: "LIST"))
     var only: String?
 
@@ -96,11 +117,22 @@ struct Bench: AsyncParsableCommand {
         guard pacedRate > 0, pacedRate <= 100_000 else { throw ValidationError("--paced-rate must be 0…100000") }
         guard pacedAdverts >= 10 else { throw ValidationError("--paced-adverts must be at least 10") }
         guard (try? trackedCounts()) != nil else { throw ValidationError("--tracked: counts 0…10000, comma separated") }
+        guard (try? fleetSizes()) != nil else { throw ValidationError("--fleet-stores: store counts 1…1000, comma separated") }
+        guard (1...8).contains(fleetGateways) else { throw ValidationError("--fleet-gateways must be 1…8") }
+        guard (1...1_000).contains(fleetCustomers) else { throw ValidationError("--fleet-customers must be 1…1000") }
+        guard fleetDuration >= 5, fleetDuration <= 3_600 else { throw ValidationError("--fleet-duration must be 5…3600 s") }
         guard joins >= 1, joinBurst >= 1, sightings >= 1, rounds >= 1, floodJoins >= 1 else { throw ValidationError("counts must be positive") }
         if let only {
-            for phase in only.split(separator: ",") where !["broker", "gateway", "memory", "brain", "flood"].contains(phase) {
+            for phase in only.split(separator: ",") where !["broker", "gateway", "memory", "brain", "flood", "fleet"].contains(phase) {
                 throw ValidationError("--only: unknown phase \"\(phase)\"")
             }
+        }
+    }
+
+    func fleetSizes() throws -> [Int] {
+        try fleetStores.split(separator: ",").map { item in
+            guard let n = Int(item), (1...1_000).contains(n) else { throw ValidationError("--fleet-stores") }
+            return n
         }
     }
 
@@ -111,8 +143,9 @@ struct Bench: AsyncParsableCommand {
         }
     }
 
+    /// Every phase but the fleet when no --only is given.
     func runs(_ phase: String) -> Bool {
-        only.map { $0.split(separator: ",").contains(Substring(phase)) } ?? true
+        only.map { $0.split(separator: ",").contains(Substring(phase)) } ?? (phase != "fleet")
     }
 
     func run() async throws {
@@ -131,6 +164,9 @@ struct Bench: AsyncParsableCommand {
             settings.sightings = min(sightings, 2_000)
             settings.floodJoins = min(floodJoins, 300)
             settings.rounds = 1
+            settings.fleetStores = "2"
+            settings.fleetCustomers = min(fleetCustomers, 10)
+            settings.fleetDuration = min(fleetDuration, 10)
         }
         guard let baseline = Programs.sibling("mqtt-baseline") else {
             throw CommandFailure("mqtt-baseline is not beside beaconctl: build the whole package (swift build)", status: .failure)
@@ -247,6 +283,7 @@ struct BenchRun {
         if settings.runs("memory") { try await gatewayMemory() }
         if settings.runs("brain") { try await brain() }
         if settings.runs("flood") { try await flood() }
+        if settings.runs("fleet") { try await fleet() }
     }
 
     func unique(_ name: String) -> String { "\(name)-\(WallClock.now().nanoseconds % 1_000_000_000)" }

@@ -135,7 +135,8 @@ final class BenchBroker: Sendable {
     /// `set_tcp_nodelay true`: otherwise Nagle's algorithm in the broker holds a reply back
     /// until the client acknowledges the broker's previous segment (its PUBACK), which the
     /// client's delayed ACK puts off by 40 ms or more (docs/PERFORMANCE.md).
-    static func start(in directory: String) async throws -> BenchBroker {
+    /// `extra` goes at the end of its configuration (a store broker's bridge).
+    static func start(in directory: String, extra: String = "") async throws -> BenchBroker {
         guard let program = Programs.find("mosquitto") else {
             throw CommandFailure("mosquitto is not installed (apt install mosquitto)", status: .failure)
         }
@@ -147,7 +148,7 @@ final class BenchBroker: Sendable {
                          "log_dest stderr", "log_type error", "log_type warning"]
             if geteuid() == 0 { lines.append("user root") }
             let config = directory + "/mosquitto-\(port).conf"
-            try FileSystem.write(config, Array((lines.joined(separator: "\n") + "\n").utf8))
+            try FileSystem.write(config, Array((lines.joined(separator: "\n") + "\n" + extra).utf8))
             let process = try BenchProcess(program, ["-c", config], name: "mosquitto-\(port)", in: directory)
             let deadline = WallClock.monotonic() + 10
             while WallClock.monotonic() < deadline, process.poll() == nil {

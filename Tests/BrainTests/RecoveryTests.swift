@@ -74,6 +74,28 @@ import BrainCore
         #expect(h.core.counters.leaves == 0)
     }
 
+    /// The door gateway is back before the brain's marker returns and sends the deletion it
+    /// queued: the visit ends while the retained state is still being read, and the broker,
+    /// without persistence, holds no presence for it. The fleet presence subscribers saw
+    /// before the outage is deleted all the same (the outage fault test saw it stay).
+    @Test func aVisitEndingWhileReadingBackDeletesItsPresence() throws {
+        var h = store()
+        let start = h.sent.count
+        h.retained = [:]
+        h.apply(h.core.reconnect(at: t(20)))
+        h.publish("gateways/door/status", "online", retain: true, at: t(21))
+        h.announce(counter, by: "door", rssi: -60, at: t(21))
+        h.withdraw(window, by: "door", at: t(21))
+        h.apply(h.core.settle(at: t(21)))
+        h.publish("observers/ana/status", "online", retain: true, at: t(22))
+        h.join("ana", window, at: t(22))
+        h.advance(to: t(30))
+        #expect(Self.effects(h.sent[start...]) == ["displays/exit/2 out"])
+        let deletions = h.sent[start...].filter { $0.topic == h.topics.presence(of: window) }
+        #expect(deletions.map(\.payload.isEmpty) == [true], "\(deletions)")
+        #expect(h.retainedJSON(h.topics.presence(of: counter))?["since"] == .string(t(2).iso8601))
+    }
+
     @Test func theMassWillOfABrokerShutdownIsNotEveryClientDying() throws {
         var h = store()
         let start = h.sent.count

@@ -41,4 +41,34 @@ struct BenchSmokeTests {
         #expect((number("brainFlood", "storesBytesPerJoinOrLeave") ?? 0) > 0)
         #expect((number("brainFlood", "residentMiBPeak") ?? 0) > 1)
     }
+
+    @Test("--only fleet --quick: two store brokers bridged to a centre, the brain, every figure")
+    func fleet() async throws {
+        let dir = try TemporaryDirectory("bench-fleet")
+        let process = try ChildProcess("/usr/bin/nice", ["-n", "19", Programs.built("beaconctl"), "bench", "--only", "fleet",
+                                                         "--quick", "--json"], in: dir)
+        let status = await process.waitForExit(timeout: 300)
+        if status == nil { await process.stop() }
+        #expect(status == 0, "\(process.stderr)")
+        let report = try JSONParser().parse(process.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let rows = report["fleet"]?.arrayValue ?? []
+        #expect(rows.count == 1)
+        guard let row = rows.first else { return }
+        func number(_ path: String...) -> Double {
+            var value: JSONValue? = row
+            for key in path { value = value?[key] }
+            return value?.numberValue ?? 0
+        }
+        #expect(number("stores") == 2)
+        #expect(number("gateways") == 8)
+        #expect(number("sightings") > 0)
+        #expect(number("centralReceived") >= number("sightings"), "every sighting crossed a bridge to the centre")
+        #expect(number("centralMessagesPerSecond") > 0)
+        #expect(number("brainCpuMsPer1000Sightings") > 0)
+        #expect(number("subscriberCpuMsPer1000Messages") > 0)
+        #expect(number("sightingToZone", "count") > 0, "the brain gave customers a zone")
+        #expect(number("bridgeLatency", "count") > 0)
+        #expect(number("brainResidentBytes") > 1_000_000)
+        #expect(number("storeBrokerResidentBytes") > 100_000)
+    }
 }

@@ -78,6 +78,11 @@ public final class MosquittoBroker: @unchecked Sendable {
     /// The broker's log so far.
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
+    /// How many times the log says the broker is running (its listeners bound).
+    private var runs: Int {
+        log.split(separator: "\n").filter { $0.contains(": mosquitto version ") && $0.hasSuffix(" running") }.count
+    }
+
     public var diagnostics: String {
         "--- mosquitto.conf ---\n" + ((try? String(contentsOfFile: configPath, encoding: .utf8)) ?? "")
             + "--- mosquitto.log (end) ---\n" + String(log.suffix(6000))
@@ -115,12 +120,17 @@ public final class MosquittoBroker: @unchecked Sendable {
         }
         let (configPath, directory) = (configPath, directory)
         let command = namespace?.wrap(program, ["-c", configPath]) ?? (program: program, arguments: ["-c", configPath])
+        // The log is appended to across restarts: this run's "running" line is the next one.
+        let runsBefore = runs
         let process = try ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto")
         lock.withLock { current = process }
         let (port, inNamespace) = (port, namespace != nil)
+        // On loopback a port that accepts may be another process's (it took the free port
+        // first, and this mosquitto is about to exit with "Address already in use"): only
+        // the log's "running", written once the listener is bound, says it is this one.
         let up = await eventually(timeout: 10, interval: 0.02) {
             !process.isRunning || (inNamespace ? NetworkNamespace.isListening(pid: process.pid, port: port)
-                                               : Loopback.acceptsConnections(port: port))
+                                               : runs > runsBefore && Loopback.acceptsConnections(port: port))
         }
         guard up, process.isRunning else {
             throw StartError(description: "mosquitto did not come up on port \(port)\n\(diagnostics)")
