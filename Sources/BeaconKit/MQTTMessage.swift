@@ -10,16 +10,21 @@ public struct MQTTMessage: Sendable, Equatable, CustomStringConvertible {
     /// On publish: the broker keeps the message for future subscribers. On receipt: the
     /// message was stored before this subscription was made (it is state, not news).
     public var retain: Bool
+    /// On publish over MQTT 5: seconds after which the broker drops the message (a retained
+    /// one too, even across its restarts), the Message Expiry Interval. `nil`: never;
+    /// ignored over MQTT 3.1.1.
+    public var expiry: UInt32?
 
-    public init(topic: String, payload: [UInt8], qos: Int = 0, retain: Bool = false) {
+    public init(topic: String, payload: [UInt8], qos: Int = 0, retain: Bool = false, expiry: UInt32? = nil) {
         self.topic = topic
         self.payload = payload
         self.qos = qos
         self.retain = retain
+        self.expiry = expiry
     }
 
-    public init(topic: String, text: String, qos: Int = 0, retain: Bool = false) {
-        self.init(topic: topic, payload: Array(text.utf8), qos: qos, retain: retain)
+    public init(topic: String, text: String, qos: Int = 0, retain: Bool = false, expiry: UInt32? = nil) {
+        self.init(topic: topic, payload: Array(text.utf8), qos: qos, retain: retain, expiry: expiry)
     }
 
     /// The payload decoded as UTF-8; invalid sequences become U+FFFD.

@@ -369,6 +369,14 @@ public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible
         self.init(EddystoneKey(namespace: namespace, instance: instance))
     }
 
+    /// The topics' name for a beacon: its major and minor, or its namespace and instance.
+    public init(id: BeaconID) {
+        switch id {
+        case .ibeacon(_, let major, let minor): self.init(major: major, minor: minor)
+        case .eddystone(let namespace, let instance): self.init(namespace: namespace, instance: instance)
+        }
+    }
+
     /// iBeacons first, by major and minor; then Eddystone beacons.
     public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool {
         switch (lhs.eddystone, rhs.eddystone) {

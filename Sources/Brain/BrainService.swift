@@ -53,6 +53,8 @@ public final class BrainService: Service, Sendable {
         /// `brain/status` (nor a will) and no service-manager notifications, which belong to
         /// the process's own brain.
         public var isStandIn = false
+        /// The key that seals the brain's records (`RecordSeal`); `nil`: unsealed.
+        public var recordKey: [UInt8]?
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -129,6 +131,7 @@ public final class BrainService: Service, Sendable {
         self.logger = logger
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
         core.recovery.settings = options.recovery
+        core.recordSeal = RecordSeal(key: options.recordKey)
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)

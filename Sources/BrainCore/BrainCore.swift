@@ -118,6 +118,12 @@ public struct BrainCore: Sendable {
     private var storeEntries: [UInt16: StoreEntry] = [:]
     /// `gateways[].store`, by gateway id.
     private var gatewayStores: [String: UInt16] = [:]
+    /// The seal on the brain's records: only sealed ones are trusted (`RecordSeal`).
+    public var recordSeal = RecordSeal()
+    /// Who may join which beacon (`brain.joins`).
+    private var joinPolicy: JoinPolicy
+    /// When joins past `brain.joinMaxAge` are next looked for.
+    private var nextAgeCheck = Instant.epoch
     /// Visits whose views were missing at settling while their store was unknown: decided
     /// when the store is back (a view coming back continues the visit).
     private var heldVisits: [BeaconRef: VisitRecord] = [:]
@@ -164,6 +170,7 @@ public struct BrainCore: Sendable {
         rules = RuleEngine(rules: config.rules)
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
+        joinPolicy = JoinPolicy(config: config)
         index(config)
         bridges.configure(bridgedStores(config))
     }
@@ -385,7 +392,7 @@ public struct BrainCore: Sendable {
                 observers.insert(join)
                 dirtyJoins.insert(key)
                 touchRoster(key)
-            } else if allowJoin(key, at: now) {
+            } else if allowJoin(key, at: now), permitted(key, at: now) {
                 accept(key, pending.request, fingerprint: pending.fingerprint, at: now)
             }
         }
@@ -421,6 +428,7 @@ public struct BrainCore: Sendable {
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
+            if observers[key] == nil { deleteJoinTopic(key) }
         }
         markLeftovers()
         visitRecords = [:]
@@ -446,6 +454,7 @@ public struct BrainCore: Sendable {
     public mutating func reconnect(at now: Instant) -> BrainOutput {
         guard isSettled else {
             var fresh = BrainCore(config: config, stores: stores, limits: limits)
+            fresh.recordSeal = recordSeal
             fresh.counters = counters
             fresh.recovery = ConnectionRecovery(settings: recovery.settings)
             self = fresh
@@ -520,6 +529,7 @@ public struct BrainCore: Sendable {
         }
         let due = recovery.due(at: now)
         if !due.isEmpty { apply(due, at: now) }
+        endOldJoins(at: now)
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
             markRecordDirty(scope)
@@ -776,7 +786,15 @@ public struct BrainCore: Sendable {
         // After settling the brain is the authority on its records; what comes back is its own
         // echo, or (read back after a reconnect) only tells what the broker holds.
         guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-        guard let json = json(payload, .record, topic) else {
+        guard let opened = recordSeal.open(String(decoding: payload, as: UTF8.self), topic: topic) else {
+            // Not this brain's: forged, or written under another key. Ignored, and replaced
+            // by what the brain knows once settled.
+            known[topic] = ""
+            note(.warning, "ignored a record without this brain's seal (brain-secret)", ["topic": String(topic.prefix(200))])
+            reportRejected("record", topic: topic, reason: "not sealed with this brain's key (brain-secret): ignored")
+            return
+        }
+        guard let json = json(Array(opened.utf8), .record, topic) else {
             known[topic] = ""
             return
         }
@@ -840,6 +858,7 @@ public struct BrainCore: Sendable {
                     runRules(.exit, beacon: ref, fleet: last, since: last.since, at: now)
                     let scope = RuleEngine.Scope(beacon: ref)
                     if rules.retire(scope, at: now) { lingering.insert(scope) }
+                    visitEnded(ref, at: now)
                 }
             case .zoneChanged, .viewsChanged:
                 dirtyPresence.insert(ref)
@@ -903,8 +922,45 @@ public struct BrainCore: Sendable {
             touchRoster(key)
             return
         }
-        guard allowJoin(key, at: now) else { return }
+        guard allowJoin(key, at: now), permitted(key, at: now) else { return }
         accept(key, request, fingerprint: fingerprint, at: now)
+    }
+
+    /// Whether `brain.joins` lets this client join this beacon now; otherwise it gets an
+    /// error and its join leaves the broker (`JoinPolicy`).
+    private mutating func permitted(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
+        guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, store: store(of: key.beacon),
+                                               presence: presence, viewStore: viewStore) else { return true }
+        note(.info, "join refused", ["beacon": "\(key.beacon)", "client": key.client, "reason": refusal])
+        reportRejected("join", topic: topics.observer(key.client, of: key.beacon), reason: refusal)
+        reject(key, reason: refusal, at: now)
+        return false
+    }
+
+    /// A visit ended (`owned-or-near`): the joins of its beacon end, and so do its owner's
+    /// joins of the store's beacons once none of the owner's beacons is in that store; their
+    /// profiles leave the broker. (`open` joins last until the app leaves, its last will,
+    /// or `brain.joinMaxAge`.)
+    private mutating func visitEnded(_ ref: BeaconRef, at now: Instant) {
+        guard joinPolicy.access == .ownedOrNear else { return }
+        for join in observers.joins(of: ref) { leave(join.key, deleteTopic: true, at: now) }
+        guard let owner = joinPolicy.owner(of: ref) else { return }
+        for join in observers.joins(ofClient: owner) where joinPolicy.owner(of: join.beacon) == nil
+            && !joinPolicy.isNear(owner, store: store(of: join.beacon), presence: presence, viewStore: viewStore) {
+            leave(join.key, deleteTopic: true, at: now)
+        }
+    }
+
+    /// Joins older than `brain.joinMaxAge` end, whatever the app does: profiles do not stay
+    /// on the broker for ever. Looked for once a second.
+    private mutating func endOldJoins(at now: Instant) {
+        guard now >= nextAgeCheck else { return }
+        nextAgeCheck = now + 1
+        let maxAge = config.brain.joinMaxAge
+        for join in observers.joins.values.sorted(by: { $0.key < $1.key }) where now.seconds(since: join.since) >= maxAge {
+            note(.info, "join ended: older than brain.joinMaxAge", ["beacon": "\(join.beacon)", "client": join.client])
+            leave(join.key, deleteTopic: true, at: now)
+        }
     }
 
     private mutating func accept(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
@@ -955,11 +1011,13 @@ public struct BrainCore: Sendable {
         dirtyCustomers.insert(RosterBook.Key(store: store, client: key.client))
     }
 
-    /// An oversized or malformed join: an error to the observer, nothing else changes.
+    /// An oversized, malformed, throttled or refused join: an error to the observer, and a
+    /// join that was not one already leaves the broker (its profile and photo with it).
     private mutating func reject(_ key: ObserverJoin.Key, reason: String, at now: Instant) {
         counters.joinsRejected += 1
         if isSettled {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
+            if observers[key] == nil { deleteJoinTopic(key) }
         } else {
             pendingErrors[key] = reason
         }
@@ -1115,13 +1173,18 @@ public struct BrainCore: Sendable {
 
     /// Publishes `text()` retained unless the broker already holds the same `signature`;
     /// a `nil` signature deletes what the broker holds.
-    private mutating func setRetained(_ topic: String, signature: String?, text: () -> String) {
+    /// `expiry`: seconds after which the broker drops it (MQTT 5).
+    private mutating func setRetained(_ topic: String, signature: String?, expiry: UInt32? = nil, text: () -> String) {
         let deletesWhatItWrote = signature == nil && known[topic] == nil
             && writtenBeforeReconnect.removeValue(forKey: topic) != nil
         guard known[topic] != signature || deletesWhatItWrote else { return }
         known[topic] = signature
-        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true))
+        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true, expiry: expiry))
     }
+
+    /// What the brain retains about customers (roster entries and summaries) expires on the
+    /// broker after `brain.joinMaxAge` on MQTT 5, even if no brain is left to delete it.
+    private var personalExpiry: UInt32 { UInt32(config.brain.joinMaxAge.rounded(.up)) }
 
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
     /// are already out, so a crash in between makes a restarted brain answer again (at
@@ -1129,6 +1192,7 @@ public struct BrainCore: Sendable {
     private mutating func finish(at now: Instant? = nil) -> BrainOutput {
         if let now { lastTime = max(lastTime, now) }
         if isSettled {
+            let seal = recordSeal
             // Records first: a presence on the broker then always has its record, so a brain
             // restarted in between never takes a visit it answered for a new one.
             for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
@@ -1138,8 +1202,8 @@ public struct BrainCore: Sendable {
                 } else {
                     memory.map { VisitRecord(since: nil, rules: $0) }
                 }
-                let text = record?.json
-                setRetained(topics.visitRecord(of: ref), signature: text) { text ?? "" }
+                let text = record?.json, topic = topics.visitRecord(of: ref)
+                setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
             for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
@@ -1153,14 +1217,14 @@ public struct BrainCore: Sendable {
                 } else {
                     memory.map { AnsweredRecord(join: nil, since: nil, rules: $0) }
                 }
-                let text = record?.json
-                setRetained(topics.answeredRecord(of: key.beacon, client: key.client), signature: text) { text ?? "" }
+                let text = record?.json, topic = topics.answeredRecord(of: key.beacon, client: key.client)
+                setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
             for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
                 let joins = observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store }
                 let text = rosterBook.update(client: key.client, store: key.store, joins: joins, topics: topics)?.json.jsonText
                 let before = known[topics.customer(key.client, ofStore: key.store)]
-                setRetained(topics.customer(key.client, ofStore: key.store), signature: text) { text ?? "" }
+                setRetained(topics.customer(key.client, ofStore: key.store), signature: text, expiry: personalExpiry) { text ?? "" }
                 if before != text { dirtyStores.insert(key.store) }
             }
             dirtyCustomers = []
@@ -1177,7 +1241,7 @@ public struct BrainCore: Sendable {
                 let time = lastTime
                 let signature = roster.json(at: nil)
                 guard known[topic] != signature else { continue }
-                setRetained(topic, signature: signature) { roster.json(at: time) }
+                setRetained(topic, signature: signature, expiry: personalExpiry) { roster.json(at: time) }
                 rosterDue[store] = lastTime + limits.rosterInterval
             }
             dirtyVisits = []
@@ -1250,6 +1314,7 @@ public struct BrainCore: Sendable {
         if rules.retire(scope, at: now) { lingering.insert(scope) }
         dirtyVisits.insert(ref)
         dirtyPresence.insert(ref)
+        visitEnded(ref, at: now)
     }
 
     // MARK: - Helpers
@@ -1343,14 +1408,13 @@ public struct BrainCore: Sendable {
         for entry in config.beacons {
             switch entry.match {
             case .uuid(let uuid): uuidEntries[uuid] = entry
-            case .beacon(.ibeacon(_, let major, let minor)): registry[BeaconRef(major: major, minor: minor), default: []].append(entry)
-            case .beacon(.eddystone(let namespace, let instance)):
-                registry[BeaconRef(namespace: namespace, instance: instance), default: []].append(entry)
+            case .beacon(let id): registry[BeaconRef(id: id), default: []].append(entry)
             }
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
         gatewayStores = [:]
         for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
+        joinPolicy = JoinPolicy(config: config)
     }
 
     static func presenceSettings(_ config: FleetConfig) -> FleetPresence.Settings {

@@ -172,6 +172,15 @@ public enum ConfigLoading {
         }
     }
 
+    /// The first line of the secret file `path` (an option's value, named in errors).
+    public static func secret(file path: String, option: String) throws -> String {
+        let text: String
+        do { text = try FileSystem.readText(path) } catch { throw CommandFailure("\(option) \(path): \(error)") }
+        let line = firstLine(text)
+        guard !line.isEmpty else { throw CommandFailure("\(option) \(path): the first line is empty") }
+        return line
+    }
+
     /// The first line of credential `name` from `$CREDENTIALS_DIRECTORY` (systemd's
     /// `LoadCredential=`); `nil` outside systemd or when the unit passes no such credential.
     public static func credential(_ name: String) throws -> String? {

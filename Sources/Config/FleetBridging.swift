@@ -166,7 +166,7 @@ extension FleetConfig {
         }
     }
 
-    static let brainKeys = ["zoneMargin", "zoneUpdates", "shards"]
+    static let brainKeys = ["zoneMargin", "zoneUpdates", "joins", "joinMaxAge", "shards"]
 
     /// `brain.shards`: `[{"name": "a", "stores": [100, "101-149"]}, …]`.
     static func parseShards(_ value: JSONValue?, _ r: inout ConfigReader) -> [BrainShard] {

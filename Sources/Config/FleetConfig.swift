@@ -325,14 +325,32 @@ public struct BrainConfig: Sendable, Equatable {
     public var zoneMargin: Double
     /// Consecutive updates another gateway must win by the margin before the zone moves.
     public var zoneUpdates: Int
+    /// Which joins the brain accepts (docs/security.md).
+    public var joins: JoinAccess
+    /// Seconds after which a join ends however long the app keeps it: its profile leaves
+    /// the broker.
+    public var joinMaxAge: Double
     /// Brains splitting the fleet (`beacon-brain --shard NAME`), each standing in for the
     /// others when they die (docs/fleet.md).
     public var shards: [BrainShard] = []
 
-    public init(zoneMargin: Double = 4, zoneUpdates: Int = 3) {
+    public init(zoneMargin: Double = 4, zoneUpdates: Int = 3, joins: JoinAccess = .ownedOrNear,
+                joinMaxAge: Double = 4 * 3600) {
         self.zoneMargin = zoneMargin
         self.zoneUpdates = zoneUpdates
+        self.joins = joins
+        self.joinMaxAge = joinMaxAge
     }
+}
+
+/// Which observers may join which beacons.
+public enum JoinAccess: String, Sendable, Equatable, CaseIterable {
+    /// A beacon with an `owner` only by its owner; a store's beacon only by an observer one
+    /// of whose own beacons is in that store now. The join lasts while that is so.
+    case ownedOrNear = "owned-or-near"
+    /// Any observer any beacon (a demo, a kiosk): an app can join from anywhere and learn
+    /// when other customers' beacons come and go. Warned about.
+    case open
 }
 
 // MARK: - Rules

@@ -141,6 +141,10 @@ extension FleetConfig {
         if let object = r.object(top["brain"], at: "brain", keys: brainKeys) {
             if let v = r.number(object["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
             if let v = r.integer(object["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
+            if let v = r.oneOf(object["joins"], at: "brain.joins", JoinAccess.allCases.map(\.rawValue)) {
+                brain.joins = JoinAccess(rawValue: v)!
+            }
+            if let v = r.number(object["joinMaxAge"], at: "brain.joinMaxAge", in: 60...604_800, unit: " s") { brain.joinMaxAge = v }
             brain.shards = parseShards(object["shards"], &r)
         }
 

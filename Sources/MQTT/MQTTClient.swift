@@ -175,8 +175,17 @@ public final class MQTTClient: Sendable {
             guard !destroyed else { throw .noConnection("publish") }
             var mid: Int32 = 0
             let code = message.payload.withUnsafeBytes { bytes in
-                mosquitto_publish(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress,
-                                  Int32(message.qos), message.retain)
+                // MQTT 5: the message expiry, as a PUBLISH property (a deletion needs none).
+                guard options.version == .v5, let expiry = message.expiry, !message.payload.isEmpty else {
+                    return mosquitto_publish(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress,
+                                             Int32(message.qos), message.retain)
+                }
+                var properties: OpaquePointer?
+                defer { mosquitto_property_free_all(&properties) }
+                let added = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
+                guard added == Mosquitto.success else { return added }
+                return mosquitto_publish_v5(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress,
+                                            Int32(message.qos), message.retain, properties)
             }
             // libmosquitto 2.0 keeps a QoS > 0 message that finds the connection just gone
             // and sends it after reconnecting, although it returns NO_CONN: it is queued, and

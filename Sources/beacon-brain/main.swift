@@ -72,6 +72,11 @@ struct BeaconBrain: AsyncParsableCommand {
         systemd's credential mqtt-password ($CREDENTIALS_DIRECTORY) or the
         config's passwordFile (beaconctl provision writes them). Connecting
         anonymously, in plaintext or with tls.insecure is warned about at start.
+        Its records (brain/visits/…, brain/answered/…) are sealed with the key in
+        systemd's credential brain-secret, or the file --record-key names
+        (beaconctl provision writes it): a restarted brain trusts only records it
+        sealed, so forged ones cannot make it run exit or leave rules. Without a
+        key it warns and trusts whatever the broker holds under brain/.
 
         Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 on a runtime
         failure, 2 for bad usage or a bad config.
@@ -102,6 +107,11 @@ struct BeaconBrain: AsyncParsableCommand {
         valueName: "ID"))
     var clientId: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The key that seals the brain's records (first line; default: the credential brain-secret).",
+        valueName: "FILE"))
+    var recordKey: String?
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
@@ -118,6 +128,12 @@ struct BeaconBrain: AsyncParsableCommand {
         if let clientId, clientId.isEmpty || clientId.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value > 0x7E }) {
             throw ValidationError("--client-id \"\(clientId)\" must be printable ASCII without spaces")
         }
+    }
+
+    /// The record key: `--record-key FILE`, else the credential `brain-secret`.
+    func readRecordKey() throws -> String? {
+        guard let recordKey else { return try ConfigLoading.credential("brain-secret") }
+        return try ConfigLoading.secret(file: recordKey, option: "--record-key")
     }
 
     func parseStores() throws -> Set<UInt16> {
@@ -149,6 +165,10 @@ struct BeaconBrain: AsyncParsableCommand {
             }
         }
         var options = BrainService.Options(clientID: clientId ?? BrainService.defaultClientID(stores: storeSet))
+        options.recordKey = try readRecordKey().map { Array($0.utf8) }
+        if options.recordKey == nil {
+            logger.warning("no record key (--record-key or the credential brain-secret): the brain's records are not sealed, so whoever may write brain/# on this broker can forge them (beaconctl provision writes brain.secret)")
+        }
         let telemetry = try MetricsSetup(address: metrics, kind: .brain, id: options.clientID, logger: logger)
         if let recorder = telemetry.recorder { options.onHealth = { recorder.record(healthJSON: $0) } }
         let service: any Service

@@ -551,6 +551,7 @@ struct BenchRun {
         let document: JSONValue = .object([
             "broker": .object(["url": .string(broker.url)]),
             "stores": .array(storeList),
+            "brain": .object(["joins": .string("open")]),
         ])
         let config = try FleetConfig.parse(document.jsonText)
         var logger = Logger(label: "bench.brain")

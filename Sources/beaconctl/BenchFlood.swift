@@ -26,6 +26,8 @@ extension BenchRun {
             "broker": .object(["url": .string(broker.url)]),
             "stores": .array([.object(["major": .number(100), "name": .string("Flood Street"),
                                        "ad": .object(["title": .string("Deal of the day")])])]),
+            // Every flood join is accepted and answered: the brain's most work per join.
+            "brain": .object(["joins": .string("open")]),
         ])
         try FileSystem.write(config, Array(document.jsonText.utf8))
         let brain = try BenchProcess(brainPath, ["--config", config, "--client-id", unique("bench-flood-brain"),

@@ -19,7 +19,9 @@ struct Simulate: ParsableCommand {
         step (beacon-gateway --start-at) tell the brain the same story on every run.
 
         Writes into --out: <gateway>.log for each gateway and fleet.json, a fleet config whose
-        gateways replay those captures in a loop, with the customers in the beacon registry.
+        gateways replay those captures in a loop, with the customers in the beacon registry. Its
+        brain lets any app join any beacon (brain.joins "open", for demos and replays); a real
+        store keeps the default "owned-or-near" (docs/security.md).
 
         Example:
           beaconctl simulate --out /tmp/store --customers 8 --duration 120
@@ -124,6 +126,7 @@ struct Simulate: ParsableCommand {
             "stores": .array([.object(["major": .number(Double(simulation.store)), "name": .string("Simulated store"),
                                        "ad": .object(["title": .string("Deal of the day"),
                                                       "text": .string("Two coffees for the price of one")])])]),
+            "brain": .object(["joins": .string("open")]),
             "rules": .array([
                 .object(["name": .string("welcome"), "when": .string("join"),
                          "fallback": .string("Hello! Your coffee is on its way."),

@@ -74,8 +74,9 @@ func joinJSON(name: String? = "Ada", favorite: String? = "flat white", photo byt
 
 /// The fleet the brain tests use, as an operator would write it: store 100 with a deal of
 /// the day, two registry beacons (the counter with a location and its own ad), store 200
-/// without an ad. `rules` is the JSON array of rules.
-func testConfigText(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: Int = 3, prefix: String = "",
+/// without an ad. `rules` is the JSON array of rules. Any app may join any beacon
+/// (`joins: open`) unless `joins` says otherwise: who may join is tested on its own.
+func testConfigText(rules: String = "[]", joins: String = "open", zoneMargin: Double = 4, zoneUpdates: Int = 3, prefix: String = "",
                     broker: String = "mqtt://127.0.0.1:1883", counterAd: String = #"{"title":"Espresso","price":1.5}"#) -> String {
     """
     {
@@ -89,7 +90,7 @@ func testConfigText(rules: String = "[]", zoneMargin: Double = 4, zoneUpdates: I
         { "uuid": "\(storeUUID)", "major": 100, "minor": 2, "name": "window" }
       ],
       "rules": \(rules),
-      "brain": { "zoneMargin": \(zoneMargin), "zoneUpdates": \(zoneUpdates) }
+      "brain": { "zoneMargin": \(zoneMargin), "zoneUpdates": \(zoneUpdates), "joins": "\(joins)" }
     }
     """
 }

@@ -113,6 +113,58 @@ struct ProvisionTests {
         await store.broker.stop()
     }
 
+    @Test("an app joins only its own beacon, or the store's while its own is in; a refused join is answered and leaves the broker")
+    func joinsAreBoundToTheirOwner() async throws {
+        // 7/1 is Ana's fob (owner ana), 7/2 the store's counter; Ben has no beacon.
+        let store = try await Self.provision("provision-joins", extraBeacons: """
+            , {"uuid": "\(GatewayTests.uuid)", "major": 7, "minor": 2, "name": "counter"}
+            """)
+        let view = try store.subscribe(as: "operator", ["beacons/+/+/presence", "beacons/+/+/observers/+", "brain/events"])
+        #expect(await eventually(timeout: 15) { view.stdout.contains("received SUBACK") }, "\(view.diagnostics)")
+        let gateway = try startProgram("beacon-gateway", ["--config", store.config, "--id", "door"], in: store.dir,
+                                       environment: try store.credentials(for: "door"))
+        let brain = try startProgram("beacon-brain", ["--config", store.config], in: store.dir,
+                                     environment: try store.credentials(for: "brain", secret: true))
+        #expect(await eventually(timeout: 30) { view.stdout.contains("beacons/7/1/presence {") },
+                "Ana's fob never reached the store\n\(gateway.diagnostics)\n\(brain.diagnostics)")
+
+        // The reference app, logged in as itself (one connection per user: its inbox and its join).
+        func app(_ user: String, _ minor: Int, _ extra: [String] = []) throws -> ChildProcess {
+            try startProgram("beaconctl", ["observe", "--config", store.config, "--broker", "mqtts://\(user)@127.0.0.1:\(store.port)",
+                                           "--client", user, "--major", "7", "--minor", String(minor)] + extra,
+                             in: store.dir, environment: ["BEACONBRIDGE_MQTT_PASSWORD": try store.password(user)])
+        }
+        // Ben joins Ana's fob, to learn when she comes and goes: refused, told why, and the
+        // brain deletes his join (profile and all) from the broker while his app still runs;
+        // reported on brain/events.
+        let spy = try app("ben", 1)
+        #expect(await eventually(timeout: 30) { spy.stdout.contains("beacon 7/1 belongs to another customer: only its owner may join it") },
+                "\(spy.diagnostics)\n\(brain.diagnostics)")
+        #expect(await eventually(timeout: 10) { view.stdout.contains("'beacons/7/1/observers/ben', ... (0 bytes))") },
+                "the refused join stayed on the broker\n\(brain.diagnostics)")
+        #expect(spy.isRunning, "the app did not delete it itself: \(spy.diagnostics)")
+        #expect(await eventually(timeout: 10) {
+            view.stdoutLines.contains { $0.hasPrefix("brain/events ") && $0.contains("beacons/7/1/observers/ben") }
+        }, "\(brain.diagnostics)")
+        #expect(!spy.stdout.contains(#""type":"ad""#))
+        await spy.stop()
+        // Ben joins the store's counter: none of his beacons is in the store.
+        let outsider = try app("ben", 2)
+        #expect(await eventually(timeout: 30) { outsider.stdout.contains("no beacon in the registry belongs to ben") },
+                "\(outsider.diagnostics)\n\(brain.diagnostics)")
+        #expect(!outsider.stdout.contains(#""type":"ad""#))
+        await outsider.stop()
+        // Ana joins the counter while her fob is in the store: answered with its ad.
+        let ana = try app("ana", 2, ["--count", "1"])
+        #expect(await ana.waitForExit(timeout: 30) == 0, "\(ana.diagnostics)\n\(brain.diagnostics)")
+        #expect(ana.stdout.contains(#""type":"ad""#), "\(ana.diagnostics)")
+
+        await brain.stop()
+        await gateway.stop()
+        await view.stop()
+        await store.broker.stop()
+    }
+
     @Test("provisioning again keeps every password and the CA, and adds what is new")
     func idempotent() async throws {
         let store = try await Self.provision("provision-again")

@@ -16,7 +16,7 @@ struct ShardTests {
             { "name": "in", "when": "enter", "then": [ { "do": "publish", "topic": "log/{store}/enter", "text": "{minor}" } ] },
             { "name": "out", "when": "exit", "then": [ { "do": "publish", "topic": "log/{store}/exit", "text": "{minor}" } ] }
           ],
-          "brain": { "shards": [ { "name": "a", "stores": ["100-149"] }, { "name": "b", "stores": ["150-199"] } ] }
+          "brain": { "joins": "open", "shards": [ { "name": "a", "stores": ["100-149"] }, { "name": "b", "stores": ["150-199"] } ] }
         }
         """)
     }

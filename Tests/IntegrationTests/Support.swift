@@ -4,12 +4,15 @@ import Foundation
 import TestSupport
 import Testing
 
-/// A fleet config for one test, written to its temporary directory.
+/// A fleet config for one test, written to its temporary directory. Any app may join any
+/// beacon (`brain.joins: open`) unless `extra` has a `brain` object: who may join is tested
+/// on its own (BrainTests' JoinPolicyTests, ProvisionTests).
 func writeFleet(_ directory: TemporaryDirectory, broker: MosquittoBroker, gateways: [String],
                 extra: String = "", defaults: String = #"{"exitTimeout": 10}"#) throws -> String {
+    let brain = extra.contains(#""brain""#) ? "" : #""brain": { "joins": "open" },"#
     let text = """
     {
-      "broker": { "url": "\(broker.url)", "keepalive": 5 },
+      "broker": { "url": "\(broker.url)", "keepalive": 5 },\(brain)
       "defaults": \(defaults),
       "gateways": [\(gateways.joined(separator: ",\n"))]\(extra.isEmpty ? "" : ",\n" + extra)
     }
