@@ -69,7 +69,9 @@ public func runMain<Command: AsyncParsableCommand>(_ type: Command.Type, argumen
 func exitForArgumentError<Command: ParsableCommand>(_ type: Command.Type, _ error: any Error, status: ExitStatus) -> Never {
     if type.exitCode(for: error) == .success {
         let help = type.fullMessage(for: error, columns: HelpText.unwrapped)
-        printLine(HelpText.fitted(help, width: HelpText.terminalWidth))
+        // --experimental-dump-help is JSON (scripts/lib/manpage.py reads it): printed as it is.
+        let isDump = CommandLine.arguments.contains("--experimental-dump-help")
+        printLine(isDump ? help : HelpText.fitted(help, width: HelpText.terminalWidth))
         exit(0)
     }
     let message = type.fullMessage(for: error)

@@ -72,9 +72,9 @@ struct HelpTextTests {
         ["beaconctl", "range"], ["beaconctl", "bench"], ["beaconctl", "bridge"], ["beaconctl", "provision"],
     ]
 
-    func help(_ command: [String], columns: Int) async throws -> String {
+    func help(_ command: [String], columns: Int, option: String = "--help") async throws -> String {
         let dir = try TemporaryDirectory("help")
-        let process = try ChildProcess(Programs.built(command[0]), Array(command.dropFirst()) + ["--help"],
+        let process = try ChildProcess(Programs.built(command[0]), Array(command.dropFirst()) + [option],
                                        environment: ["COLUMNS": String(columns)], in: dir)
         #expect(await process.waitForExit(timeout: 30) == 0, "\(process.diagnostics)")
         return process.stdout
@@ -102,5 +102,13 @@ struct HelpTextTests {
                   let word = next.split(separator: " ").first else { continue }
             #expect(line.count + 1 + word.count > 80, "\(command): \"\(line)\" could have held \"\(word)\"")
         }
+    }
+
+    @Test("--experimental-dump-help stays JSON at any width (the man pages are made from it)",
+          arguments: ["beacon-gateway", "beacon-brain", "beaconctl", "beacon-web"])
+    func dump(_ program: String) async throws {
+        let json = try await help([program], columns: 80, option: "--experimental-dump-help")
+        let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+        #expect(object?["command"] != nil, "\(json.prefix(300))")
     }
 }
