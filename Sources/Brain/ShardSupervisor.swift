@@ -1,5 +1,5 @@
 import BeaconKit
-public import BrainCore
+import BrainCore
 public import Config
 public import Logging
 public import MQTT

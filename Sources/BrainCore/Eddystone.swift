@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 import Config
 
 // Eddystone-UID beacons in the brain: `BeaconRef` names them by namespace and instance, topics
