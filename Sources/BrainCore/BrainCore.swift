@@ -127,6 +127,8 @@ public struct BrainCore: Sendable {
     /// Visits whose views were missing at settling while their store was unknown: decided
     /// when the store is back (a view coming back continues the visit).
     private var heldVisits: [BeaconRef: VisitRecord] = [:]
+    /// Tells retained gateway presence of visits that ended (`StalePresence`).
+    private var stalePresence = StalePresence()
 
     // Collected while settling.
     private var visitRecords: [BeaconRef: VisitRecord] = [:]
@@ -730,6 +732,12 @@ public struct BrainCore: Sendable {
             guard let json = json(payload, .gatewayPresence, topic) else { return }
             do {
                 let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
+                // A broker that lost a delete brings back a visit that ended: no new visit.
+                if retained, presence[ref] == nil, stalePresence.isStale(report) {
+                    note(.info, "ignored retained presence of a visit that ended", ["beacon": "\(ref)", "gateway": gateway])
+                    return
+                }
+                stalePresence.took(report)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
                 if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
                 if presence[ref] != nil { dirtyPresence.insert(ref) }

@@ -210,7 +210,9 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         let topics = config.topics
         switch event {
         case .connected:
-            input { $0.connected(at: WallClock.now()) }
+            let output = input { $0.connected(at: WallClock.now()) }
+            // Stale presence a restarted broker brought back is read and deleted again.
+            if output.readBackStarted { try? client.subscribe(readBack, qos: 1) }
         case .disconnected(let reason):
             input { $0.disconnected(reason: reason) }
         case .message(let message):
@@ -227,7 +229,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 }
             } else if message.retain, !message.payload.isEmpty,
                       case (_, .gatewayPresence(let owner))? = topics.parseBeacon(message.topic), owner == gateway.id {
-                state.withLock { $0.engine.inheritedPresence(topic: message.topic) }
+                input { $0.inheritedPresence(topic: message.topic) }
             }
         }
     }

@@ -12,6 +12,9 @@ public struct GatewayOutput: Sendable, Equatable {
     /// The read-back of this gateway's own retained presence has just ended: the
     /// subscription for it can go.
     public var readBackEnded = false
+    /// A reconnect began another read-back of this gateway's own retained presence: the
+    /// service subscribes to it again (`GatewayEngine.connected`).
+    public var readBackStarted = false
     /// What became of a new fleet config (`GatewayEngine.apply`).
     public var config: ConfigApplyResult?
 
@@ -22,6 +25,7 @@ public struct GatewayOutput: Sendable, Equatable {
         messages.removeAll(keepingCapacity: true)
         log.removeAll(keepingCapacity: true)
         readBackEnded = false
+        readBackStarted = false
         config = nil
     }
 }
@@ -70,6 +74,9 @@ public struct GatewayEngine: Sendable {
     private var inherited: Set<String> = []
     private var inheritedDeadline: Instant?
     private var inheritanceSettled = false
+    /// Reading our retained presence back after a reconnect: a broker may have lost a delete
+    /// it had acknowledged (killed before saving), so stale presence comes back.
+    private var rereadDeadline: Instant?
     private var lastHealth: (time: Instant, reports: Int, beacons: Int)?
     private var scanningPaused = false
     /// Whether enters and exits are logged (at `debug`): off, they cost nothing.
@@ -161,6 +168,10 @@ public struct GatewayEngine: Sendable {
         for message in current { send(message, &out) }
         if inheritedDeadline == nil {
             inheritedDeadline = now + gateway.tracker.exitTimeout
+        } else if inheritanceSettled {
+            // A reconnect: read our retained presence back again (`inheritedPresence`).
+            if rereadDeadline == nil { out.readBackStarted = true }
+            rereadDeadline = now + gateway.tracker.exitTimeout
         }
         out.log.append(LogEntry(.info, "connected to the broker; presence republished"))
         return out
@@ -180,20 +191,38 @@ public struct GatewayEngine: Sendable {
         for message in messages { queue(message) }
     }
 
-    /// A retained presence topic of ours found on the broker (start-up read-back).
-    public mutating func inheritedPresence(topic: String) {
-        if !inheritanceSettled { inherited.insert(topic) }
+    /// A retained presence topic of ours found on the broker. At start-up it waits for one
+    /// exit timeout (the beacon may be seen again); read back after a reconnect, when the
+    /// tracker is live, it is deleted at once unless its beacon is tracked now.
+    @discardableResult
+    public mutating func inheritedPresence(topic: String) -> GatewayOutput {
+        var out = GatewayOutput()
+        if !inheritanceSettled {
+            inherited.insert(topic)
+        } else if rereadDeadline != nil, !currentPresenceTopics.contains(topic) {
+            send(MQTTMessage(topic: topic, text: "", qos: 1, retain: true), &out)
+            out.log.append(LogEntry(.info, "deleted stale presence the broker brought back", ["topic": topic]))
+        }
+        return out
+    }
+
+    private var currentPresenceTopics: Set<String> {
+        Set(tracker.tracks.values.map { topics.presence(of: $0.id, seenBy: gatewayID) })
     }
 
     /// Deletes presence left by an earlier run for beacons not seen again within one exit
-    /// timeout of connecting; `readBackEnded` is set once, when that phase has just ended.
+    /// timeout of connecting; `readBackEnded` is set when that phase has just ended, and
+    /// again one exit timeout after each reconnect, when its read-back ends.
     public mutating func settleInheritedPresence(at now: Instant) -> GatewayOutput {
         var out = GatewayOutput()
+        if let deadline = rereadDeadline, now >= deadline {
+            rereadDeadline = nil
+            out.readBackEnded = true
+        }
         guard !inheritanceSettled, let deadline = inheritedDeadline, now >= deadline else { return out }
         inheritanceSettled = true
         out.readBackEnded = true
-        let current = Set(tracker.tracks.values.map { topics.presence(of: $0.id, seenBy: gatewayID) })
-        let stale = inherited.subtracting(current)
+        let stale = inherited.subtracting(currentPresenceTopics)
         for topic in stale.sorted() {
             send(MQTTMessage(topic: topic, text: "", qos: 1, retain: true), &out)
         }

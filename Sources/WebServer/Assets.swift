@@ -142,7 +142,8 @@ enum Assets {
     th, td { padding:.45rem .6rem; text-align:left; border-bottom:1px solid #eee; white-space:nowrap; }
     th { background:#eef2f1; font-size:.85rem; color:var(--muted); font-weight:600; }
     td.num { text-align:right; }
-    td.source { max-width:18rem; overflow:hidden; text-overflow:ellipsis; }
+    td.source { max-width:12rem; overflow:hidden; text-overflow:ellipsis; }
+    td.wrap { white-space:normal; min-width:8rem; }
     .scroll { overflow-x:auto; }
     tr.attention { background:#fde8e8; } tr.attention td:first-child { border-left:.35rem solid var(--bad); }
     tr.quiet, tr.paused, tr.unknown { background:#fff6e5; }
@@ -294,7 +295,7 @@ enum Assets {
             el('td', { 'class': 'num' }, fixed(g.dropped, 0)),
             el('td', { 'class': 'num' }, fixed(g.tracked, 0)),
             el('td', {}, g.lastHealth ? ago(g.lastHealth).replace(/^(\d.*)$/, '$1 ago') : 'never'),
-            el('td', {}, cal), el('td', {}, g.version || ''));
+            el('td', { 'class': 'wrap' }, cal), el('td', {}, g.version || ''));
         });
         var head = el('tr', {}, 'Gateway,Zone,Condition,Source,Adverts/s,Decoded/s,Malformed,Dropped,Tracked,Last health,Calibration,Version'
           .split(',').map(function (h) { return el('th', {}, h); }));

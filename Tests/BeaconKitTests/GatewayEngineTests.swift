@@ -121,6 +121,26 @@ import Wire
         #expect(engine.settleInheritedPresence(at: Self.t0 + 20).readBackEnded == false, "once")
     }
 
+    /// A broker killed before saving brings back a delete it had acknowledged: after a
+    /// reconnect the gateway reads its retained presence again and deletes at once what it
+    /// does not track (the tracker is live: no exit timeout to wait), keeping what it does.
+    @Test func afterAReconnectStalePresenceReadBackIsDeletedAtOnce() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 1))
+        #expect(engine.settleInheritedPresence(at: Self.t0 + 10).readBackEnded)
+        _ = engine.disconnected(reason: "connection lost")
+        let back = engine.connected(at: Self.t0 + 20)
+        #expect(back.readBackStarted, "the service subscribes to the read-back again")
+        #expect(Self.summary(back.messages) == ["gateways/door/status r", "beacons/100/1/presence/door r"])
+        #expect(Self.summary(engine.inheritedPresence(topic: "beacons/100/7/presence/door").messages)
+                == ["beacons/100/7/presence/door r (delete)"])
+        #expect(engine.inheritedPresence(topic: "beacons/100/1/presence/door").messages.isEmpty, "tracked now")
+        #expect(engine.settleInheritedPresence(at: Self.t0 + 25).readBackEnded == false)
+        #expect(engine.settleInheritedPresence(at: Self.t0 + 30).readBackEnded, "the read-back ends: unsubscribe")
+        #expect(engine.inheritedPresence(topic: "beacons/100/7/presence/door").messages.isEmpty, "not reading back")
+    }
+
     @Test func aNewConfigIsAppliedLiveAndReportedBeaconsItNoLongerAcceptsExit() {
         var engine = Self.engine()
         _ = engine.connected(at: Self.t0)

@@ -96,6 +96,28 @@ import BrainCore
         #expect(h.retainedJSON(h.topics.presence(of: counter))?["since"] == .string(t(2).iso8601))
     }
 
+    /// The door's delete of 100/2 reached the brain, and the broker acknowledged it but was
+    /// killed before saving it: it comes back holding the old presence. Read back after the
+    /// reconnect, that presence (its `since` no later than the visit that ended) starts no
+    /// new visit; the door deletes it once it reads it back too.
+    @Test func staleRetainedPresenceOfAVisitThatEndedDoesNotEnterAgain() throws {
+        var h = store()
+        h.withdraw(window, by: "door", at: t(5))
+        let start = h.sent.count
+        let stale = h.topics.presence(of: window, seenBy: "door")
+        h.retained[stale] = presenceJSON(window, "door", rssi: -60)
+        reconnect(&h, persistence: true, at: t(20))
+        h.publish("gateways/door/status", "online", retain: true, at: t(21))
+        h.announce(counter, by: "door", rssi: -60, at: t(21))
+        h.withdraw(window, by: "door", at: t(21))
+        h.advance(to: t(30))
+        #expect(Self.effects(h.sent[start...]).isEmpty, "no enter (nor exit) for 100/2 again")
+        #expect(h.retained[h.topics.presence(of: window)] == nil)
+        // A new visit of the same gateway (a later `since`) enters as ever.
+        h.publish(stale, presenceJSON(window, "door", rssi: -60, since: t(40)), retain: true, at: t(40))
+        #expect(Self.effects(h.sent[start...]).filter { $0.hasPrefix("displays/") } == ["displays/enter/2 in"])
+    }
+
     @Test func theMassWillOfABrokerShutdownIsNotEveryClientDying() throws {
         var h = store()
         let start = h.sent.count

@@ -62,7 +62,7 @@ func sightingJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximit
 
 /// A gateway's presence payload as `Payloads.gatewayPresence` writes it.
 func presenceJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
-                  zone: String? = nil) -> String {
+                  zone: String? = nil, since: Instant = t(0)) -> String {
     var writer = JSONWriter()
     writer.object { o in
         o("uuid", storeUUID.description)
@@ -73,7 +73,7 @@ func presenceJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximit
         o("proximity", proximity.rawValue)
         o("rssiSmoothed", rssi, places: 1)
         o("distance", 1.5, places: 2)
-        o("since", t(0))
+        o("since", since)
     }
     return writer.text
 }
