@@ -118,6 +118,30 @@ import BrainCore
         #expect(Self.effects(h.sent[start...]).filter { $0.hasPrefix("displays/") } == ["displays/enter/2 in"])
     }
 
+    /// The same with the zone fusion deciding: the door's RSSI reports make 100/2's visit and
+    /// their silence ends it, while the door's presence (since t(0)) stays behind retained, its
+    /// delete lost. Read back after a reconnect it starts no second visit (the fusion takes a
+    /// retained presence as a visit its reports missed); a later track's presence does.
+    @Test func staleRetainedPresenceDoesNotStartAgainAVisitTheReportsEnded() throws {
+        var h = Harness(config: testConfig(rules: Self.rules))
+        h.publish("gateways/door/status", "online", retain: true, at: t(1))
+        let start = h.sent.count
+        h.announce(window, by: "door", rssi: -60, at: t(1))
+        for i in 1...3 { h.see(window, by: "door", rssi: -60, at: t(Double(i))) }
+        h.quiet("door", from: t(3), until: t(30))
+        #expect(Self.effects(h.sent[start...]) == ["displays/enter/2 in", "displays/exit/2 out"])
+        let stale = h.topics.presence(of: window, seenBy: "door")
+        #expect(h.retained[stale] != nil, "the door's delete was lost")
+        let after = h.sent.count
+        reconnect(&h, persistence: true, at: t(31))
+        h.quiet("door", from: t(30), until: t(45))
+        #expect(Self.effects(h.sent[after...]).isEmpty, "no enter for 100/2 again")
+        #expect(h.retained[h.topics.presence(of: window)] == nil)
+        h.retained[stale] = presenceJSON(window, "door", rssi: -60, since: t(40))
+        reconnect(&h, persistence: true, at: t(46))
+        #expect(Self.effects(h.sent[after...]) == ["displays/enter/2 in"])
+    }
+
     @Test func theMassWillOfABrokerShutdownIsNotEveryClientDying() throws {
         var h = store()
         let start = h.sent.count
