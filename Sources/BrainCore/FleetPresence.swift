@@ -227,11 +227,17 @@ public struct FleetPresence: Sendable {
     /// The gateway's reports from `start` to `end` never arrived (its broker or the brain's
     /// was away, or they were lost): the beacons it was hearing are not silent there, just
     /// unknown. They neither exit nor lose the zone for it before `end`.
+    /// Its entries still waiting for another gateway's reports (an outage that began before
+    /// the brain could decide them) carry the gap into the link they will update.
     private mutating func gap(_ gateway: String, from start: Instant, to end: Instant) {
         for ref in evidence.keys.sorted() {
             guard let link = evidence[ref]?.links[gateway],
                   start.seconds(since: link.lastHeard) < settings.viewTimeout(gateway) else { continue }
             evidence[ref]?.links[gateway]?.unknownUntil = max(link.unknownUntil ?? end, end)
+        }
+        for i in pending.indices where pending[i].gateway == gateway
+            && start.seconds(since: pending[i].time) < settings.viewTimeout(gateway) {
+            pending[i].unknownUntil = max(pending[i].unknownUntil ?? end, end)
         }
     }
 
@@ -426,6 +432,7 @@ public struct FleetPresence: Sendable {
                             trendNoise: brain.rssiTrendNoise)
             }
             link.lastHeard = max(link.lastHeard, sample.time)
+            if let until = sample.unknownUntil { link.unknownUntil = max(link.unknownUntil ?? until, until) }
             link.stepCount += sample.entry.count
             link.rssiSmoothed = sample.entry.rssiSmoothed
             link.distance = sample.entry.distance

@@ -126,6 +126,8 @@ struct PendingSample: Sendable, Equatable {
     var entry: RSSIReport.Entry
     /// Arrival order, to keep equal times in a fixed order.
     var sequence: Int
+    /// The gateway's reports after this one had a gap until then (`LinkEstimate.unknownUntil`).
+    var unknownUntil: Instant? = nil
 }
 
 /// The brain's clock for zone decisions: capture time, as far as every gateway has

@@ -1,0 +1,38 @@
+import BeaconKit
+import BrainCore
+import Testing
+import Tracking
+
+/// The zone fusion across a broker outage that began before it had decided anything: the
+/// broker outage fault test's graceful stops (1 s into the replay) saw a beacon that never
+/// left exit and enter again at the first reports after the restart.
+@Suite struct FleetPresenceOutageTests {
+    /// The door's only report before the outage was still waiting for the counter's (which
+    /// never came before the broker went away) when the reports stopped. The gap between that
+    /// report and the next one is unknown, not silence: 100/1, heard on both sides of it, stays
+    /// one visit.
+    @Test func reportsWaitingForAnotherGatewayWhenAnOutageBeganDoNotReadTheOutageAsSilence() {
+        var fleet = newFleet()
+        var events: [FleetEvent] = []
+        for gateway in ["door", "counter"] { events += fleet.gatewayStatus(gateway, online: true) }
+        // The door's retained presence enters both beacons; its first report waits for the counter's.
+        events += fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0.2))
+        events += fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
+        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60), (window, -60)]), receivedAt: t(0.5))
+        #expect(events.filter { if case .enter = $0 { true } else { false } }.count == 2)
+        // The broker is away for 60 s (the door's will is held by the brain, then dropped on the
+        // reconnect). The read-back: the door's retained presence of 100/1 (100/2's was deleted
+        // while the brain was away) and both gateways online.
+        events = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: true, at: t(61))
+        for gateway in ["door", "counter"] { events += fleet.gatewayStatus(gateway, online: true) }
+        // The reports again: 100/1 at the door all along.
+        events += feed(&fleet, counter, gateways: ["door", "counter"], from: 61, to: 75) { gateway, _ in
+            gateway == "door" ? -60 : nil
+        }
+        let about1 = events.filter { $0.beacon == counter }
+        #expect(!about1.contains { if case .exit = $0 { true } else { false } }, "100/1 never left: \(about1)")
+        #expect(!about1.contains(.enter(counter)), "100/1 never left: \(about1)")
+        #expect(fleet[counter]?.zone == "door")
+        #expect(fleet.takeDecisions().filter { $0.beacon == counter }.map(\.kind) == [.enter])
+    }
+}
