@@ -680,6 +680,10 @@ public struct FleetPresence: Sendable {
         let before = beacon
         beacon.views[gateway] = nil
         evidence[ref]?.links[gateway] = nil
+        // What the gateway reported of the beacon before its view ended and the brain has
+        // not decided yet (it waits for other gateways' reports) ended with the view: decided
+        // later it would bring the view, or the visit, back.
+        pending.removeAll { $0.ref == ref && $0.gateway == gateway }
         if evidence[ref]?.challenger == gateway {
             evidence[ref]?.challenger = nil
             evidence[ref]?.passes = 0

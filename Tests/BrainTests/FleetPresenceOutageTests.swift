@@ -35,4 +35,20 @@ import Tracking
         #expect(fleet[counter]?.zone == "door")
         #expect(fleet.takeDecisions().filter { $0.beacon == counter }.map(\.kind) == [.enter])
     }
+
+    /// A view known from presence whose gateway deletes it ends the visit; the gateway's
+    /// report entries of the beacon still waiting for another gateway's reports end with it
+    /// (BrokerOutageTests 60 s runs saw 100/2 go door, absent, door, absent: decided later,
+    /// they started a second visit).
+    @Test
+    func aDeletionThatEndsAVisitTakesItsPendingReportEntriesWithIt() {
+        var fleet = newFleet()
+        var events: [FleetEvent] = []
+        for gateway in ["door", "counter"] { events += fleet.gatewayStatus(gateway, online: true) }
+        events += fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
+        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: t(0.5))
+        events += fleet.gatewayPresenceDeleted(window, gateway: "door")
+        events += feed(&fleet, window, gateways: ["door", "counter"], from: 0.5, to: 20) { _, _ in nil }
+        #expect(fleet.takeDecisions().filter { $0.beacon == window }.map(\.kind) == [.enter, .exit], "\(events)")
+    }
 }
