@@ -57,6 +57,11 @@ public final class BrainService: Service, Sendable {
         public var isStandIn = false
         /// The key that seals the brain's records (`RecordSeal`); `nil`: unsealed.
         public var recordKey: [UInt8]?
+        /// The deferred lane (`InboundLanes`: observers the brain does not know) waits while
+        /// more of the brain's messages than this await the broker's acknowledgement, for at
+        /// most 0.1 s at a time: an answer from the first lane then never queues behind
+        /// thousands of replies to a flood in libmosquitto's queue.
+        public var deferredUnacknowledgedLimit = 100
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -243,18 +248,29 @@ public final class BrainService: Service, Sendable {
 
     /// Handles what has arrived until nothing waits: each round sorts the new arrivals into
     /// the lanes and handles one message, so a join of a known observer that comes during a
-    /// flood is handled next (after the message in hand).
+    /// flood is handled next (after the message in hand). The deferred lane also waits for
+    /// the broker to take what the brain has published (`deferredUnacknowledgedLimit`).
     func drain() async {
         var arrived: [MQTTEvent] = []
         var rounds = 0
+        var heldSince: Double?
         while true {
             arrivals.withLock { swap(&$0, &arrived) }
-            let event: MQTTEvent? = state.withLock { s in
+            let now = WallClock.monotonic()
+            let held = client.unacknowledged > options.deferredUnacknowledgedLimit && now - (heldSince ?? now) < 0.1
+            if !held { heldSince = nil }
+            let (event, waiting): (MQTTEvent?, Bool) = state.withLock { s in
                 for event in arrived { sort(event, into: &s) }
-                return s.lanes.next()
+                let event = s.lanes.next(takingDeferred: !held)
+                return (event, s.lanes.count > 0)
             }
             arrived.removeAll(keepingCapacity: true)
-            guard let event else { return }
+            guard let event else {
+                guard waiting, !Task.isCancelled else { return }
+                heldSince = heldSince ?? now
+                try? await Task.sleep(for: .milliseconds(1))
+                continue
+            }
             handle(event)
             rounds += 1
             // A long flood leaves the timer and the watchdog their turn.

@@ -77,11 +77,11 @@ public struct InboundLanes<Element> {
         return true
     }
 
-    /// The message to handle next: the oldest of the first lane; else the oldest deferred,
-    /// or under a backlog the oldest of the observer that arrived last.
-    public mutating func next() -> Element? {
+    /// The message to handle next: the oldest of the first lane; else (`takingDeferred`) the
+    /// oldest deferred, or under a backlog the oldest of the observer that arrived last.
+    public mutating func next(takingDeferred: Bool = true) -> Element? {
         if let entry = first.removeFirst() { return entry.element }
-        guard !deferred.isEmpty else { return nil }
+        guard takingDeferred, !deferred.isEmpty else { return nil }
         var number: Int
         if deferred.count > newestFirstAbove {
             // Numbers above the newest left are free again: an arrival takes `newest + 1`.
