@@ -3,10 +3,11 @@
 ///
 /// Every message reaches the brain over one connection, in the order the broker took them;
 /// handled in that order, a registry owner's join waits behind every join published before
-/// it. So the brain sorts what arrives: the *first* lane holds everything it must not keep
-/// waiting (gateways, config, the joins of registry owners and of observers it has already
-/// answered); the *deferred* lane holds the messages of observers it does not know, where a
-/// flood of made-up names lands. It takes from the first lane while that holds anything.
+/// it. So the brain sorts what arrives (`BrainCore.lane(of:payloadIsEmpty:)`): the *first*
+/// lane holds everything it must not keep waiting (gateways, config, everything of a
+/// registry owner, the joins of observers it has already answered); the *deferred* lane
+/// holds the other messages of observers, where a flood of made-up names lands. It takes
+/// from the first lane while that holds anything.
 ///
 /// Under a backlog (more than `newestFirstAbove` deferred) the deferred lane serves the
 /// newest observer first (adaptive LIFO, as servers do under overload): an app that joins
