@@ -128,7 +128,7 @@ public struct BrainCore: Sendable {
     /// when the store is back (a view coming back continues the visit).
     private var heldVisits: [BeaconRef: VisitRecord] = [:]
     /// Tells retained gateway presence of visits that ended (`StalePresence`).
-    private var stalePresence = StalePresence()
+    private(set) var stalePresence = StalePresence()
 
     // Collected while settling.
     private var visitRecords: [BeaconRef: VisitRecord] = [:]
@@ -580,6 +580,7 @@ public struct BrainCore: Sendable {
         new.broker = config.broker
         guard new != config else { return }
         let subscriptionsBefore = subscriptions
+        let removedGateways = Set(config.gateways.map(\.id)).subtracting(new.gateways.map(\.id))
         config = new
         index(new)
         let rosterVisits = proximityRoster.visits
@@ -600,6 +601,9 @@ public struct BrainCore: Sendable {
             observers.remove(key)
             rules.forget(RuleEngine.Scope(beacon: key.beacon, client: key.client))
         }
+        var stale = stalePresence
+        stale.retain(gateway: { !removedGateways.contains($0) }, beacon: { owns($0) })
+        stalePresence = stale
         out.subscriptionsChanged = subscriptions != subscriptionsBefore
         if isSettled {
             syncAds()
