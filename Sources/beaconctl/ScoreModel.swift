@@ -26,9 +26,9 @@ struct StoreRun {
 
 /// The store's gateways and brain without processes or a broker: each gateway's tracker and
 /// RSSI reporter fed its capture frame by frame, the reports handed to the brain's
-/// `FleetPresence` in capture-time order. The same decisions as the real programs (their
-/// engines do the same per frame), in a fraction of the time: for trying settings on many
-/// seeds. `beaconctl score` without `--in-process` runs the real programs.
+/// `FleetPresence` in capture-time order (through its `Calibrator`). The same decisions as
+/// the real programs (their engines do the same per frame), in a fraction of the time: for
+/// trying settings on many seeds. `beaconctl score` without `--in-process` runs the real programs.
 enum InProcessStore {
     static func run(_ simulation: FloorSimulation, config: FleetConfig) throws -> StoreRun {
         struct GatewayState {
@@ -39,6 +39,8 @@ enum InProcessStore {
             var decoder = AdvertisementDecoder()
         }
         var presence = FleetPresence(settings: FleetPresence.Settings(config))
+        // As the brain: calibration learns from each report as sent, the fusion takes it corrected.
+        var calibrator = Calibrator(config: config)
         presence.zoneNames = Dictionary(config.gateways.map { ($0.id, $0.zone ?? $0.id) }, uniquingKeysWith: { a, _ in a })
         var gateways: [GatewayState] = []
         var frames: [(time: Instant, gateway: Int, event: [UInt8])] = []
@@ -56,7 +58,8 @@ enum InProcessStore {
         for id in gateways.map(\.id) { _ = presence.gatewayStatus(id, online: true) }
         func deliver(_ reports: [RSSIReport]) {
             for report in reports {
-                _ = presence.report(report, receivedAt: report.to)
+                _ = calibrator.learn(from: report)
+                _ = presence.report(calibrator.corrected(report), receivedAt: report.to)
                 run.decisions += presence.takeDecisions()
             }
         }
