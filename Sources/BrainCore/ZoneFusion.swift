@@ -175,20 +175,29 @@ struct ReportClock: Sendable, Equatable {
 
     /// Wall-clock time passes: a gateway holding the clock back for `hold` seconds while
     /// others have reported further is no longer waited for.
+    /// Before any time (`time` is `nil`), a gateway that said `online` and has never
+    /// reported (its reports are off, or it runs an older version) holds the clock the same
+    /// way, and is let go the same way.
     mutating func check(wall: Instant, hold: Double) {
         let now = time
         defer { lastTime = now }
-        guard let now, let furthest = watermarks.values.max(), furthest > now else {
+        guard let furthest = watermarks.values.max(), now.map({ furthest > $0 }) ?? true else {
             heldSince = nil
             return
         }
-        if let last = lastTime, now > last { heldSince = nil }
+        if let now, let last = lastTime, now > last { heldSince = nil }
         guard let since = heldSince else {
             heldSince = wall
             return
         }
         guard wall.seconds(since: since) >= hold else { return }
-        for gateway in waitedFor where (watermarks[gateway] ?? .epoch) <= now { excluded.insert(gateway) }
+        for gateway in waitedFor {
+            guard let mark = watermarks[gateway] else {
+                excluded.insert(gateway)
+                continue
+            }
+            if let now, mark <= now { excluded.insert(gateway) }
+        }
         heldSince = nil
     }
 

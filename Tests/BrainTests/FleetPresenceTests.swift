@@ -53,6 +53,48 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         #expect(try ZoneDecision(parsing: JSONValue(text: decisions[0].json), topic: counter) == decisions[0])
     }
 
+    /// A gateway that says `online` but never reports (reports off, an older version) holds
+    /// decisions back for `clockHold` wall-clock seconds, not for ever.
+    @Test func aGatewayOnlineThatNeverReportsHoldsTheClockOnlyForClockHold() throws {
+        var fleet = newFleet()
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        #expect(feed(&fleet, gateways: ["door"], from: 0, to: 2) { _, _ in -60 }.isEmpty, "waits for the till")
+        #expect(fleet.advance(to: t(2)).isEmpty)
+        #expect(fleet.advance(to: t(3.5)).isEmpty, "1.5 s held: under clockHold (2 s)")
+        let events = fleet.advance(to: t(4.1))
+        #expect(events.first == .enter(counter))
+        #expect(try #require(fleet[counter]).zone == "door")
+        #expect(fleet.reportingGateways.late == ["till"])
+        // The till starts reporting, from now on: it is waited for again.
+        feed(&fleet, gateways: ["door", "till"], from: 2, to: 4) { gateway, _ in gateway == "door" ? -60 : -80 }
+        #expect(fleet.reportingGateways.late.isEmpty)
+        #expect(fleet.reportingGateways.waited == ["door", "till"])
+    }
+
+    /// A gateway whose reports stop (after it reported) holds decisions back for
+    /// `clockHold`; then the brain goes on with the others.
+    @Test func aGatewayWhoseReportsStopHoldsTheClockOnlyForClockHold() throws {
+        var fleet = newFleet()
+        feed(&fleet, gateways: ["door", "till"], from: 0, to: 1) { gateway, _ in gateway == "door" ? -60 : -80 }
+        #expect(try #require(fleet[counter]).zone == "door")
+        // The till falls silent; the beacon walks to it, the door loses it. Nothing decides yet.
+        feed(&fleet, gateways: ["door"], from: 1, to: 10) { _, time in time < 2 ? -60 : nil }
+        _ = fleet.advance(to: t(10))
+        #expect(fleet[counter] != nil && fleet.reportingGateways.late.isEmpty, "held, not yet let go")
+        _ = fleet.advance(to: t(12.5))
+        #expect(fleet.reportingGateways.late == ["till"])
+        #expect(fleet.reportingGateways.waited == ["door"])
+        // The door's reports go on deciding (its view of the beacon ends by silence), but the
+        // till heard the beacon last by its own clock: the visit waits for it, until its last
+        // will says it is gone (the exit comes at the next decision step).
+        let decided = feed(&fleet, gateways: ["door"], from: 10, to: 20) { _, _ in nil } + fleet.advance(to: t(20))
+        #expect(!decided.contains(.exit(try #require(fleet[counter]))))
+        let exit = try #require(fleet[counter])
+        let gone = fleet.gatewayStatus("till", online: false)
+            + feed(&fleet, gateways: ["door"], from: 20, to: 21) { _, _ in nil }
+        #expect(gone == [.exit(exit)])
+    }
+
     @Test func anEntranceGatewayKeepsANewBeaconUnlessAnotherIsClearlyLouder() {
         var settings = FleetPresence.Settings(BrainConfig(), step: 0.5)
         settings.entrances = ["door"]
