@@ -11,6 +11,8 @@ import Wire
 struct StoreRun {
     var decisions: [ZoneDecision] = []
     var sightings: [ZoneBaseline.Sighting] = []
+    /// What the brain's calibration applied at the end, by gateway (in process only).
+    var calibration: [String: CalibrationRecord] = [:]
 
     /// The brain's zone over time, per beacon.
     func timelines(start: Instant) -> [UInt32: ZoneTimeline] {
@@ -90,6 +92,7 @@ enum InProcessStore {
             let tracker = gateways[i].tracker
             deliver(gateways[i].reporter.close(upTo: end, gateway: gateways[i].id) { tracker.tracks[$0] })
         }
+        run.calibration = calibrator.applied
         return run
     }
 }
