@@ -240,6 +240,9 @@ public struct BeaconEntry: Sendable, Equatable {
     /// beacon (key fob, phone). Only its owner may join it; `nil` for the store's beacons,
     /// which an observer may join while one of its own beacons is in the store (docs/security.md).
     public var owner: String?
+    /// The owner's profile, shown on the roster of a store whose roster is driven by
+    /// proximity (`stores[].roster`) while the beacon is there.
+    public var profile: CustomerProfile?
 
     /// The one beacon the entry describes; `nil` for a UUID-only entry.
     public var id: BeaconID? {
@@ -322,6 +325,8 @@ public struct StoreEntry: Sendable, Equatable {
     public var broker: BrokerConfig?
     /// Who the store's bridge is at the central broker.
     public var bridge: StoreBridge?
+    /// What puts customers on the store's greeter roster: joins (the default), proximity, or both.
+    public var roster = StoreRoster()
 
     public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil, broker: BrokerConfig? = nil,
                 bridge: StoreBridge? = nil) {

@@ -21,7 +21,8 @@ public enum HCIError: Error, Sendable, Equatable, CustomStringConvertible {
     case system(source: String, SystemError)
     /// The kernel has no Bluetooth sockets (`socket(AF_BLUETOOTH)` gives EAFNOSUPPORT).
     case noBluetoothSockets(adapter: Int)
-    /// The kernel refused a raw HCI operation: the process lacks CAP_NET_RAW/CAP_NET_ADMIN.
+    /// The kernel refused a raw HCI operation: the process lacks CAP_NET_RAW, or CAP_NET_ADMIN
+    /// to bring a down adapter up (HCIDEVUP).
     case permissionDenied(adapter: Int, SystemError)
     /// The adapter does not exist (yet), is down or is blocked; worth retrying.
     case adapterUnavailable(adapter: Int, reason: String)
@@ -46,11 +47,20 @@ public enum HCIError: Error, Sendable, Equatable, CustomStringConvertible {
             return "hci:\(adapter): this kernel has no Bluetooth sockets (socket(AF_BLUETOOTH) failed with "
                 + "EAFNOSUPPORT); load the bluetooth module (modprobe bluetooth) or use a kernel built with "
                 + "CONFIG_BT, or reach the controller as an H4 stream (h4:tty:/dev/ttyAMA0@115200, h4:unix:PATH)"
+        case .permissionDenied(let adapter, let error) where error.call == "ioctl(HCIDEVUP)":
+            // The shipped unit grants CAP_NET_RAW only: its ExecStartPre (`--adapter-up`, as
+            // root) brings the adapter up before every start, so exiting here is the way back.
+            return "hci:\(adapter): the adapter is down and bringing it up needs CAP_NET_ADMIN (\(error))"
+                + (Self.missingCapabilities.map { "; this process lacks \($0)" } ?? "")
+                + ": bring it up as root (`\(Self.executablePath) --config FLEET.json --id GATEWAY --adapter-up`, "
+                + "which the systemd unit runs before every start and restart, or `hciconfig hci\(adapter) up`), "
+                + "or give this process CAP_NET_ADMIN too"
         case .permissionDenied(let adapter, let error):
             return "hci:\(adapter): \(error); raw HCI access needs CAP_NET_RAW and CAP_NET_ADMIN"
                 + (Self.missingCapabilities.map { " and this process lacks \($0)" } ?? "")
                 + ": run `sudo setcap cap_net_raw,cap_net_admin+eip \(Self.executablePath)` or, under systemd, "
-                + "set AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN in the unit"
+                + "set AmbientCapabilities=CAP_NET_RAW in the unit (and bring the adapter up as root before, as "
+                + "the shipped unit's ExecStartPre=+… --adapter-up does)"
         case .adapterUnavailable(let adapter, let reason):
             return "hci:\(adapter): \(reason)"
         case .notLive(let uri, let reason):

@@ -53,6 +53,18 @@ public final class KernelHCISource: AdvertisingSource {
         try await engine.setAdvertising(advertise, timeout: timeout)
     }
 
+    /// Brings adapter `adapter` up if it is down (HCIDEVUP, which needs CAP_NET_ADMIN) and
+    /// returns: what `beacon-gateway --adapter-up` does as root before the unprivileged
+    /// gateway starts, so the gateway itself needs only CAP_NET_RAW.
+    public static func bringUp(adapter: Int) throws(HCIError) {
+        let dd = hci_open_dev(Int32(adapter))
+        guard dd >= 0 else {
+            throw HCILink.kernelError(adapter, SystemError(call: "hci_open_dev", errno: errno, subject: "hci\(adapter)"))
+        }
+        defer { _ = Glibc.close(dd) }
+        try HCILink.bringUp(adapter: adapter, socket: dd)
+    }
+
     public func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
         try await engine.run(output)
     }
@@ -118,7 +130,7 @@ extension HCILink {
     }
 
     /// Brings a down adapter up, as `hciconfig hciN up` would (this needs CAP_NET_ADMIN).
-    private static func bringUp(adapter: Int, socket dd: Int32) throws(HCIError) {
+    static func bringUp(adapter: Int, socket dd: Int32) throws(HCIError) {
         var info = hci_dev_info()
         guard hci_devinfo(Int32(adapter), &info) == 0 else {
             throw kernelError(adapter, SystemError(call: "hci_devinfo", errno: errno, subject: "hci\(adapter)"))

@@ -49,10 +49,16 @@ public struct ServiceNotifier: Sendable, Equatable {
     /// of them in one datagram, in order. A status loses its line breaks (one field a line).
     public func send(_ fields: [Field]) throws(SystemError) {
         let text = fields.map(\.line).joined(separator: "\n")
-        let fd = try syscall("socket", subject: socket) {
-            Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        // One end of a socketpair, not socket(AF_UNIX): a unit may forbid the process Unix
+        // sockets (RestrictAddressFamilies= without AF_UNIX, as the gateway's does), which
+        // stops socket() but not socketpair(), and a datagram sent with an address goes to
+        // that address whatever the socket's peer.
+        var pair: [Int32] = [-1, -1]
+        _ = try syscall("socketpair", subject: socket) {
+            Glibc.socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair)
         }
-        defer { Glibc.close(fd) }
+        let fd = pair[0]
+        defer { Glibc.close(pair[0]); Glibc.close(pair[1]) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(socket.utf8)

@@ -34,6 +34,9 @@ struct BeaconGateway: AsyncParsableCommand {
 
         Exit status: 0 after a clean shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 for bad usage or config.
 
+        Privileges: hci:N needs CAP_NET_RAW; bringing a down adapter up needs CAP_NET_ADMIN as well, which
+        `--adapter-up` does on its own (the systemd unit runs it as root before every start).
+
         The broker: the gateway's store's broker when the config gives the store one (gateways[].store,
         stores[].broker: a chain's in-store broker, bridged to the centre), else the fleet's broker. It
         logs in as its id (user name GATEWAY, client id beacon-gateway-GATEWAY); the password comes from
@@ -83,6 +86,12 @@ struct BeaconGateway: AsyncParsableCommand {
                                             valueName: "HOST:PORT"))
     var metrics: String?
 
+    @Flag(name: .long, help: ArgumentHelp(
+        "Bring this gateway's kernel adapter (hci:N) up if it is down, and exit: this needs CAP_NET_ADMIN, so the "
+        + "systemd unit runs it as root (ExecStartPre=+) and the gateway itself keeps only CAP_NET_RAW. "
+        + "Other sources: nothing to do."))
+    var adapterUp = false
+
     func validate() throws {
         if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
             throw ValidationError("--metrics: \(error)")
@@ -104,6 +113,17 @@ struct BeaconGateway: AsyncParsableCommand {
         }
         guard var uri else {
             throw CommandFailure("gateway \"\(id)\" has no source in \(config); pass --source URI")
+        }
+        if adapterUp {
+            guard case .hci(let adapter) = uri else {
+                print("gateway \(id): source \(uri) is no kernel adapter; nothing to bring up")
+                return
+            }
+            do { try KernelHCISource.bringUp(adapter: adapter) } catch {
+                throw CommandFailure("\(error)", status: .failure)
+            }
+            print("hci\(adapter) is up")
+            return
         }
         if case .btsnoop(let path, let configuredSpeed, let configuredLoop) = uri {
             uri = .btsnoop(path: path, speed: speed ?? configuredSpeed, loop: loop || configuredLoop)

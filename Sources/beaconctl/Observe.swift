@@ -22,6 +22,10 @@ struct Observe: AsyncParsableCommand {
         brain rejects the join. Ctrl-C leaves cleanly: the join is deleted (the profile disappears
         from the broker) and the status turns offline.
 
+        The profile is personal data: over MQTT 5 (the default; --mqtt-version 3.1.1 for a broker without
+        it) the join carries a message expiry of the fleet's brain.joinMaxAge (default 14400 s), so the
+        broker drops it after that even if this app never leaves (docs/security.md, "Privacy").
+
         Ways to choose the beacon:
           --major M --minor m   join that beacon and stay until Ctrl-C (or --count).
           --namespace N --instance I
@@ -41,7 +45,8 @@ struct Observe: AsyncParsableCommand {
         (at most 20 KiB). The same with the Mosquitto clients:
           mosquitto_pub -t observers/ana/status -m online -r -q 1
           mosquitto_sub -t observers/ana/inbox &
-          mosquitto_pub -t beacons/100/1/observers/ana -r -q 1 \\
+          mosquitto_pub -V 5 -D publish message-expiry-interval 14400 \\
+            -t beacons/100/1/observers/ana -r -q 1 \\
             -m '{"state":"joined","profile":{"name":"Ana","favorite":"flat white"}}'
           mosquitto_pub -t beacons/100/1/observers/ana -r -q 1 -n     # leave
 
@@ -121,6 +126,17 @@ struct Observe: AsyncParsableCommand {
 
     @Option(name: .long, help: "Give up (exit 1) after this many seconds without an inbox message.")
     var timeout: Double?
+
+    @Option(name: .long, help: ArgumentHelp("MQTT 5 (default: the join carries a message expiry of brain.joinMaxAge) "
+                                            + "or 3.1.1 (no expiry: only the brain deletes the join).",
+                                            valueName: "5|3.1.1"),
+            transform: { text in
+                guard let version = MQTTVersion(rawValue: text) else {
+                    throw ValidationError("--mqtt-version: \"\(text)\" is neither 5 nor 3.1.1")
+                }
+                return version
+            })
+    var mqttVersion: MQTTVersion = .v5
 
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .warning
@@ -206,6 +222,7 @@ struct Observe: AsyncParsableCommand {
             fleet = try FleetConfig.parse(#"{}"#)
         }
         try ConfigLoading.override(&fleet, broker: broker)
+        fleet.broker.mqttVersion = mqttVersion
         let request = try join()
         let radio = try source.map { try ObserverRadio(self, text: $0) }
         let password = try ConfigLoading.password(for: fleet.broker)
@@ -235,6 +252,8 @@ final class ObserverSession: Sendable {
     let client: String
     let request: JoinRequest
     let brokerURL: BrokerURL
+    /// Seconds the broker keeps the retained join (MQTT 5): the brain's `joinMaxAge`.
+    let joinExpiry: UInt32
     /// The beacon joined now, if any (republished on every reconnect).
     private let joined = Mutex<BeaconRef?>(nil)
 
@@ -246,6 +265,7 @@ final class ObserverSession: Sendable {
         self.client = client
         self.request = request
         brokerURL = fleet.broker.url
+        joinExpiry = UInt32(fleet.brain.joinMaxAge.rounded(.up))
         var options = MQTTClientOptions(fleet.broker, identity: client, clientID: client, password: password)
         options.will = MQTTMessage(topic: topics.status(ofObserver: client), text: "offline", qos: 1, retain: true)
         do { mqtt = try MQTTClient(options) } catch { throw CommandFailure("\(error)", status: .failure) }
@@ -261,7 +281,8 @@ final class ObserverSession: Sendable {
     /// Joins `beacon`: a retained join with the profile (sent now, or on connecting).
     func join(_ beacon: BeaconRef) {
         setJoined(beacon)
-        try? mqtt.publish(MQTTMessage(topic: topics.observer(client, of: beacon), text: request.json, qos: 1, retain: true))
+        try? mqtt.publish(MQTTMessage(topic: topics.observer(client, of: beacon), text: request.json, qos: 1, retain: true,
+                                      expiry: joinExpiry))
     }
 
     /// Leaves the beacon joined: its retained join, with the profile, is deleted.

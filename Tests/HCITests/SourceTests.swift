@@ -106,7 +106,13 @@ struct SourceTests {
         let denied = HCIError.permissionDenied(adapter: 0, SystemError(call: "write", errno: EPERM, subject: "hci:0"))
         #expect("\(denied)".contains("needs CAP_NET_RAW and CAP_NET_ADMIN"))
         #expect("\(denied)".contains("setcap cap_net_raw,cap_net_admin+eip"))
-        #expect("\(denied)".contains("AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN"))
+        #expect("\(denied)".contains("AmbientCapabilities=CAP_NET_RAW in the unit"))
+        // The shipped unit gives CAP_NET_RAW only: a down adapter is brought up as root (--adapter-up).
+        let down = HCIError.permissionDenied(adapter: 1, SystemError(call: "ioctl(HCIDEVUP)", errno: EPERM, subject: "hci1"))
+        #expect("\(down)".hasPrefix("hci:1: the adapter is down and bringing it up needs CAP_NET_ADMIN"))
+        #expect("\(down)".contains("--adapter-up`, which the systemd unit runs before every start"))
+        #expect("\(down)".contains("hciconfig hci1 up"))
+        #expect(down.isPermanent, "the gateway exits; systemd's restart runs --adapter-up again")
         #expect(denied.isPermanent)
         #expect(!HCIError.closed(source: "h4:unix:/x").isPermanent)
     }

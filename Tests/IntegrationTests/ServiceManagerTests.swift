@@ -49,6 +49,38 @@ struct ServiceManagerTests {
         await broker.stop()
     }
 
+    /// The gateway's unit leaves AF_UNIX out of RestrictAddressFamilies=, so socket(AF_UNIX)
+    /// fails there (EAFNOSUPPORT) and the notifications must go out on a socketpair's end.
+    /// Here a preloaded library refuses socket(AF_UNIX) as that seccomp filter would.
+    @Test("with socket(AF_UNIX) refused, as the gateway's unit refuses it, the gateway still says READY=1 and WATCHDOG=1")
+    func gatewayWithoutUnixSockets() async throws {
+        let dir = try TemporaryDirectory("notify-no-unix")
+        let library = try await ShimBuilder.noUnixSockets.library()
+        // The library does refuse Unix sockets (python3: scripts/install-deps installs it).
+        let python = try #require(Programs.system("python3"), "python3 is not installed: scripts/install-deps installs it")
+        let probe = try ChildProcess(python, ["-c", "import socket; socket.socket(socket.AF_UNIX)"],
+                                     environment: ["LD_PRELOAD": library], in: dir, name: "python3")
+        #expect(await probe.waitForExit(timeout: 30) == 1, "\(probe.diagnostics)")
+        #expect(probe.stderr.contains("Address family not supported"), "\(probe.diagnostics)")
+
+        let broker = try await MosquittoBroker.start(in: dir)
+        let capture = try dir.write("door.log", bytes: StoreLoopTests.capture(rssi: -60))
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "source": "btsnoop:\#(capture)?loop"}"#])
+        let manager = try NotifySocket(in: dir)
+        defer { manager.stop() }
+        var environment = manager.environment(watchdog: 2)
+        environment["LD_PRELOAD"] = library
+        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door"], in: dir,
+                                       environment: environment)
+        #expect(await eventually(timeout: 20) {
+            manager.count("READY=1") == 1 && manager.count("WATCHDOG=1") >= 3
+                && manager.lines.contains { $0.hasPrefix("STATUS=broker connected;") }
+        }, "\(manager.lines)\n\(gateway.diagnostics)")
+        #expect(await gateway.stop() == 0, "\(gateway.diagnostics)")
+        #expect(manager.count("STOPPING=1") == 1, "\(manager.lines)")
+        await broker.stop()
+    }
+
     @Test("the brain says READY=1, sends WATCHDOG=1 while its MQTT and core loops run, STOPPING=1 on SIGTERM")
     func brainKeepAlives() async throws {
         let dir = try TemporaryDirectory("notify-brain")

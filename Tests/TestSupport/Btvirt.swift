@@ -95,35 +95,46 @@ public final class BtvirtServer: @unchecked Sendable {
     }
 }
 
-/// Builds the btvirt shim once: tests that start btvirt in parallel share one library,
+/// Builds an LD_PRELOAD library from tools/ once: tests that start btvirt in parallel share one library,
 /// named after a hash of its source so an edited shim is rebuilt. The compiler runs as a
 /// child process that is polled with `Task.sleep`, never waited for on a thread of the
 /// test's cooperative pool (a machine with two cores has two such threads, and a test
 /// suite that blocks them stalls every other test's timers).
-actor ShimBuilder {
-    static let shared = ShimBuilder()
+public actor ShimBuilder {
+    /// `tools/btvirt-shim`: btvirt without the AF_ALG crypto sockets this kernel lacks.
+    public static let shared = ShimBuilder(source: "tools/btvirt-shim/btvirt_shim.c", name: "btvirt-shim")
+    /// `tools/no-unix-sockets`: `socket(AF_UNIX, …)` refused, as the gateway's unit refuses it.
+    public static let noUnixSockets = ShimBuilder(source: "tools/no-unix-sockets/no_unix_sockets.c", name: "no-unix-sockets")
+    private let source: String
+    private let name: String
     private var build: Task<String, any Error>?
 
-    func library() async throws -> String {
+    init(source: String, name: String) {
+        self.source = source
+        self.name = name
+    }
+
+    /// The library's path, compiled on first use.
+    public func library() async throws -> String {
         if let build { return try await build.value }
-        let task = Task { try await Self.compile() }
+        let task = Task { [source, name] in try await Self.compile(source: source, name: name) }
         build = task
         return try await task.value
     }
 
-    private static func compile() async throws -> String {
-        let source = Programs.repositoryRoot + "/tools/btvirt-shim/btvirt_shim.c"
+    private static func compile(source relative: String, name: String) async throws -> String {
+        let source = Programs.repositoryRoot + "/" + relative
         let text = try Data(contentsOf: URL(fileURLWithPath: source))
         // FNV-1a of the source: a new shim gets a new file.
         var hash: UInt64 = 0xcbf29ce484222325
         for byte in text { hash = (hash ^ UInt64(byte)) &* 0x100000001b3 }
-        let output = NSTemporaryDirectory() + "/beaconbridge-btvirt-shim-\(getuid())-\(String(hash, radix: 16)).so"
+        let output = NSTemporaryDirectory() + "/beaconbridge-\(name)-\(getuid())-\(String(hash, radix: 16)).so"
         if FileManager.default.fileExists(atPath: output) { return output }
         guard let compiler = ["cc", "gcc", "clang"].lazy.compactMap(Programs.system).first else {
-            throw BtvirtServer.StartError(description: "no C compiler (cc, gcc or clang) to build the btvirt shim: install gcc")
+            throw BtvirtServer.StartError(description: "no C compiler (cc, gcc or clang) to build \(relative): install gcc")
         }
         let partial = output + ".\(getpid()).tmp"
-        let errors = NSTemporaryDirectory() + "/beaconbridge-btvirt-shim-\(getpid()).err"
+        let errors = NSTemporaryDirectory() + "/beaconbridge-\(name)-\(getpid()).err"
         _ = FileManager.default.createFile(atPath: errors, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: errors) }
         let build = Process()

@@ -9,7 +9,7 @@
 # (with a mosquitto listening on the host's 127.0.0.1:1883). Each phase advertises a
 # different minor from hci1, so what reaches the broker tells which phases worked:
 #   minor 1  a gateway (unprivileged, only CAP_NET_RAW/CAP_NET_ADMIN as ambient
-#            capabilities, as the systemd unit runs it) on hci0 after a scanner was
+#            capabilities, as `setcap` gives them) on hci0 after a scanner was
 #            killed mid-scan on hci0
 #   minor 2  the same gateway after `hciconfig hci0 down` (it reports retrying, recovers);
 #            then `hciconfig hci1 down` ends the advertiser with status 1 and the reason
@@ -17,6 +17,8 @@
 #   minor 4  an advertiser without retrigger: only the scan-stall watchdog's scan
 #            restarts make btvirt report it again
 #   minor 900  a second gateway on hci1 advertising as an iBeacon from its config
+#   minor 8  as the systemd unit runs it: CAP_NET_RAW alone; with hci0 down it exits 1
+#            saying so, `beacon-gateway --adapter-up` as root brings hci0 up, then it scans
 # Results (logs, range output) go to /share/results. Exit status 0 when every guest-side
 # check passed.
 set -u
@@ -158,6 +160,29 @@ as_service beacon-gateway --config "$W/fleet.json" --id pi --log-level debug > "
 GW=$!
 wait_for "$R/gateway2.log" "4660/900 \[Gateway\] enter" 20 || fail "the gateway on hci0 did not hear the gateway-beacon on hci1"
 kill -TERM "$GW" "$GWB"; wait "$GW"; wait "$GWB"
+
+say "phase 8: as the systemd unit runs it: CAP_NET_RAW only, the adapter brought up as root (--adapter-up)"
+as_unit() {
+    # What the shipped unit gives the gateway: AmbientCapabilities=CAP_NET_RAW with User=.
+    exec $SETPRIV --reuid=1000 --regid=1000 --clear-groups --inh-caps=-all,+net_raw \
+        --ambient-caps=-all,+net_raw --bounding-set=-all,+net_raw "$@"
+}
+hciconfig hci0 down
+(as_unit beacon-gateway --config "$W/fleet.json" --id pi > "$R/rawonly-down.out" 2>&1)
+echo "$?" > "$R/rawonly-down.status"
+grep -q "the adapter is down and bringing it up needs CAP_NET_ADMIN" "$R/rawonly-down.out" \
+    || fail "no message for a down adapter without CAP_NET_ADMIN: $(cat "$R/rawonly-down.out")"
+[ "$(cat "$R/rawonly-down.status")" = 1 ] || fail "a gateway that cannot bring hci0 up exited with $(cat "$R/rawonly-down.status")"
+beacon-gateway --config "$W/fleet.json" --id pi --adapter-up > "$R/adapter-up.out" 2>&1 \
+    || fail "--adapter-up failed: $(cat "$R/adapter-up.out")"
+grep -q "hci0 is up" "$R/adapter-up.out" || fail "--adapter-up said: $(cat "$R/adapter-up.out")"
+hciconfig hci0 | grep -q "UP RUNNING" || fail "--adapter-up did not bring hci0 up"
+as_unit beacon-gateway --config "$W/fleet.json" --id pi --log-level debug > "$R/gateway-rawonly.log" 2>&1 &
+GW=$!
+advertise 8 --retrigger 1
+wait_for "$R/gateway-rawonly.log" "4660/8 \[Gateway\] enter" 20 || fail "the gateway with CAP_NET_RAW alone did not hear minor 8"
+stop_advertising
+kill -TERM "$GW"; wait "$GW"
 
 dmesg > "$R/dmesg.txt"
 cp /tmp/btvirt*.log "$R/" 2>/dev/null
