@@ -113,8 +113,15 @@ extension FleetConfig {
             let spot = roster.gateways.isEmpty ? "any gateway of the store" : roster.gateways.joined(separator: ", ")
             let whom = customers == 0 ? "nobody: no registry beacon has an owner (beacons[].owner)"
                 : "\(customers) customer beacon\(customers == 1 ? "" : "s")"
-            return "store \(store.major)'s roster (\(roster.source.rawValue)): \(whom) at \(roster.enter.rawValue) at \(spot), "
+            var note = "store \(store.major)'s roster (\(roster.source.rawValue)): \(whom) at \(roster.enter.rawValue) at \(spot), "
                 + "off at \(roster.leave.rawValue) after \(format(roster.leaveAfter)) s or when out of the store"
+            if !gateways.contains(where: { $0.store == store.major }) {
+                // A gateway without a store counts for the store of the beacon it hears: a
+                // customer's own beacon is seldom registered in the store they walk into.
+                note += "; note: no gateway says \"store\": \(store.major), so only beacons of store \(store.major) "
+                    + "(beacons[].store) are seen there"
+            }
+            return note
         }
     }
 

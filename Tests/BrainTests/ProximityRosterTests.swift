@@ -244,6 +244,9 @@ import Tracking
             .rosterNotes
         #expect(nobody == ["store 100's roster (both): nobody: no registry beacon has an owner (beacons[].owner) at immediate at any "
                            + "gateway of the store, off at far after 3 s or when out of the store"])
+        let storeless = try FleetConfig.parse(Self.configText().replacingOccurrences(of: #", "store": 100 }"#, with: " }")).rosterNotes
+        #expect(storeless.first?.hasSuffix("; note: no gateway says \"store\": 100, so only beacons of store 100 (beacons[].store) are seen there") == true,
+                "\(storeless)")
     }
 
     @Test func aProfileNeedsAnOwner() {
