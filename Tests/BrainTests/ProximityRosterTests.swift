@@ -182,10 +182,14 @@ import Tracking
         restarted.advance(to: t(14.5))
         #expect(customer(restarted, "ada") == nil)
 
-        // A brain restarted after she left deletes what the broker holds.
+        // She left while no brain ran (the till deleted its presence): the next brain deletes
+        // her entry.
         var gone = h
-        gone.withdraw(Self.adasFob, by: "till", at: t(3))
-        #expect(gone.retained[gone.topics.customer("ada", ofStore: 100)] == nil)
+        gone.retained[gone.topics.presence(of: Self.adasFob, seenBy: "till")] = nil
+        #expect(gone.retained[gone.topics.customer("ada", ofStore: 100)] != nil)
+        let next = gone.restarted(at: t(20))
+        #expect(next.retained[next.topics.customer("ada", ofStore: 100)] == nil)
+        #expect(next.roster?["count"] == .number(0))
     }
 
     @Test func aNewConfigTurnsProximityOff() {
