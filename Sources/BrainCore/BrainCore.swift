@@ -99,6 +99,8 @@ public struct BrainCore: Sendable {
     public let limits: Limits
     public let topics: Topics
     public private(set) var presence: FleetPresence
+    /// The gateways' RSSI offsets learned from reference transmitters (`brain.calibration`).
+    public private(set) var calibrator: Calibrator
     public private(set) var observers = ObserverRegistry()
     public private(set) var rules: RuleEngine
     public var counters = BrainCounters()
@@ -174,6 +176,7 @@ public struct BrainCore: Sendable {
         topics = config.topics
         presence = FleetPresence(settings: FleetPresence.Settings(config))
         presence.zoneNames = Self.zoneNames(config)
+        calibrator = Calibrator(config: config, stores: stores)
         rules = RuleEngine(rules: config.rules)
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
@@ -266,6 +269,7 @@ public struct BrainCore: Sendable {
         } else {
             for store in stores.sorted() { filters += [topics.rosterFilter(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
+        filters.append(topics.calibrationFilter)
         return filters
     }
 
@@ -351,6 +355,8 @@ public struct BrainCore: Sendable {
             readRecord(record, topic: topic, payload: payload, retained: retained)
         } else if let (store, client) = topics.parseCustomer(topic) {
             readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
+        } else if let gateway = topics.parseCalibration(topic) {
+            readCalibration(gateway, topic: topic, payload: payload, retained: retained)
         } else {
             unknownTopic(topic)
         }
@@ -456,6 +462,7 @@ public struct BrainCore: Sendable {
             if observers[key] == nil { deleteJoinTopic(key) }
         }
         markLeftovers()
+        syncCalibration()
         visitRecords = [:]
         answeredRecords = [:]
         retainedPresence = [:]
@@ -515,6 +522,7 @@ public struct BrainCore: Sendable {
         for (store, _) in rosterBook.stores { dirtyStores.insert(store) }
         for (store, visit) in proximityRoster.visits { dirtyCustomers.insert(RosterBook.Key(store: store, client: visit.client)) }
         markLeftovers()
+        syncCalibration()
         rosterDue = [:]
         syncAds()
         let pending = recovery.pending
@@ -586,6 +594,10 @@ public struct BrainCore: Sendable {
         let rosterVisits = proximityRoster.visits
         for key in proximityRoster.configure(new) { dirtyCustomers.insert(key) }
         presence.settings = FleetPresence.Settings(new)
+        for gateway in calibrator.configure(new, stores: stores) {
+            setRetained(topics.calibration(ofGateway: gateway), signature: nil) { "" }
+            note(.info, "calibration withdrawn: the brain no longer corrects this gateway's RSSI", ["gateway": gateway])
+        }
         presence.zoneNames.merge(Self.zoneNames(new)) { _, configured in configured }
         for renamed in rules.replaceRules(with: new.rules) {
             note(.info, "a renamed rule keeps what it did (once, cooldowns)", ["from": renamed.from, "to": renamed.to])
@@ -639,6 +651,10 @@ public struct BrainCore: Sendable {
             do {
                 var report = try RSSIReport(parsing: json, topic: gateway)
                 recovery.gatewayIsLive(gateway, at: now)
+                // Calibration learns from the report as the gateway sent it; the zone fusion
+                // takes it corrected by the gateway's learned offset.
+                for record in calibrator.learn(from: report) { calibrated(record) }
+                report = calibrator.corrected(report)
                 // Every store's beacons are in a report: this brain takes its own.
                 if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
                 handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
@@ -866,6 +882,47 @@ public struct BrainCore: Sendable {
     }
 
     /// A customer topic of ours on the broker (read back while settling).
+    /// A calibration record read back (retained): a restarted brain applies what it had learned.
+    private mutating func readCalibration(_ gateway: String, topic: String, payload: [UInt8], retained: Bool) {
+        guard readingBack, retained, !payload.isEmpty else { return }
+        known[topic] = String(decoding: payload, as: UTF8.self)
+        guard let json = json(payload, .record, topic) else { return }
+        do {
+            calibrator.restore(try CalibrationRecord(parsing: json, topic: gateway))
+        } catch {
+            malformed(.record, topic, error.reason)
+        }
+    }
+
+    /// The retained calibration records as the calibrator has them: applied ones written,
+    /// those of gateways this brain calibrates but no longer corrects deleted.
+    private mutating func syncCalibration() {
+        for (gateway, record) in calibrator.applied.sorted(by: { $0.key < $1.key }) {
+            let text = record.json
+            setRetained(topics.calibration(ofGateway: gateway), signature: text) { text }
+        }
+        for topic in known.keys.sorted() {
+            guard let gateway = topics.parseCalibration(topic), calibrator.applied[gateway] == nil,
+                  stores.isEmpty || calibrator.calibrates(gateway) else { continue }
+            setRetained(topic, signature: nil) { "" }
+        }
+    }
+
+    /// New values applied for a gateway: the retained record, a log line and an event.
+    private mutating func calibrated(_ record: CalibrationRecord) {
+        let text = record.json
+        setRetained(topics.calibration(ofGateway: record.gateway), signature: text) { text }
+        var metadata = ["gateway": record.gateway, "rssiOffset": fixed(record.rssiOffset, places: 1),
+                        "pathLossExponent": fixed(record.pathLossExponent, places: 2), "samples": "\(record.samples)",
+                        "residual": fixed(record.residual, places: 1)]
+        if let before = record.before {
+            metadata["was"] = fixed(before.rssiOffset, places: 1) + " dB, n " + fixed(before.pathLossExponent, places: 2)
+        }
+        if record.pinned { metadata["pinned"] = "rssiOffset set in the config" }
+        note(.info, "calibrated a gateway from reference beacons", metadata)
+        event("{\"event\":\"calibration\"," + text.dropFirst())
+    }
+
     private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
         guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
         guard let json = json(payload, .roster, topic) else {
