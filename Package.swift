@@ -177,7 +177,7 @@ let package = Package(
         .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
-            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport"],
+            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport", "Simulation"],
             swiftSettings: swiftSettings),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],

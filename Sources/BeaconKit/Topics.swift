@@ -67,6 +67,16 @@ public struct Topics: Sendable, Equatable {
     public func events(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/events") }
     /// A gateway's RSSI reports for the brain's zone fusion.
     public func rssiReports(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/rssi") }
+    /// What the brain's calibration learned about a gateway (retained; written by the brain).
+    public func calibration(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/calibration") }
+    /// Every gateway's calibration record.
+    public var calibrationFilter: String { topic("gateways/+/calibration") }
+
+    /// The gateway whose calibration record `topic` is; `nil` for any other topic.
+    public func parseCalibration(_ topic: String) -> String? {
+        guard let s = segments(of: topic), s.count == 3, s[0] == "gateways", s[2] == "calibration" else { return nil }
+        return Self.name(s[1])
+    }
     public var fleetConfig: String { topic("fleet/config") }
     public func status(ofObserver client: String) -> String { topic("observers/\(client)/status") }
     public func inbox(of client: String) -> String { topic("observers/\(client)/inbox") }

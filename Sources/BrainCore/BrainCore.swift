@@ -99,6 +99,8 @@ public struct BrainCore: Sendable {
     public let limits: Limits
     public let topics: Topics
     public private(set) var presence: FleetPresence
+    /// The gateways' RSSI offsets learned from reference transmitters (`brain.calibration`).
+    public private(set) var calibrator: Calibrator
     public private(set) var observers = ObserverRegistry()
     public private(set) var rules: RuleEngine
     public var counters = BrainCounters()
@@ -155,6 +157,10 @@ public struct BrainCore: Sendable {
     /// Clients whose entry in a store's roster may have changed.
     private var dirtyCustomers: Set<RosterBook.Key> = []
     public private(set) var rosterBook = RosterBook()
+    /// Customers on the rosters of stores driven by proximity (`stores[].roster`).
+    public private(set) var proximityRoster = ProximityRoster()
+    /// Customer entries found on the broker while settling: proximity visits carry on.
+    private var retainedCustomers: [RosterBook.Key: Roster.Customer] = [:]
     /// When each store's next roster summary may go out.
     private var rosterDue: [UInt16: Instant] = [:]
     private var joinLimiter: JoinRateLimiter
@@ -170,11 +176,13 @@ public struct BrainCore: Sendable {
         topics = config.topics
         presence = FleetPresence(settings: FleetPresence.Settings(config))
         presence.zoneNames = Self.zoneNames(config)
+        calibrator = Calibrator(config: config, stores: stores)
         rules = RuleEngine(rules: config.rules)
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         joinPolicy = JoinPolicy(config: config)
         index(config)
+        proximityRoster.configure(config)
         bridges.configure(bridgedStores(config))
     }
 
@@ -261,6 +269,7 @@ public struct BrainCore: Sendable {
         } else {
             for store in stores.sorted() { filters += [topics.rosterFilter(ofStore: store), topics.customersFilter(ofStore: store)] }
         }
+        filters.append(topics.calibrationFilter)
         return filters
     }
 
@@ -346,6 +355,8 @@ public struct BrainCore: Sendable {
             readRecord(record, topic: topic, payload: payload, retained: retained)
         } else if let (store, client) = topics.parseCustomer(topic) {
             readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
+        } else if let gateway = topics.parseCalibration(topic) {
+            readCalibration(gateway, topic: topic, payload: payload, retained: retained)
         } else {
             unknownTopic(topic)
         }
@@ -433,11 +444,25 @@ public struct BrainCore: Sendable {
             endVisit(ref, record, at: now)
         }
 
+        // Proximity rosters: visits on the broker carry on while their beacon is still there.
+        if proximityRoster.isActive {
+            for (key, customer) in retainedCustomers.sorted(by: { $0.key < $1.key })
+            where joinPolicy.owner(of: customer.beacon) == key.client && owns(customer.beacon) {
+                proximityRoster.resume(ProximityRoster.Visit(beacon: customer.beacon, client: key.client,
+                                                             profile: entry(customer.beacon)?.profile, since: customer.since),
+                                       store: key.store)
+                dirtyCustomers.insert(key)
+            }
+            observeProximity(Set(presence.beacons.keys).union(proximityRoster.visits.map { $0.visit.beacon }), at: now)
+        }
+        retainedCustomers = [:]
+
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
             if observers[key] == nil { deleteJoinTopic(key) }
         }
         markLeftovers()
+        syncCalibration()
         visitRecords = [:]
         answeredRecords = [:]
         retainedPresence = [:]
@@ -495,7 +520,9 @@ public struct BrainCore: Sendable {
             touchRoster(key)
         }
         for (store, _) in rosterBook.stores { dirtyStores.insert(store) }
+        for (store, visit) in proximityRoster.visits { dirtyCustomers.insert(RosterBook.Key(store: store, client: visit.client)) }
         markLeftovers()
+        syncCalibration()
         rosterDue = [:]
         syncAds()
         let pending = recovery.pending
@@ -536,6 +563,8 @@ public struct BrainCore: Sendable {
         }
         let due = recovery.due(at: now)
         if !due.isEmpty { apply(due, at: now) }
+        let waiting = proximityRoster.waiting
+        if !waiting.isEmpty { observeProximity(Set(waiting), at: now) }
         endOldJoins(at: now)
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
@@ -562,7 +591,13 @@ public struct BrainCore: Sendable {
         let removedGateways = Set(config.gateways.map(\.id)).subtracting(new.gateways.map(\.id))
         config = new
         index(new)
+        let rosterVisits = proximityRoster.visits
+        for key in proximityRoster.configure(new) { dirtyCustomers.insert(key) }
         presence.settings = FleetPresence.Settings(new)
+        for gateway in calibrator.configure(new, stores: stores) {
+            setRetained(topics.calibration(ofGateway: gateway), signature: nil) { "" }
+            note(.info, "calibration withdrawn: the brain no longer corrects this gateway's RSSI", ["gateway": gateway])
+        }
         presence.zoneNames.merge(Self.zoneNames(new)) { _, configured in configured }
         for renamed in rules.replaceRules(with: new.rules) {
             note(.info, "a renamed rule keeps what it did (once, cooldowns)", ["from": renamed.from, "to": renamed.to])
@@ -593,6 +628,9 @@ public struct BrainCore: Sendable {
                 dirtyStores.insert(store)
             }
             for store in storeEntries.keys { dirtyStores.insert(store) }
+            // Owners, profiles and which gateways count may have changed.
+            for (store, visit) in rosterVisits { dirtyCustomers.insert(RosterBook.Key(store: store, client: visit.client)) }
+            observeProximity(Set(presence.beacons.keys).union(rosterVisits.map { $0.visit.beacon }), at: now)
         }
         report(status: "applied", origin: origin, details: needsRestart.isEmpty ? [:] : ["needsRestart": needsRestart],
                at: now)
@@ -613,6 +651,10 @@ public struct BrainCore: Sendable {
             do {
                 var report = try RSSIReport(parsing: json, topic: gateway)
                 recovery.gatewayIsLive(gateway, at: now)
+                // Calibration learns from the report as the gateway sent it; the zone fusion
+                // takes it corrected by the gateway's learned offset.
+                for record in calibrator.learn(from: report) { calibrated(record) }
+                report = calibrator.corrected(report)
                 // Every store's beacons are in a report: this brain takes its own.
                 if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
                 handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
@@ -743,6 +785,8 @@ public struct BrainCore: Sendable {
                 }
                 stalePresence.took(report)
                 handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+                // A gateway without reports changes its view's class with no event of the fleet's.
+                if isSettled, proximityRoster.isActive { observeProximity([ref], at: now) }
                 if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
                 if presence[ref] != nil { dirtyPresence.insert(ref) }
             } catch {
@@ -838,6 +882,47 @@ public struct BrainCore: Sendable {
     }
 
     /// A customer topic of ours on the broker (read back while settling).
+    /// A calibration record read back (retained): a restarted brain applies what it had learned.
+    private mutating func readCalibration(_ gateway: String, topic: String, payload: [UInt8], retained: Bool) {
+        guard readingBack, retained, !payload.isEmpty else { return }
+        known[topic] = String(decoding: payload, as: UTF8.self)
+        guard let json = json(payload, .record, topic) else { return }
+        do {
+            calibrator.restore(try CalibrationRecord(parsing: json, topic: gateway))
+        } catch {
+            malformed(.record, topic, error.reason)
+        }
+    }
+
+    /// The retained calibration records as the calibrator has them: applied ones written,
+    /// those of gateways this brain calibrates but no longer corrects deleted.
+    private mutating func syncCalibration() {
+        for (gateway, record) in calibrator.applied.sorted(by: { $0.key < $1.key }) {
+            let text = record.json
+            setRetained(topics.calibration(ofGateway: gateway), signature: text) { text }
+        }
+        for topic in known.keys.sorted() {
+            guard let gateway = topics.parseCalibration(topic), calibrator.applied[gateway] == nil,
+                  stores.isEmpty || calibrator.calibrates(gateway) else { continue }
+            setRetained(topic, signature: nil) { "" }
+        }
+    }
+
+    /// New values applied for a gateway: the retained record, a log line and an event.
+    private mutating func calibrated(_ record: CalibrationRecord) {
+        let text = record.json
+        setRetained(topics.calibration(ofGateway: record.gateway), signature: text) { text }
+        var metadata = ["gateway": record.gateway, "rssiOffset": fixed(record.rssiOffset, places: 1),
+                        "pathLossExponent": fixed(record.pathLossExponent, places: 2), "samples": "\(record.samples)",
+                        "residual": fixed(record.residual, places: 1)]
+        if let before = record.before {
+            metadata["was"] = fixed(before.rssiOffset, places: 1) + " dB, n " + fixed(before.pathLossExponent, places: 2)
+        }
+        if record.pinned { metadata["pinned"] = "rssiOffset set in the config" }
+        note(.info, "calibrated a gateway from reference beacons", metadata)
+        event("{\"event\":\"calibration\"," + text.dropFirst())
+    }
+
     private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
         guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
         guard let json = json(payload, .roster, topic) else {
@@ -845,7 +930,9 @@ public struct BrainCore: Sendable {
             return
         }
         do {
-            known[topic] = try Roster.Customer(parsing: json).json.jsonText
+            let customer = try Roster.Customer(parsing: json)
+            known[topic] = customer.json.jsonText
+            if !isSettled { retainedCustomers[RosterBook.Key(store: store, client: client)] = customer }
         } catch {
             known[topic] = ""
             malformed(.roster, topic, error.reason)
@@ -855,6 +942,9 @@ public struct BrainCore: Sendable {
     // MARK: - Presence events
 
     private mutating func handle(_ events: [FleetEvent], at now: Instant) {
+        defer {
+            if isSettled, proximityRoster.isActive, !events.isEmpty { observeProximity(Set(events.map(\.beacon)), at: now) }
+        }
         var resumed: Set<BeaconRef> = []
         for event in events {
             let ref = event.beacon
@@ -989,6 +1079,10 @@ public struct BrainCore: Sendable {
             note(.info, "join ended: older than brain.joinMaxAge", ["beacon": "\(join.beacon)", "client": join.client])
             leave(join.key, deleteTopic: true, at: now)
         }
+        for key in proximityRoster.endVisits(olderThan: maxAge, at: now) {
+            note(.info, "roster visit ended: older than brain.joinMaxAge", ["store": "\(key.store)", "client": key.client])
+            dirtyCustomers.insert(key)
+        }
     }
 
     private mutating func accept(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
@@ -1037,6 +1131,24 @@ public struct BrainCore: Sendable {
         // An Eddystone beacon of no store has no roster.
         guard let store = store(of: key.beacon) else { return }
         dirtyCustomers.insert(RosterBook.Key(store: store, client: key.client))
+    }
+
+    /// Customer beacons (registry beacons with an `owner`) as the gateways see them now, for
+    /// the stores whose roster is driven by proximity; a beacon that is nobody's any more, or
+    /// no longer this brain's, leaves them.
+    private mutating func observeProximity(_ refs: Set<BeaconRef>, at now: Instant) {
+        let storeOf = viewStore
+        for ref in refs.sorted() {
+            guard let owner = joinPolicy.owner(of: ref), owns(ref) else {
+                for key in proximityRoster.forget(ref) { dirtyCustomers.insert(key) }
+                continue
+            }
+            let views = presence[ref].map { Array($0.views.values) } ?? []
+            for key in proximityRoster.observe(ref, owner: owner, profile: entry(ref)?.profile, views: views,
+                                               storeOf: { storeOf(ref, $0) }, at: now) {
+                dirtyCustomers.insert(key)
+            }
+        }
     }
 
     /// An oversized, malformed, throttled or refused join: an error to the observer, and a
@@ -1153,6 +1265,11 @@ public struct BrainCore: Sendable {
             values["client"] = join.client
             values["customer"] = join.name
             values["favorite"] = join.favorite
+        } else if let owner = entry?.owner {
+            // A customer's own beacon: the registry's profile, as a proximity roster shows it.
+            values["client"] = owner
+            values["customer"] = entry?.profile?.name
+            values["favorite"] = entry?.profile?.favorite
         }
         if let location = entry?.location {
             values["lat"] = location.latitude.map { fixed($0, places: 6) }
@@ -1249,8 +1366,11 @@ public struct BrainCore: Sendable {
                 setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
             for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
-                let joins = observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store }
-                let text = rosterBook.update(client: key.client, store: key.store, joins: joins, topics: topics)?.json.jsonText
+                let source = storeEntries[key.store]?.roster.source ?? .joins
+                let joins = source.usesJoins ? observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store } : []
+                let visits = proximityRoster.visits(of: key.client, in: key.store)
+                let text = rosterBook.update(client: key.client, store: key.store, joins: joins, visits: visits,
+                                             topics: topics)?.json.jsonText
                 let before = known[topics.customer(key.client, ofStore: key.store)]
                 setRetained(topics.customer(key.client, ofStore: key.store), signature: text, expiry: personalExpiry) { text ?? "" }
                 if before != text { dirtyStores.insert(key.store) }

@@ -1,4 +1,5 @@
 public import BeaconKit
+import Config
 
 /// The greeter view of every store, kept up to date one customer at a time.
 ///
@@ -31,10 +32,13 @@ public struct RosterBook: Sendable {
     public func customer(_ client: String, in store: UInt16) -> Roster.Customer? { stores[store]?[client] }
 
     /// Recomputes one client's entry in one store from that client's joins of the store's
-    /// beacons (`joins`, any order): the profile and beacon of the latest join, the time of
-    /// the first. Returns the entry, `nil` when the client has no join there any more.
+    /// beacons (`joins`, any order) and their beacons' visits on a proximity roster
+    /// (`visits`): the profile and beacon of the latest join, else the registry profile and
+    /// beacon of the first visit (no app: no photo); the time of the first of either.
+    /// Returns the entry, `nil` when the client has neither there any more.
     @discardableResult
-    public mutating func update(client: String, store: UInt16, joins: [ObserverJoin], topics: Topics) -> Roster.Customer? {
+    public mutating func update(client: String, store: UInt16, joins: [ObserverJoin], visits: [ProximityRoster.Visit] = [],
+                                topics: Topics) -> Roster.Customer? {
         var latest: ObserverJoin?
         var first: Instant?
         for join in joins {
@@ -42,14 +46,21 @@ public struct RosterBook: Sendable {
             if let current = latest, (current.since, current.beacon) >= (join.since, join.beacon) { continue }
             latest = join
         }
-        guard let latest, let first else {
+        let visit = visits.min { ($0.since, $0.beacon) < ($1.since, $1.beacon) }
+        if let visit { first = min(first ?? visit.since, visit.since) }
+        let customer: Roster.Customer
+        if let latest, let first {
+            customer = Roster.Customer(client: client, name: latest.name, favorite: latest.favorite,
+                                       photo: latest.hasPhoto ? topics.observer(client, of: latest.beacon) : nil,
+                                       beacon: latest.beacon, since: first)
+        } else if let visit, let first {
+            customer = Roster.Customer(client: client, name: visit.profile?.name, favorite: visit.profile?.favorite,
+                                       photo: nil, beacon: visit.beacon, since: first)
+        } else {
             stores[store]?[client] = nil
             if stores[store]?.isEmpty == true { stores[store] = nil }
             return nil
         }
-        let customer = Roster.Customer(client: client, name: latest.name, favorite: latest.favorite,
-                                       photo: latest.hasPhoto ? topics.observer(client, of: latest.beacon) : nil,
-                                       beacon: latest.beacon, since: first)
         stores[store, default: [:]][client] = customer
         return customer
     }

@@ -280,7 +280,7 @@ func normalQuantile(_ p: Double) -> Double {
              4.374664141464968e+00, 2.938163982698783e+00]
     let d = [7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00]
     func tail(_ x: Double) -> Double {
-        let r = (-2 * log(x)).squareRoot()
+        let r = (-2 * naturalLog(x)).squareRoot()
         return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5])
             / ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1)
     }
@@ -293,7 +293,7 @@ func normalQuantile(_ p: Double) -> Double {
 
 /// The natural logarithm, without Foundation: ln(x) = 2·atanh((x − 1)/(x + 1)) after
 /// scaling x into [0.5, 1) by powers of two.
-private func log(_ x: Double) -> Double {
+func naturalLog(_ x: Double) -> Double {
     guard x > 0 else { return -.infinity }
     let e = x.exponent + 1
     let m = x.significand / 2

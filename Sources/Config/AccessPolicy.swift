@@ -7,7 +7,8 @@ import BeaconKit
 /// reports), so the broker can tell a forged gateway message from a real one; an observer
 /// writes only its own join and status and reads only its own inbox and the public ads,
 /// never another customer's presence, profile or roster; only the brain writes
-/// `brain/#`, fleet presence, ads, inboxes and rosters, and deletes other clients' joins;
+/// `brain/#`, fleet presence, ads, inboxes, rosters and the gateways' calibration records,
+/// and deletes other clients' joins;
 /// the display reads what the store's screens show and writes nothing but its Home
 /// Assistant discovery; the operator pushes config and commands. Anything not listed is
 /// refused: Mosquitto drops the publish and delivers nothing to the subscription.
@@ -87,6 +88,8 @@ public struct AccessPolicy: Sendable {
                 "topic readwrite \(topic("brain/#"))",
                 "topic read \(topic("gateways/+/status"))",
                 "topic read \(topic("gateways/+/rssi"))",
+                "# what calibration learned of each gateway (retained; read back on a restart)",
+                "topic readwrite \(topic("gateways/+/calibration"))",
                 "topic read \(topic("observers/+/status"))",
                 "topic write \(topic("observers/+/inbox"))",
                 "topic readwrite \(topic("stores/+/roster"))",

@@ -168,7 +168,28 @@ extension FleetConfig {
 
     static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
                             "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold",
-                            "joins", "joinMaxAge", "shards"]
+                            "joins", "joinMaxAge", "shards", "calibration"]
+    static let calibrationKeys = ["enabled", "minSamples", "minSeconds", "interval", "maxOffset", "minExponent",
+                                  "maxExponent", "minChange"]
+
+    /// `brain.calibration`: on/off and the limits of what the brain learns (docs/presence.md).
+    static func parseCalibration(_ value: JSONValue?, _ r: inout ConfigReader) -> CalibrationSettings {
+        var c = CalibrationSettings()
+        let path = "brain.calibration"
+        guard let o = r.object(value, at: path, keys: calibrationKeys) else { return c }
+        if let v = r.bool(o["enabled"], at: path + ".enabled") { c.enabled = v }
+        if let v = r.integer(o["minSamples"], at: path + ".minSamples", in: 10...1_000_000) { c.minSamples = v }
+        if let v = r.number(o["minSeconds"], at: path + ".minSeconds", in: 0...86_400, unit: " s") { c.minSeconds = v }
+        if let v = r.number(o["interval"], at: path + ".interval", in: 1...86_400, unit: " s") { c.interval = v }
+        if let v = r.number(o["maxOffset"], at: path + ".maxOffset", in: 0...40, unit: " dB") { c.maxOffset = v }
+        if let v = r.number(o["minExponent"], at: path + ".minExponent", in: 1...6) { c.minExponent = v }
+        if let v = r.number(o["maxExponent"], at: path + ".maxExponent", in: 1...6) { c.maxExponent = v }
+        if let v = r.number(o["minChange"], at: path + ".minChange", in: 0...10, unit: " dB") { c.minChange = v }
+        if c.minExponent > c.maxExponent {
+            r.fail(path + ".minExponent", "\(format(c.minExponent)) is above maxExponent \(format(c.maxExponent))")
+        }
+        return c
+    }
 
     /// `brain.shards`: `[{"name": "a", "stores": [100, "101-149"]}, …]`.
     static func parseShards(_ value: JSONValue?, _ r: inout ConfigReader) -> [BrainShard] {

@@ -157,6 +157,9 @@ public struct GatewayConfig: Sendable, Equatable {
     /// Where it stands on its store's floor plan (`beacon-web`'s floor page; what
     /// calibration measures the distances between gateways with).
     public var position: FloorPosition?
+    /// The config sets `rssiOffset` (on the gateway or in `defaults`): the operator's value
+    /// stands, and the brain's calibration never corrects this gateway (docs/presence.md).
+    public var rssiOffsetIsExplicit = false
 
     public init(id: String, source: SourceURI? = nil, zone: String? = nil, tracker: TrackerSettings = .init(),
                 scan: ScanConfig = .init(), advertise: AdvertiseConfig? = nil, position: FloorPosition? = nil,
@@ -230,10 +233,16 @@ public struct BeaconEntry: Sendable, Equatable {
     /// The standing offer, published retained on `beacons/<major>/<minor>/ad` (one beacon's
     /// entries only).
     public var ad: JSONValue?
+    /// Where a fixed reference beacon hangs on its store's floor plan: the brain's
+    /// calibration measures the store's gateways against it (needs `measuredPower`).
+    public var position: FloorPosition?
     /// The observer (app user name = client id) this beacon belongs to: a customer's own
     /// beacon (key fob, phone). Only its owner may join it; `nil` for the store's beacons,
     /// which an observer may join while one of its own beacons is in the store (docs/security.md).
     public var owner: String?
+    /// The owner's profile, shown on the roster of a store whose roster is driven by
+    /// proximity (`stores[].roster`) while the beacon is there.
+    public var profile: CustomerProfile?
 
     /// The one beacon the entry describes; `nil` for a UUID-only entry.
     public var id: BeaconID? {
@@ -316,6 +325,8 @@ public struct StoreEntry: Sendable, Equatable {
     public var broker: BrokerConfig?
     /// Who the store's bridge is at the central broker.
     public var bridge: StoreBridge?
+    /// What puts customers on the store's greeter roster: joins (the default), proximity, or both.
+    public var roster = StoreRoster()
 
     public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil, broker: BrokerConfig? = nil,
                 bridge: StoreBridge? = nil) {
@@ -363,6 +374,9 @@ public struct BrainConfig: Sendable, Equatable {
     /// Brains splitting the fleet (`beacon-brain --shard NAME`), each standing in for the
     /// others when they die (docs/fleet.md).
     public var shards: [BrainShard] = []
+    /// Learning the gateways' RSSI offsets and the path-loss exponent from reference
+    /// beacons heard at known distances (docs/presence.md, "Calibration").
+    public var calibration = CalibrationSettings()
 
     public init(zoneConfidence: Double = 0.93, zoneMargin: Double = 0, zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
                 rssiProcessNoise: Double = 20, rssiTrendNoise: Double = 2, rssiMeasurementNoise: Double = 9,
@@ -382,6 +396,42 @@ public struct BrainConfig: Sendable, Equatable {
         self.clockHold = clockHold
         self.joins = joins
         self.joinMaxAge = joinMaxAge
+    }
+}
+
+/// How the brain calibrates the gateways (`brain.calibration`): from the advertisements of
+/// transmitters at known positions (gateways that advertise, registry beacons with a
+/// `position`) heard by the other gateways of their store, it fits each gateway's RSSI
+/// offset and the store's path-loss exponent by robust least squares, and corrects the
+/// gateways' reports before the zone fusion.
+public struct CalibrationSettings: Sendable, Equatable {
+    public var enabled: Bool
+    /// Advertisements a gateway must have heard from reference transmitters before it is
+    /// calibrated.
+    public var minSamples: Int
+    /// Seconds of capture time from the first reference advertisement before the first fit.
+    public var minSeconds: Double
+    /// Seconds of capture time between two fits.
+    public var interval: Double
+    /// Largest correction, dB either way; a gateway reading further off is clamped and warned about.
+    public var maxOffset: Double
+    /// Bounds on the fitted path-loss exponent.
+    public var minExponent: Double
+    public var maxExponent: Double
+    /// dB (and a twentieth of it in exponent) a new fit must differ by before it replaces
+    /// the applied one: no republishing for noise.
+    public var minChange: Double
+
+    public init(enabled: Bool = true, minSamples: Int = 60, minSeconds: Double = 60, interval: Double = 30,
+                maxOffset: Double = 15, minExponent: Double = 1.5, maxExponent: Double = 4.5, minChange: Double = 0.5) {
+        self.enabled = enabled
+        self.minSamples = minSamples
+        self.minSeconds = minSeconds
+        self.interval = interval
+        self.maxOffset = maxOffset
+        self.minExponent = minExponent
+        self.maxExponent = maxExponent
+        self.minChange = minChange
     }
 }
 

@@ -11,9 +11,9 @@ extension FleetConfig {
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
                              "reportInterval"]
     static let gatewayKeys = ["id", "source", "zone", "store", "position", "entrance", "advertise"] + tuningKeys
-    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan"]
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan", "roster"]
     static let beaconKeys = ["uuid", "major", "minor", "namespace", "instance", "name", "measuredPower", "latitude", "longitude",
-                             "heading", "floor", "store", "ad", "owner"]
+                             "heading", "floor", "store", "ad", "owner", "profile", "position"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "zones", "rssiAbove", "then", "once", "cooldown",
                            "fallback"]
 
@@ -117,6 +117,7 @@ extension FleetConfig {
                                    broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
                                    bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r))
             store.floorPlan = parseFloorPlan(object["floorPlan"], at: path + ".floorPlan", &r)
+            store.roster = parseStoreRoster(object["roster"], at: path + ".roster", &r)
             stores.append(store)
         }
 
@@ -159,6 +160,7 @@ extension FleetConfig {
             }
             if let v = r.number(o["joinMaxAge"], at: "brain.joinMaxAge", in: 60...604_800, unit: " s") { brain.joinMaxAge = v }
             brain.shards = parseShards(o["shards"], &r)
+            brain.calibration = parseCalibration(o["calibration"], &r)
         }
 
         let bridge = parseBridge(top["bridge"], &r)
@@ -169,6 +171,7 @@ extension FleetConfig {
                                  beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
                                  homeAssistant: homeAssistant)
         checkBridging(config, &r)
+        checkRosters(config, &r)
         guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
         return config
     }
@@ -224,7 +227,10 @@ extension FleetConfig {
                             staleAfter: inout Double?, _ r: inout ConfigReader) {
         let p = { (key: String) in ConfigReader.join(path, key) }
         if let v = r.number(o["pathLossExponent"], at: p("pathLossExponent"), in: 1...6) { g.tracker.pathLossExponent = v }
-        if let v = r.number(o["rssiOffset"], at: p("rssiOffset"), in: -50...50, unit: " dB") { g.tracker.rssiOffset = v }
+        if let v = r.number(o["rssiOffset"], at: p("rssiOffset"), in: -50...50, unit: " dB") {
+            g.tracker.rssiOffset = v
+            g.rssiOffsetIsExplicit = true
+        }
         if let v = r.oneOf(o["distanceModel"], at: p("distanceModel"), DistanceModel.allCases.map(\.rawValue)) {
             g.tracker.distanceModel = DistanceModel(rawValue: v)!
         }
@@ -317,6 +323,15 @@ extension FleetConfig {
         let store = r.u16(o["store"], at: path + ".store")
         let ad = parseAd(o["ad"], at: path + ".ad", &r)
         let owner = o["owner"].flatMap { r.topicSegment($0, at: path + ".owner") }
+        let profile = parseProfile(o["profile"], at: path + ".profile", &r)
+        let position = parsePosition(o["position"], at: path + ".position", &r)
+        if o["position"] != nil, uuidOnly || eddystone {
+            r.fail(path + ".position", "needs uuid, major and minor: a reference beacon is one beacon of a store")
+        }
+        if o["position"] != nil, power == nil {
+            r.fail(path + ".measuredPower", "is required for a reference beacon (one with a position): calibration "
+                   + "measures the gateways against its power at 1 m")
+        }
         if let owner, BrokerIdentity.reserved.contains(owner) {
             r.fail(path + ".owner", "\"\(owner)\" is the name of another role; an owner is an app's user name")
         }
@@ -333,18 +348,26 @@ extension FleetConfig {
             if o["owner"] != nil {
                 r.fail(path + ".owner", "needs major and minor: an owner owns one beacon")
             }
+            if o["profile"] != nil {
+                r.fail(path + ".profile", "needs major and minor: a profile is one customer's")
+            }
         }
         let location: Location? = latitude != nil || longitude != nil || heading != nil || floor != nil
             ? Location(latitude: latitude, longitude: longitude, heading: heading, floor: floor) : nil
         if let eddystoneID {
-            return BeaconEntry(id: eddystoneID, name: name, measuredPower: power, location: location, store: store, ad: ad,
-                               owner: owner)
+            var entry = BeaconEntry(id: eddystoneID, name: name, measuredPower: power, location: location, store: store, ad: ad,
+                                    owner: owner)
+            entry.profile = profile
+            return entry
         }
         guard let uuid else { return nil }
         if uuidOnly { return BeaconEntry(uuid: uuid, name: name, measuredPower: power, location: location) }
         guard let major, let minor else { return nil }
-        return BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
-                           location: location, store: store, ad: ad, owner: owner)
+        var entry = BeaconEntry(id: BeaconID(uuid: uuid, major: major, minor: minor), name: name, measuredPower: power,
+                                location: location, store: store, ad: ad, owner: owner)
+        entry.profile = profile
+        entry.position = position
+        return entry
     }
 
     static func parseRule(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule? {

@@ -225,7 +225,7 @@ enum Assets {
         app.replaceChildren(
           el('h1', {}, (data.name || 'Store ' + data.store) + ' — who is in',
              el('span', { 'class': 'count' }, n === 1 ? '1 customer' : n + ' customers')),
-          n ? list : el('p', { 'class': 'empty' }, 'Nobody with the app is in the shop right now.'));
+          n ? list : el('p', { 'class': 'empty' }, 'No customer is in the shop right now.'));
       }
 
       var floorNodes = null;

@@ -34,6 +34,7 @@ struct Config: AsyncParsableCommand {
                 printLine("\(bridged.count) store broker\(bridged.count == 1 ? "" : "s") bridged to \(config.bridgeURL) "
                           + "(stores \(bridged.map(String.init).joined(separator: ", "))): beaconctl bridge \(path) --store N")
             }
+            for note in config.rosterNotes { printLine(note) }
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }

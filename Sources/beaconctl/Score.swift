@@ -144,7 +144,8 @@ struct Score: AsyncParsableCommand {
                 seed: seed,
                 fused: PresenceScore(truth: truth, timelines: run.timelines(start: simulation.start)),
                 strongest: PresenceScore(truth: truth, timelines: ZoneBaseline.strongestEachSecond(run.sightings)),
-                previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)))
+                previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)),
+                calibration: run.calibration)
             results.append(result)
             if !json { progress("seed \(seed): zone right \(decimal(result.fused.zoneRight, places: 1)) % (strongest "
                                 + "\(decimal(result.strongest.zoneRight, places: 1)) %)") }
@@ -171,6 +172,8 @@ struct SeedResult {
     var fused: PresenceScore
     var strongest: PresenceScore
     var previous: PresenceScore
+    /// The brain's calibration at the end of the run, by gateway (in process only).
+    var calibration: [String: CalibrationRecord] = [:]
 }
 
 /// The figures of a set of runs: per seed, and their distribution.
@@ -235,10 +238,18 @@ struct ScoreReport {
             }))
         }
         return .object([
-            "seeds": .array(results.map { result in
-                .object(["seed": .number(Double(result.seed)), "visits": .number(Double(result.fused.visits)),
-                         "brain": figures(result.fused), "strongest": figures(result.strongest),
-                         "previous": figures(result.previous)])
+            "seeds": .array(results.map { result -> JSONValue in
+                var seed: JSONObject = ["seed": .number(Double(result.seed)), "visits": .number(Double(result.fused.visits)),
+                                        "brain": figures(result.fused), "strongest": figures(result.strongest),
+                                        "previous": figures(result.previous)]
+                if !result.calibration.isEmpty {
+                    // What the brain learned: the offset it adds to each gateway's RSSI, and the exponent.
+                    seed["calibration"] = .object(JSONObject(result.calibration.sorted { $0.key < $1.key }.map {
+                        (key: $0.key, value: .object(["rssiOffset": .number(rounded($0.value.rssiOffset, 2)),
+                                                      "pathLossExponent": .number(rounded($0.value.pathLossExponent, 3))]))
+                    }))
+                }
+                return .object(seed)
             }),
             "summary": .object(JSONObject(Self.deciders.map { (key: $0.name, value: distribution($0.pick)) })),
         ])

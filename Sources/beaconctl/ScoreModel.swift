@@ -11,6 +11,8 @@ import Wire
 struct StoreRun {
     var decisions: [ZoneDecision] = []
     var sightings: [ZoneBaseline.Sighting] = []
+    /// What the brain's calibration applied at the end, by gateway (in process only).
+    var calibration: [String: CalibrationRecord] = [:]
 
     /// The brain's zone over time, per beacon.
     func timelines(start: Instant) -> [UInt32: ZoneTimeline] {
@@ -26,9 +28,9 @@ struct StoreRun {
 
 /// The store's gateways and brain without processes or a broker: each gateway's tracker and
 /// RSSI reporter fed its capture frame by frame, the reports handed to the brain's
-/// `FleetPresence` in capture-time order. The same decisions as the real programs (their
-/// engines do the same per frame), in a fraction of the time: for trying settings on many
-/// seeds. `beaconctl score` without `--in-process` runs the real programs.
+/// `FleetPresence` in capture-time order (through its `Calibrator`). The same decisions as
+/// the real programs (their engines do the same per frame), in a fraction of the time: for
+/// trying settings on many seeds. `beaconctl score` without `--in-process` runs the real programs.
 enum InProcessStore {
     static func run(_ simulation: FloorSimulation, config: FleetConfig) throws -> StoreRun {
         struct GatewayState {
@@ -39,6 +41,8 @@ enum InProcessStore {
             var decoder = AdvertisementDecoder()
         }
         var presence = FleetPresence(settings: FleetPresence.Settings(config))
+        // As the brain: calibration learns from each report as sent, the fusion takes it corrected.
+        var calibrator = Calibrator(config: config)
         presence.zoneNames = Dictionary(config.gateways.map { ($0.id, $0.zone ?? $0.id) }, uniquingKeysWith: { a, _ in a })
         var gateways: [GatewayState] = []
         var frames: [(time: Instant, gateway: Int, event: [UInt8])] = []
@@ -56,7 +60,8 @@ enum InProcessStore {
         for id in gateways.map(\.id) { _ = presence.gatewayStatus(id, online: true) }
         func deliver(_ reports: [RSSIReport]) {
             for report in reports {
-                _ = presence.report(report, receivedAt: report.to)
+                _ = calibrator.learn(from: report)
+                _ = presence.report(calibrator.corrected(report), receivedAt: report.to)
                 run.decisions += presence.takeDecisions()
             }
         }
@@ -87,6 +92,7 @@ enum InProcessStore {
             let tracker = gateways[i].tracker
             deliver(gateways[i].reporter.close(upTo: end, gateway: gateways[i].id) { tracker.tracks[$0] })
         }
+        run.calibration = calibrator.applied
         return run
     }
 }

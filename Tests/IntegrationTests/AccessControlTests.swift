@@ -69,6 +69,7 @@ struct AccessControlTests {
             ("ana", "beacons/1/2/observers/ana"), ("ana", "observers/ana/status"),
             ("brain", "beacons/1/2/ad"), ("brain", "observers/ana/inbox"), ("brain", "stores/1/roster"),
             ("brain", "beacons/1/2/observers/ana"), ("brain", "brain/visits/1/2"), ("brain", "displays/100/barista"),
+            ("brain", "gateways/door/calibration"),
             ("operator", "fleet/config"), ("operator", "gateways/door/cmd"),
             ("display", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
         ]
@@ -121,6 +122,10 @@ struct AccessControlTests {
         ("an app writes fleet presence", "ana", "beacons/1/2/presence"),
         ("a gateway writes fleet presence", "door", "beacons/1/2/presence"),
         ("an app says the brain is offline", "ana", "brain/status"),
+        ("a gateway calibrates itself (its RSSI offset in the zone fusion)", "door", "gateways/door/calibration"),
+        ("a gateway calibrates another", "door", "gateways/counter/calibration"),
+        ("an app calibrates a gateway", "ana", "gateways/door/calibration"),
+        ("the operator writes a calibration record (the brain's to write)", "operator", "gateways/door/calibration"),
     ]
 
     @Test("an app learns nothing about other customers: no profile, photo, inbox, roster or presence but its own")

@@ -104,13 +104,15 @@ struct CommandLineTests {
         let dir = try TemporaryDirectory("cli-config")
         let bad = try dir.write("bad.json", """
         {"gateways": [{"id": "door", "source": "hci:0"}, {"id": "till", "source": "usb:3", "pathLossExponent": 9,
-          "advertise": {"uuid": "xyz", "major": 1, "minor": 2}}], "uuids": ["not-a-uuid"], "brokr": {}}
+          "advertise": {"uuid": "xyz", "major": 1, "minor": 2}}], "uuids": ["not-a-uuid"], "brokr": {},
+         "brain": {"calibration": {"minExponent": 3, "maxExponent": 2}}}
         """)
         let check = try await run("beaconctl", ["config", "check", bad])
         #expect(check.status == 2)
         for expected in [#"gateways[1].source"#, #"gateways[1].pathLossExponent"#,
                          #"gateways[1].advertise.uuid: "xyz" is not a UUID"#,
-                         #"uuids[0]: "not-a-uuid" is not a UUID"#, #"brokr: unknown key (did you mean "broker"?)"#] {
+                         #"uuids[0]: "not-a-uuid" is not a UUID"#, #"brokr: unknown key (did you mean "broker"?)"#,
+                         #"brain.calibration.minExponent: 3 is above maxExponent 2"#] {
             #expect(check.stderr.contains(expected), "missing \(expected) in:\n\(check.stderr)")
         }
         let gateway = try await run("beacon-gateway", ["--config", bad, "--id", "door"])
