@@ -25,7 +25,7 @@ final class CentreLog: Sendable {
     func append(_ message: MQTTMessage) {
         let now = WallClock.monotonic()
         let record = Record(time: now, topic: message.topic, empty: message.payload.isEmpty,
-                            text: message.payload.count <= 8 ? message.text : "")
+                            text: message.payload.count <= 8 || message.topic.hasSuffix("/events") ? message.text : "")
         records.withLock { $0.append(record) }
     }
 
@@ -86,9 +86,10 @@ extension BenchRun {
         }
         let majors = Array(replay.majors.prefix(stores))
 
-        // The centre's view: the bridges' notifications, gateway presence, the brain's presence.
+        // The centre's view: the bridges' notifications, gateway presence, the brain's presence
+        // and its decisions (with the capture time each was made at).
         let log = CentreLog()
-        try watcher.subscribe(["stores/+/bridge", "beacons/+/+/presence", "beacons/+/+/presence/+"])
+        try watcher.subscribe(["stores/+/bridge", "beacons/+/+/presence", "beacons/+/+/presence/+", "beacons/+/+/events"])
         try watcher.start()
         let consumer = Task {
             for await event in watcher.events {
@@ -146,7 +147,6 @@ extension BenchRun {
         let cpuBefore = (brain: brain.cpuSeconds ?? 0, sub: everything.cpuSeconds ?? 0, central: central.process.cpuSeconds ?? 0)
         var firstMessage: [String: Double] = [:]
         var gatewayPublished: [String: [Double]] = [:]
-        var leftGateway: [String: [Double]] = [:]
         var sightings = 0
         var published = 0
         var lag: [Double] = []
@@ -174,8 +174,7 @@ extension BenchRun {
             case .gatewayPresence(let beacon):
                 if firstMessage[beacon] == nil, !entry.message.payload.isEmpty { firstMessage[beacon] = at }
                 gatewayPublished[entry.message.topic, default: []].append(at)
-                if entry.message.payload.isEmpty { leftGateway[beacon, default: []].append(at) }
-            case .brainPresence:
+            case .brainPresence, .decision:
                 break
             }
         }
@@ -206,12 +205,14 @@ extension BenchRun {
         await watcher.stop(timeout: 1)
 
         // Latencies: the bridge's own (each gateway presence, store broker → centre) and the
-        // brain's (a customer's first gateway message → the brain's zone; the last gateway
-        // letting go → the brain's deletion), all read by the same subscriber.
+        // brain's (a customer's first gateway message → the brain's zone; a decision's capture
+        // time, on the replay's clock → the decision at the centre), all read by the same
+        // subscriber.
         let records = log.all
         var arrived: [String: [Double]] = [:]
         var bridgeLatency: [Double] = []
         var enterLatency: [Double] = []
+        var decisionLatency: [Double] = []
         var exitLatency: [Double] = []
         var zoned = Set<String>()
         for record in records {
@@ -222,9 +223,13 @@ extension BenchRun {
                 if !record.empty, !zoned.contains(beacon), let first = firstMessage[beacon] {
                     zoned.insert(beacon)
                     enterLatency.append(record.time - first)
-                } else if record.empty, let cause = leftGateway[beacon]?.last(where: { $0 <= record.time }) {
-                    exitLatency.append(record.time - cause)
                 }
+            case .decision?:
+                guard case .object(let o)? = try? JSONParser().parse(record.text),
+                      let ts = o["ts"]?.stringValue.flatMap(Instant.init(iso8601:)) else { break }
+                let latency = record.time - (start + ts.seconds(since: replay.origin))
+                decisionLatency.append(latency)
+                if o["event"]?.stringValue == "exit" { exitLatency.append(latency) }
             default:
                 break
             }
@@ -234,6 +239,7 @@ extension BenchRun {
         }
         let bridge = LatencySummary(bridgeLatency)
         let enter = LatencySummary(enterLatency)
+        let decision = LatencySummary(decisionLatency)
         let exit = LatencySummary(exitLatency)
         let received = counted["received"]?.numberValue ?? 0
         let span = (counted["last"]?.numberValue ?? 0) - (counted["first"]?.numberValue ?? 0)
@@ -253,7 +259,7 @@ extension BenchRun {
           brain CPU: \(milliseconds(brainPerThousand)) ms per 1,000 sightings; the C subscriber: \
         \(milliseconds(subPerThousand)) ms per 1,000 messages = \(decimal(brainPerThousand / max(subPerThousand, 1e-9), places: 1)) ×
           sighting to zone (customer's first gateway message → brain's zone at the centre): \(enter.text)
-          last gateway lets go → brain's deletion: \(exit.text)
+          decision (its capture time on the replay's clock → at the centre): \(decision.text); of which exits: \(exit.text)
           bridge's own (gateway presence, store broker → centre): \(bridge.text); \
         zone p50 \(decimal(enter.median / bridge.median, places: 1)) ×, p99 \(decimal(enter.p99 / bridge.p99, places: 1)) ×
           memory: beacon-brain \(brainMemory.map { megabytes($0.resident) } ?? "-") (peak \(brainMemory.map { megabytes($0.peak) } ?? "-")), \
@@ -269,7 +275,7 @@ extension BenchRun {
             "centralMosquittoCpuMsPer1000Messages": .number(rounded(received > 0 ? centralCPU / received * 1e6 : 0, 3)),
             "brainCpuMsPer1000Sightings": .number(rounded(brainPerThousand * 1000, 3)),
             "subscriberCpuMsPer1000Messages": .number(rounded(subPerThousand * 1000, 3)),
-            "sightingToZone": enter.json, "exitToDeletion": exit.json, "bridgeLatency": bridge.json,
+            "sightingToZone": enter.json, "decision": decision.json, "exitDecision": exit.json, "bridgeLatency": bridge.json,
             "brainResidentBytes": .number(Double(brainMemory?.resident ?? 0)),
             "brainPeakResidentBytes": .number(Double(brainMemory?.peak ?? 0)),
             "centralResidentBytes": .number(Double(centralMemory?.resident ?? 0)),

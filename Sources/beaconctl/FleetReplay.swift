@@ -23,6 +23,8 @@ struct FleetReplay {
     static let gatewayNames = ["door", "aisle", "shelf", "till"]
 
     let majors: [UInt16]
+    /// The simulated instant the replay's time 0 stands for (every store's start).
+    let origin = StoreSimulation.defaultStart
     /// Every store's messages, ordered by time (a store's own in the order decided).
     let entries: [Entry]
 
@@ -40,7 +42,8 @@ struct FleetReplay {
         var all: [Entry] = []
         for (index, major) in majors.enumerated() {
             let simulation = StoreSimulation(store: major, customers: customers, duration: duration, rate: 2,
-                                             gateways: Self.gateways(of: major, count: gateways), seed: UInt64(major))
+                                             gateways: Self.gateways(of: major, count: gateways), seed: UInt64(major),
+                                             start: origin)
             for (id, capture) in simulation.captures() {
                 guard let gateway = config.gateways.first(where: { $0.id == id }) else {
                     throw CommandFailure("the fleet config has no gateway \(id)", status: .failure)
@@ -115,6 +118,8 @@ enum FleetTopic: Equatable {
     case sighting(String)
     case brainPresence(String)
     case gatewayPresence(String)
+    /// `beacons/<major>/<minor>/events`: the brain's decisions.
+    case decision(String)
 
     init?(_ topic: String) {
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
@@ -123,6 +128,7 @@ enum FleetTopic: Equatable {
         switch parts.count {
         case 3: self = .sighting(beacon)
         case 4 where parts[3] == "presence": self = .brainPresence(beacon)
+        case 4 where parts[3] == "events": self = .decision(beacon)
         case 5 where parts[3] == "presence": self = .gatewayPresence(beacon)
         default: return nil
         }

@@ -67,6 +67,9 @@ struct BenchSmokeTests {
         #expect(number("brainCpuMsPer1000Sightings") > 0)
         #expect(number("subscriberCpuMsPer1000Messages") > 0)
         #expect(number("sightingToZone", "count") > 0, "the brain gave customers a zone")
+        #expect(number("decision", "count") >= number("sightingToZone", "count"),
+                "every zone came with a decision on beacons/+/+/events, timed from its capture time")
+        #expect(number("decision", "medianMs") > 0)
         #expect(number("bridgeLatency", "count") > 0)
         #expect(number("brainResidentBytes") > 1_000_000)
         #expect(number("storeBrokerResidentBytes") > 100_000)
