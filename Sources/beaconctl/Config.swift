@@ -35,6 +35,7 @@ struct Config: AsyncParsableCommand {
                           + "(stores \(bridged.map(String.init).joined(separator: ", "))): beaconctl bridge \(path) --store N")
             }
             for note in config.rosterNotes { printLine(note) }
+            for note in config.calibrationNotes { printLine(note) }
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }

@@ -56,4 +56,25 @@ struct CalibrationConfigTests {
         """#))
         #expect(reference.beacons.first?.position == FloorPosition(x: 5, y: 5))
     }
+
+    @Test("config check says what calibrates what, and which advertising gateway it cannot use")
+    func notes() throws {
+        let config = try FleetConfig.parse(#"""
+        {"gateways": [{"id": "door", "store": 100, "position": {"x": 1, "y": 2}, "rssiOffset": 2,
+                       "advertise": {"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 100, "minor": 60000}},
+                      {"id": "till", "store": 100, "position": {"x": 9, "y": 2}},
+                      {"id": "porch", "store": 100,
+                       "advertise": {"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 100, "minor": 60001}}],
+         "stores": [{"major": 100}],
+         "beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 100, "minor": 9, "measuredPower": -60,
+                      "position": {"x": 5, "y": 5}}]}
+        """#)
+        #expect(config.calibrationNotes == [
+            "store 100: calibration from 2 reference transmitters (gateway door, beacon 100/9) of 2 placed gateways; "
+                + "pinned by their rssiOffset: door",
+            "note: gateway porch advertises but has no position: calibration cannot use its beacon",
+        ])
+        #expect(try FleetConfig.parse(Self.config()).calibrationNotes.count == 1)
+        #expect(try FleetConfig.parse(#"{"gateways": [{"id": "door"}]}"#).calibrationNotes.isEmpty)
+    }
 }

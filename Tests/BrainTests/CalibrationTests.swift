@@ -204,3 +204,27 @@ struct CalibrationBrokerTests {
         await broker.stop()
     }
 }
+
+@Suite("Calibration in the brain")
+struct CalibrationBrainTests {
+    @Test("a restarted brain applies its retained records; turning calibration off deletes them")
+    func readBackAndWithdraw() throws {
+        var core = BrainCore(config: try ReferenceStore.config())
+        #expect(core.subscriptions.contains("gateways/+/calibration"))
+        let record = CalibrationRecord(gateway: "window", values: .init(rssiOffset: 5.5, pathLossExponent: 2.4, since: t(60)),
+                                       samples: 120, links: 3, residual: 1.2, pinned: false, configuredOffset: 0, before: nil)
+        _ = core.receive(topic: "gateways/window/calibration", payload: Array(record.json.utf8), retained: true, at: t(0))
+        _ = core.settle(at: t(1))
+        #expect(core.calibrator.correction(of: "window") == 5.5, "applied again after a restart")
+        // The window's reports reach the zone fusion corrected: −70 dBm reported is −64.5.
+        _ = core.receive(topic: "gateways/window/rssi", payload: Array(rssiReport("window", from: 2, to: 3, [(counter, -70)]).json.utf8),
+                         retained: false, at: t(3))
+        #expect(core.presence[counter]?.views["window"]?.rssiSmoothed == -64.5, "\(String(describing: core.presence[counter]))")
+
+        let off = try ReferenceStore.config(calibration: #"{"enabled": false}"#)
+        let out = core.apply(off, origin: "test", at: t(4))
+        #expect(out.messages.contains { $0.topic == "gateways/window/calibration" && $0.payload.isEmpty && $0.retain },
+                "the record is deleted: \(out.messages.map(\.topic))")
+        #expect(core.calibrator.correction(of: "window") == 0)
+    }
+}
