@@ -12,8 +12,10 @@ import SystemCalls
 /// so SIGTERM/SIGINT end it in order: `offline` on `brain/status`, then disconnect.
 ///
 /// Every input (a message, a connection change, a timer tick) is handled to completion
-/// under one `Mutex`, in arrival order, and what it produces is published inside it, so
-/// messages leave in the order the core decided.
+/// under one `Mutex`, and what it produces is published inside it, so messages leave in
+/// the order the core decided. Messages are handled in arrival order, except that those of
+/// observers the brain does not know wait behind the rest (`InboundLanes`): a flood of
+/// joins from made-up names does not hold up a registry owner's join.
 ///
 /// On its first connection the core rebuilds its state from the retained messages (no
 /// database; docs/brain.md, "Start-up and recovery"): after subscribing, the brain publishes a marker to `brain/sync/<client id>`;
@@ -55,6 +57,11 @@ public final class BrainService: Service, Sendable {
         public var isStandIn = false
         /// The key that seals the brain's records (`RecordSeal`); `nil`: unsealed.
         public var recordKey: [UInt8]?
+        /// The deferred lane (`InboundLanes`: observers the brain does not know) waits while
+        /// more of the brain's messages than this await the broker's acknowledgement, for at
+        /// most 0.1 s at a time: an answer from the first lane then never queues behind
+        /// thousands of replies to a flood in libmosquitto's queue.
+        public var deferredUnacknowledgedLimit = 100
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -94,10 +101,16 @@ public final class BrainService: Service, Sendable {
         var receivedAtCheck = 0
         var burstSince = 0
         var nextMemoryCheck: Double?
+        /// Messages and connection changes waiting to be handled (`InboundLanes`).
+        var lanes = InboundLanes<MQTTEvent>(limit: MQTTClient.eventBufferLimit)
+        /// Events the lanes had no room for.
+        var droppedEvents = 0
     }
 
     let client: MQTTClient
     let state: Mutex<State>
+    /// Events from the network thread not yet sorted into the lanes.
+    let arrivals = Mutex<[MQTTEvent]>([])
     let logger: Logger
     let options: Options
     let topics: Topics
@@ -148,7 +161,8 @@ public final class BrainService: Service, Sendable {
         return state.withLock { s in
             Statistics(counters: s.core.counters, settled: s.core.isSettled && s.synced, connected: s.connected,
                        connections: s.connections, beacons: s.core.presence.beacons.count, joins: s.core.observers.count,
-                       published: s.published, publishFailures: s.publishFailures, droppedEvents: dropped)
+                       published: s.published, publishFailures: s.publishFailures,
+                       droppedEvents: dropped + s.droppedEvents)
         }
     }
 
@@ -170,8 +184,18 @@ public final class BrainService: Service, Sendable {
 
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
+                // The network thread's events, sorted into lanes as they come; the brain takes
+                // them one at a time, the first lane first (`InboundLanes`).
+                let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
                 group.addTask {
-                    for await event in self.client.events { self.handle(event) }
+                    for await event in self.client.events {
+                        self.arrivals.withLock { $0.append(event) }
+                        ring.yield()
+                    }
+                    ring.finish()
+                }
+                group.addTask {
+                    for await _ in bell { await self.drain() }
                 }
                 group.addTask {
                     while !Task.isCancelled {
@@ -221,6 +245,50 @@ public final class BrainService: Service, Sendable {
     }
 
     // MARK: - Inputs
+
+    /// Handles what has arrived until nothing waits: each round sorts the new arrivals into
+    /// the lanes and handles one message, so a join of a known observer that comes during a
+    /// flood is handled next (after the message in hand). The deferred lane also waits for
+    /// the broker to take what the brain has published (`deferredUnacknowledgedLimit`).
+    func drain() async {
+        var arrived: [MQTTEvent] = []
+        var rounds = 0
+        var heldSince: Double?
+        while true {
+            arrivals.withLock { swap(&$0, &arrived) }
+            let now = WallClock.monotonic()
+            let held = client.unacknowledged > options.deferredUnacknowledgedLimit && now - (heldSince ?? now) < 0.1
+            if !held { heldSince = nil }
+            let (event, waiting): (MQTTEvent?, Bool) = state.withLock { s in
+                for event in arrived { sort(event, into: &s) }
+                let event = s.lanes.next(takingDeferred: !held)
+                return (event, s.lanes.count > 0)
+            }
+            arrived.removeAll(keepingCapacity: true)
+            guard let event else {
+                guard waiting, !Task.isCancelled else { return }
+                heldSince = heldSince ?? now
+                try? await Task.sleep(for: .milliseconds(1))
+                continue
+            }
+            handle(event)
+            rounds += 1
+            // A long flood leaves the timer and the watchdog their turn.
+            if rounds % 256 == 0 { await Task.yield() }
+        }
+    }
+
+    /// Puts an event in its lane (`BrainCore.lane(of:payloadIsEmpty:)`): connection changes
+    /// and the sync marker are barriers, so they keep their place among everything else.
+    private func sort(_ event: MQTTEvent, into s: inout State) {
+        var (lane, observer): (InboundLane, String?) = (.barrier, nil)
+        if case .message(let message) = event, message.topic != syncTopic {
+            (lane, observer) = s.core.lane(of: message.topic, payloadIsEmpty: message.payload.isEmpty)
+            // Reading the retained state back after a reconnect: nothing waits.
+            if !s.synced { lane = .first }
+        }
+        if !s.lanes.push(event, lane: lane, observer: observer) { s.droppedEvents += 1 }
+    }
 
     func handle(_ event: MQTTEvent) {
         switch event {

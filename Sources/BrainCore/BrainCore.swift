@@ -123,7 +123,7 @@ public struct BrainCore: Sendable {
     /// The seal on the brain's records: only sealed ones are trusted (`RecordSeal`).
     public var recordSeal = RecordSeal()
     /// Who may join which beacon (`brain.joins`).
-    private var joinPolicy: JoinPolicy
+    private(set) var joinPolicy: JoinPolicy
     /// When joins past `brain.joinMaxAge` are next looked for.
     private var nextAgeCheck = Instant.epoch
     /// Visits whose views were missing at settling while their store was unknown: decided

@@ -71,6 +71,9 @@ public struct JoinPolicy: Sendable {
         return false
     }
 
+    /// Whether the registry names `client` as the owner of a beacon.
+    public func owns(_ client: String) -> Bool { owned[client]?.isEmpty == false }
+
     /// The owner of `beacon`, if the registry gives one.
     public func owner(of beacon: BeaconRef) -> String? { owners[beacon] }
 }

@@ -69,6 +69,9 @@ public struct ObserverRegistry: Sendable {
         return join
     }
 
+    /// Whether `client` has any join.
+    public func hasJoins(ofClient client: String) -> Bool { byClient[client] != nil }
+
     /// Every join of one client, by beacon.
     public func joins(ofClient client: String) -> [ObserverJoin] {
         (byClient[client] ?? []).sorted().compactMap { joins[ObserverJoin.Key(beacon: $0, client: client)] }

@@ -118,6 +118,11 @@ public final class MQTTClient: Sendable {
     /// Events that did not fit the `events` buffer (the oldest go first).
     public var droppedEvents: Int { state.withLock { $0.droppedEvents } }
 
+    /// QoS > 0 messages published and not yet acknowledged by the broker: in flight, or
+    /// queued in libmosquitto behind those (it sends a few at a time). What this client
+    /// publishes next waits behind all of them.
+    public var unacknowledged: Int { state.withLock { $0.acknowledgements.count } }
+
     /// Begins connecting and starts the network thread. A broker that cannot be reached is
     /// retried with back-off (`options.reconnectDelay`) for as long as the client runs;
     /// only a configuration libmosquitto rejects (a keepalive under 5 s, a bad port) throws.
@@ -672,6 +677,7 @@ struct Acknowledgements {
     private var next = 0
 
     var isEmpty: Bool { outstanding.isEmpty }
+    var count: Int { outstanding.count }
 
     mutating func published(_ mid: Int32, awaitingAcknowledgement: Bool) {
         if let index = early.firstIndex(of: mid), mid != 0 {

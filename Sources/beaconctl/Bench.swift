@@ -39,7 +39,9 @@ struct Bench: AsyncParsableCommand {
           5. flood (beacon-brain): --flood-joins joins from as many observers, as fast as the broker
              takes them, while a legitimate observer joins every 10 ms: its join-to-reply latency beside
              the same joins with the brain idle and the broker's round trip, the greeter bytes per join,
-             and the brain's resident memory idle, at its peak and after the flood left (docs/PERFORMANCE.md);
+             and the brain's resident memory idle, at its peak and after the flood left; twice, with
+             brain.joins owned-or-near (the legitimate observer owns its beacons, the flood owns none)
+             and open (every join answered), with the load average (docs/PERFORMANCE.md);
           6. fleet (only with --only fleet: it starts a Mosquitto per store): for each of --fleet-stores, a central
              Mosquitto, a Mosquitto per store bridged to it by the configuration `beaconctl bridge` writes, and
              beacon-brain at the centre; --fleet-gateways gateways × --fleet-customers customers per store are

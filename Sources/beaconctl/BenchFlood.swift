@@ -15,19 +15,35 @@ extension BenchRun {
     /// Beside it, in the same run: the same legitimate joins with the brain idle, and the
     /// broker's own round trip. Also the bytes the brain wrote on `stores/#` per join and
     /// leave (the roster's cost), and the brain's resident memory idle, at its peak, and once
-    /// the flood has left again.
+    /// the flood has left again. Run twice: with the default `brain.joins` (`owned-or-near`:
+    /// the legitimate observer joins the beacons the registry names it the owner of, and the
+    /// flood, owning nothing, is refused), then `open` (every join accepted and answered,
+    /// the flood's as well: the brain's most work per join).
     mutating func flood() async throws {
+        try await flood(access: "owned-or-near", key: "brainFlood")
+        try await flood(access: "open", key: "brainFloodOpen")
+    }
+
+    mutating func flood(access: String, key: String) async throws {
         guard let brainPath = Programs.sibling("beacon-brain") else {
             throw CommandFailure("beacon-brain is not beside beaconctl: build the whole package (swift build)", status: .failure)
         }
         let joins = settings.floodJoins
-        let config = directory + "/flood-fleet.json"
+        let legitimate = max(50, joins / 20)
+        // The legitimate observer: `mqtt-baseline join --id <id>` joins beacons/100/<i + 1> as
+        // `<id>-<i>`, with the brain idle and again during the flood.
+        let legitimateID = unique("legit")
+        let owners: [JSONValue] = (0..<legitimate).map { i in
+            .object(["uuid": .string("F7826DA6-4FA2-4E98-8024-BC5B71E0893E"), "major": .number(100),
+                     "minor": .number(Double(i % 1000 + 1)), "owner": .string("\(legitimateID)-\(i)")])
+        }
+        let config = directory + "/flood-fleet-\(access).json"
         let document: JSONValue = .object([
             "broker": .object(["url": .string(broker.url)]),
             "stores": .array([.object(["major": .number(100), "name": .string("Flood Street"),
                                        "ad": .object(["title": .string("Deal of the day")])])]),
-            // Every flood join is accepted and answered: the brain's most work per join.
-            "brain": .object(["joins": .string("open")]),
+            "beacons": .array(access == "open" ? [] : owners),
+            "brain": .object(["joins": .string(access)]),
         ])
         try FileSystem.write(config, Array(document.jsonText.utf8))
         let brain = try BenchProcess(brainPath, ["--config", config, "--client-id", unique("bench-flood-brain"),
@@ -43,8 +59,8 @@ extension BenchRun {
         let idleMemory = brain.memory
 
         // The same legitimate observer with the brain idle, and the broker's own round trip.
-        let legitimate = max(50, joins / 20)
-        let idle = try await baselineRun(["join", "--count", String(legitimate), "--burst", "0", "--id", unique("idle"),
+        let loadBefore = loadAverage()
+        let idle = try await baselineRun(["join", "--count", String(legitimate), "--burst", "0", "--id", legitimateID,
                                           "--interval", "0.01", "--stores", "1"], name: "flood-idle")
         let idleLatency = LatencySummary(idle["joinToReply"]) ?? LatencySummary([])
         let rtt = try await baselineRun(["rtt", "--count", String(legitimate)], name: "flood-rtt")
@@ -60,7 +76,7 @@ extension BenchRun {
 
         // The flood, and the legitimate observer joining every 10 ms meanwhile.
         let during = try BenchProcess(baseline, ["join", "--port", String(broker.port), "--count", String(legitimate),
-                                                 "--burst", "0", "--id", unique("legit"), "--interval", "0.01", "--stores", "1"],
+                                                 "--burst", "0", "--id", legitimateID, "--interval", "0.01", "--stores", "1"],
                                       name: unique("flood-legit"), in: directory)
         let floodResult = try await baselineRun(["flood", "--count", String(joins)], name: "flood", timeout: 600)
         guard await during.wait(timeout: 300) != nil, let legit = during.lastJSON else {
@@ -68,6 +84,7 @@ extension BenchRun {
             throw CommandFailure("the legitimate observer did not finish\n\(during.errors)", status: .failure)
         }
         let floodLatency = LatencySummary(legit["joinToReply"]) ?? LatencySummary([])
+        let loadAfter = loadAverage()
 
         // The flood has left: the brain lets go of it.
         _ = await rosterWatch.wait(timeout: 300)
@@ -84,10 +101,12 @@ extension BenchRun {
         let rate = floodResult["publishedPerSecond"]?.numberValue ?? 0
         let replied = floodResult["repliesPerSecond"]?.numberValue ?? 0
         let storeBytes = stores?["bytes"]?.numberValue ?? 0
-        let bytesPerChange = storeBytes / Double(max(1, 2 * (joins + legitimate)))
+        // Joins the brain accepted while `stores/#` was watched, each left again.
+        let accepted = legitimate + (access == "open" ? joins : 0)
+        let bytesPerChange = storeBytes / Double(max(1, 2 * accepted))
         let mb = { (bytes: Int?) in JSONValue.number(rounded(Double(bytes ?? 0) / 1_048_576, 1)) }
-        report.add("brainFlood", .object([
-            "joins": .number(Double(joins)), "publishedPerSecond": .number(rate.rounded()),
+        report.add(key, .object([
+            "access": .string(access), "joins": .number(Double(joins)), "publishedPerSecond": .number(rate.rounded()),
             "replies": floodResult["replies"] ?? .null, "repliesPerSecond": .number(replied.rounded()),
             "legitimateDuringFlood": floodLatency.json, "legitimateIdle": idleLatency.json,
             "brokerRoundTrip": brokerLatency.json,
@@ -96,7 +115,8 @@ extension BenchRun {
             "storesBytesPerJoinOrLeave": .number(rounded(bytesPerChange, 1)),
             "residentMiBIdle": mb(idleMemory?.resident), "residentMiBPeak": mb(peak),
             "residentMiBAfter": mb(after?.resident),
-        ]), "brain under a flood of \(grouped(Double(joins))) joins from as many observers, published at "
+            "loadAverageBefore": .string(loadBefore), "loadAverageAfter": .string(loadAfter),
+        ]), "brain (brain.joins \(access)) under a flood of \(grouped(Double(joins))) joins from as many observers, published at "
             + "\(grouped(rate)) joins/s (as fast as the broker takes them), answered at \(grouped(replied)) joins/s:\n"
             + "  a legitimate join meanwhile: \(floodLatency.text)\n"
             + "  the same joins, brain idle:  \(idleLatency.text) (p99 during the flood = "
@@ -105,6 +125,7 @@ extension BenchRun {
             + "  greeter topics (stores/#): \(grouped(storeBytes)) bytes in \(grouped(stores?["received"]?.numberValue ?? 0)) "
             + "messages = \(decimal(bytesPerChange, places: 1)) bytes per join or leave\n"
             + "  beacon-brain resident memory: idle \(megabytes(idleMemory?.resident ?? 0)), peak "
-            + "\(megabytes(peak ?? 0)), after the flood left \(megabytes(after?.resident ?? 0))")
+            + "\(megabytes(peak ?? 0)), after the flood left \(megabytes(after?.resident ?? 0))\n"
+            + "  load average before \(loadBefore), after \(loadAfter)")
     }
 }

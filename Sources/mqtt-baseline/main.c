@@ -20,7 +20,8 @@
 //   mqtt-baseline flood --port P [--count N]
 //       a join flood: N joins (QoS 1, retained, with a profile) from N different observer
 //       names flood-<i> to beacons/100/<1..1000>, published as fast as the broker takes them;
-//       waits for the brain's N replies, then leaves every join again.
+//       waits for the brain's N replies, then leaves every join again (and waits until the broker has
+//       acknowledged every leave).
 //   mqtt-baseline sub also reports the topic and payload bytes it received.
 //
 // Every result is one JSON line on stdout. Times are CLOCK_MONOTONIC. Loopback only.
@@ -74,6 +75,8 @@ struct client {
     double last_reply;
     // Only inbox topics starting with this count as replies (flood: not someone else's).
     const char *reply_prefix;
+    // QoS 1 publishes the broker has acknowledged.
+    long acked;
 };
 
 static void on_connect(struct mosquitto *mosq, void *context, int rc) {
@@ -90,6 +93,15 @@ static void on_subscribe(struct mosquitto *mosq, void *context, int mid, int cou
     struct client *c = context;
     pthread_mutex_lock(&c->lock);
     c->subscribed = 1;
+    pthread_cond_broadcast(&c->changed);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void on_publish(struct mosquitto *mosq, void *context, int mid) {
+    (void)mosq; (void)mid;
+    struct client *c = context;
+    pthread_mutex_lock(&c->lock);
+    c->acked++;
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
 }
@@ -133,6 +145,7 @@ static void client_start(struct client *c, const char *id, int port) {
     mosquitto_connect_callback_set(c->mosq, on_connect);
     mosquitto_subscribe_callback_set(c->mosq, on_subscribe);
     mosquitto_message_callback_set(c->mosq, on_message);
+    mosquitto_publish_callback_set(c->mosq, on_publish);
     // As BeaconBridge's MQTTClient: no Nagle, so a small message never waits for an ACK.
     mosquitto_int_option(c->mosq, MOSQ_OPT_TCP_NODELAY, 1);
     int rc = mosquitto_connect(c->mosq, "127.0.0.1", port, 60);
@@ -178,6 +191,21 @@ static void wait_for(struct client *c, int (*done)(struct client *, long), long 
         double t = now();
         if (c->received != seen) { seen = c->received; last_change = t; }
         if ((c->received > 0 && t - last_change > idle) || t - start > limit) break;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/// Waits until the broker has acknowledged `goal` QoS 1 publishes (or `limit` seconds pass):
+/// a disconnect would drop those libmosquitto still holds back.
+static void wait_acknowledged(struct client *c, long goal, double limit) {
+    double start = now();
+    pthread_mutex_lock(&c->lock);
+    while (c->acked < goal && now() - start < limit) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += 20 * 1000000;
+        if (deadline.tv_nsec >= 1000000000) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000; }
+        pthread_cond_timedwait(&c->changed, &c->lock, &deadline);
     }
     pthread_mutex_unlock(&c->lock);
 }
@@ -430,6 +458,8 @@ static int mode_flood(int port, long count) {
         int rc;
         while ((rc = mosquitto_publish(c.mosq, NULL, topic, 0, NULL, 1, true)) == MOSQ_ERR_NOMEM) usleep(100);
     }
+    // Every join and every leave on the broker before disconnecting.
+    wait_acknowledged(&c, 2 * count, 120);
     double left = now();
     printf("{\"mode\":\"flood\",\"sent\":%ld,\"publishSeconds\":%.6f,\"publishedPerSecond\":%.0f,\"replies\":%ld,"
            "\"repliedSeconds\":%.6f,\"repliesPerSecond\":%.0f,\"leaveSeconds\":%.6f}\n",

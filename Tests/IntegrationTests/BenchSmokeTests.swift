@@ -40,6 +40,10 @@ struct BenchSmokeTests {
         #expect(number("brainFlood", "legitimateDuringFlood", "count") == 50)
         #expect((number("brainFlood", "storesBytesPerJoinOrLeave") ?? 0) > 0)
         #expect((number("brainFlood", "residentMiBPeak") ?? 0) > 1)
+        #expect(report["brainFlood"]?["access"] == .string("owned-or-near"))
+        #expect(number("brainFloodOpen", "replies") == 300)
+        #expect(number("brainFloodOpen", "legitimateDuringFlood", "count") == 50)
+        #expect((number("brainFloodOpen", "storesBytesPerJoinOrLeave") ?? 0) > 0)
     }
 
     @Test("--only fleet --quick: two store brokers bridged to a centre, the brain, every figure")
