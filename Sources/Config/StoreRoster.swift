@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 public import Tracking
 
 /// What puts a customer on a store's greeter roster (`stores[].roster`, docs/brain.md):

@@ -108,10 +108,23 @@ struct ProcessStore {
             }
             let end = simulation.start + simulation.crowd.duration
             let deadline = WallClock.monotonic() + timeout
+            // The gateways may finish long before the brain has read what they sent (at full
+            // replay speed on a busy machine, before its first decision): the run is over when
+            // every customer who came has an exit decided, or, if the brain missed someone,
+            // `brainCatchUp` seconds after the gateways finished with no visit open.
+            let visitors = Set(simulation.truth.visits.map { BeaconRef(major: $0.major, minor: $0.minor) })
+            var gatewaysFinished: Double?
             while true {
-                let (reported, open) = collected.state.withLock { ($0.reported, $0.open) }
+                let (reported, open, exited) = collected.state.withLock { s in
+                    (s.reported, s.open, Set(s.decisions.filter { $0.kind == .exit }.map(\.beacon)))
+                }
                 let least = gateways.map { reported[$0] ?? .epoch }.min() ?? .epoch
-                if least >= end, open.isEmpty { break }
+                if least >= end, open.isEmpty {
+                    if visitors.isSubset(of: exited) { break }
+                    let finished = gatewaysFinished ?? WallClock.monotonic()
+                    gatewaysFinished = finished
+                    if WallClock.monotonic() - finished > Self.brainCatchUp { break }
+                }
                 if let failed = processes.first(where: { $0.poll() != nil }) {
                     throw CommandFailure("\(failed.name) ended early: \(failed.errors.suffix(2000))", status: .failure)
                 }
@@ -138,6 +151,10 @@ struct ProcessStore {
             throw error
         }
     }
+
+    /// Seconds the brain is given, after the gateways finished, to decide the visits it has
+    /// not decided yet.
+    static let brainCatchUp = 30.0
 
     private func waitUntil(_ what: String, seconds: Double, _ condition: () -> Bool) async throws {
         let deadline = WallClock.monotonic() + seconds
