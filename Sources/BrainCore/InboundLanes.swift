@@ -9,6 +9,10 @@
 /// holds the other messages of observers, where a flood of made-up names lands. It takes
 /// from the first lane while that holds anything.
 ///
+/// Only under a backlog: while fewer than `deferAbove` messages wait, the brain keeps up and
+/// nothing is deferred, so everything is handled in arrival order as by a single lane (an
+/// app's join and the gateway report that came after it keep their order).
+///
 /// Under a backlog (more than `newestFirstAbove` deferred) the deferred lane serves the
 /// newest observer first (adaptive LIFO, as servers do under overload): an app that joins
 /// while thousands of flood joins wait is answered at once instead of after all of them,
@@ -40,10 +44,12 @@ public struct InboundLanes<Element> {
     /// Each observer's deferred arrival numbers, oldest first.
     private var waiting: [String: LaneQueue<Int>] = [:]
     public let limit: Int
+    public let deferAbove: Int
     public let newestFirstAbove: Int
 
-    public init(limit: Int, newestFirstAbove: Int = 64) {
+    public init(limit: Int, deferAbove: Int = 64, newestFirstAbove: Int = 64) {
         self.limit = max(1, limit)
+        self.deferAbove = max(0, deferAbove)
         self.newestFirstAbove = max(0, newestFirstAbove)
     }
 
@@ -58,6 +64,8 @@ public struct InboundLanes<Element> {
     public mutating func push(_ element: Element, lane: InboundLane, observer: String? = nil) -> Bool {
         guard lane == .barrier || count < limit else { return false }
         let entry = Entry(element: element, observer: observer)
+        // No backlog: arrival order.
+        let lane = lane == .deferred && count < deferAbove ? .first : lane
         switch lane {
         case .first where observer.map({ waiting[$0] == nil }) ?? true:
             first.append(entry)

@@ -13,7 +13,7 @@ import Testing
     }
 
     @Test func theFirstLaneGoesFirstAndEachLaneKeepsArrivalOrder() {
-        var lanes = InboundLanes<String>(limit: 100)
+        var lanes = InboundLanes<String>(limit: 100, deferAbove: 0)
         lanes.push("flood-1 joins", lane: .deferred, observer: "flood-1")
         lanes.push("door reports", lane: .first)
         lanes.push("flood-2 joins", lane: .deferred, observer: "flood-2")
@@ -24,8 +24,23 @@ import Testing
         #expect(lanes.count == 0)
     }
 
-    @Test func anObserversLaterMessagesFollowItsDeferredOnes() {
+    @Test func withoutABacklogNothingIsDeferred() {
         var lanes = InboundLanes<String>(limit: 100)
+        // An app joins, then the gateway's report that fires the beacon's rules: the join must
+        // be handled first, or the app misses what the rules send it.
+        lanes.push("carla joins", lane: .deferred, observer: "carla")
+        lanes.push("till reports", lane: .first)
+        #expect(lanes.deferredCount == 0)
+        #expect(drained(&lanes) == ["carla joins", "till reports"])
+        // A backlog (64 waiting): now an unknown observer's messages wait behind the rest.
+        for i in 0..<64 { lanes.push("report \(i)", lane: .first) }
+        lanes.push("flood-1 joins", lane: .deferred, observer: "flood-1")
+        lanes.push("ana joins", lane: .first, observer: "ana")
+        #expect(drained(&lanes).suffix(2) == ["ana joins", "flood-1 joins"])
+    }
+
+    @Test func anObserversLaterMessagesFollowItsDeferredOnes() {
+        var lanes = InboundLanes<String>(limit: 100, deferAbove: 0)
         lanes.push("carla joins", lane: .deferred, observer: "carla")
         // Carla became known meanwhile (a new config names her an owner): her leave asks to go
         // first, but her join is still waiting, so the leave waits behind it.
@@ -39,7 +54,7 @@ import Testing
     }
 
     @Test func aBarrierComesAfterEverythingBeforeItAndBeforeEverythingAfter() {
-        var lanes = InboundLanes<String>(limit: 100)
+        var lanes = InboundLanes<String>(limit: 100, deferAbove: 0)
         lanes.push("flood-1 joins", lane: .deferred, observer: "flood-1")
         lanes.push("door reports", lane: .first)
         lanes.push("sync marker", lane: .barrier)
@@ -50,7 +65,7 @@ import Testing
     }
 
     @Test func fullLanesRefuseAllButBarriers() {
-        var lanes = InboundLanes<String>(limit: 2)
+        var lanes = InboundLanes<String>(limit: 2, deferAbove: 0)
         let taken = [lanes.push("a", lane: .deferred, observer: "a"), lanes.push("b", lane: .first),
                      lanes.push("c", lane: .first), lanes.push("d", lane: .deferred, observer: "d"),
                      lanes.push("disconnected", lane: .barrier)]
@@ -59,7 +74,7 @@ import Testing
     }
 
     @Test func aLongFloodIsTakenInOrderBelowTheBacklogMark() {
-        var lanes = InboundLanes<Int>(limit: 100_000, newestFirstAbove: 100_000)
+        var lanes = InboundLanes<Int>(limit: 100_000, deferAbove: 0, newestFirstAbove: 100_000)
         var order: [Int] = []
         for i in 0..<5_000 {
             lanes.push(i, lane: .deferred, observer: "flood-\(i)")
@@ -72,7 +87,7 @@ import Testing
     }
 
     @Test func underABacklogTheNewestObserverGoesFirstWithItsOwnMessagesInOrder() {
-        var lanes = InboundLanes<String>(limit: 100, newestFirstAbove: 3)
+        var lanes = InboundLanes<String>(limit: 100, deferAbove: 0, newestFirstAbove: 3)
         for i in 1...4 { lanes.push("flood-\(i) joins", lane: .deferred, observer: "flood-\(i)") }
         lanes.push("flood-2 leaves", lane: .deferred, observer: "flood-2")
         lanes.push("carla joins", lane: .deferred, observer: "carla")
@@ -86,7 +101,7 @@ import Testing
     }
 
     @Test func aBarrierUnderABacklogStillKeepsArrivalOrder() {
-        var lanes = InboundLanes<String>(limit: 100, newestFirstAbove: 1)
+        var lanes = InboundLanes<String>(limit: 100, deferAbove: 0, newestFirstAbove: 1)
         for i in 1...3 { lanes.push("flood-\(i) joins", lane: .deferred, observer: "flood-\(i)") }
         #expect(lanes.next() == "flood-3 joins")
         lanes.push("disconnected", lane: .barrier)
@@ -130,7 +145,7 @@ import Testing
     func throughTheLanesAnOwnerIsAnsweredFirstAndEachObserversJoinAndLeaveApplyInOrder(newestFirstAbove: Int) {
         var h = Harness(config: JoinPolicyTests.config(joins: "open"))
         h.join("ana", JoinPolicyTests.anasFob, at: t(1))
-        var lanes = InboundLanes<(topic: String, payload: String)>(limit: 10_000, newestFirstAbove: newestFirstAbove)
+        var lanes = InboundLanes<(topic: String, payload: String)>(limit: 10_000, deferAbove: 0, newestFirstAbove: newestFirstAbove)
         func arrive(_ topic: String, _ payload: String) {
             let (lane, observer) = h.core.lane(of: topic, payloadIsEmpty: payload.isEmpty)
             lanes.push((topic, payload), lane: lane, observer: observer)
