@@ -126,6 +126,7 @@ public struct AccessPolicy: Sendable {
             "topic read \(topic("eddystone/+/+/presence"))",
             "topic read \(topic("gateways/+/status"))",
             "topic read \(topic("gateways/+/health"))",
+            "topic read \(topic("gateways/+/calibration"))",
             "topic read \(t.brainStatus)",
             "topic read \(t.fleetConfig)",
         ]

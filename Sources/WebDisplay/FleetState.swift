@@ -34,7 +34,7 @@ public struct FleetState: Sendable {
 
     /// What `beacon-web` subscribes to: all read-only.
     public var subscriptions: [String] {
-        [topics.under("gateways/+/status"), topics.under("gateways/+/health"),
+        [topics.under("gateways/+/status"), topics.under("gateways/+/health"), topics.calibrationFilter,
          topics.under("beacons/+/+/presence"), topics.under("beacons/+/+/observers/+"),
          topics.fleetConfig, topics.brainStatus] + CustomerBook.subscriptions(topics)
     }
@@ -95,6 +95,21 @@ public struct FleetState: Sendable {
             malformed += 1
             return Change()
         case .ignored: break
+        }
+        if let id = topics.parseCalibration(topic) {
+            // What the brain's calibration learned (docs/presence.md): shown beside the config's.
+            if payload.isEmpty {
+                guard gateways[id]?.calibration != nil else { return Change() }
+                gateways[id]?.calibration = nil
+            } else if let value = try? JSONParser(maxDepth: 4).parse(payload),
+                      let record = try? CalibrationRecord(parsing: value, topic: id) {
+                guard gateways[id]?.calibration != record else { return Change() }
+                gateways[id, default: GatewayStatus()].calibration = record
+            } else {
+                malformed += 1
+                return Change()
+            }
+            return Change(fleet: true)
         }
         switch topics.parse(topic) {
         case .gatewayStatus(let id)?:
@@ -196,6 +211,8 @@ public struct GatewayStatus: Sendable, Equatable {
     public var health: GatewayHealth?
     /// When the last health message arrived here.
     public var healthReceived: Instant?
+    /// `gateways/<id>/calibration`: what the brain learned, if it calibrates this gateway.
+    public var calibration: CalibrationRecord?
 
     public init(online: Bool? = nil, health: GatewayHealth? = nil, healthReceived: Instant? = nil) {
         self.online = online

@@ -288,6 +288,15 @@ extension FleetState {
                 } else {
                     g("calibration", .null)
                 }
+                // The brain's correction on top of the config's offset, and the store's exponent.
+                g("learned", status?.calibration.map { record -> JSONValue in
+                    .object([
+                        "rssiOffset": .number((record.rssiOffset * 10).rounded() / 10),
+                        "pathLossExponent": .number((record.pathLossExponent * 100).rounded() / 100),
+                        "pinned": .bool(record.pinned),
+                        "since": .string(record.values.since.iso8601),
+                    ])
+                } ?? .null)
             }
         }
         return writer.text

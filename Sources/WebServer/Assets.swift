@@ -284,6 +284,10 @@ enum Assets {
         var rows = data.gateways.map(function (g) {
           var cal = g.calibration ? 'n ' + g.calibration.pathLossExponent + ', ' +
             (g.calibration.rssiOffset >= 0 ? '+' : '') + g.calibration.rssiOffset + ' dB, ' + g.calibration.distanceModel : '—';
+          if (g.learned) {
+            cal += '; learned ' + (g.learned.pinned ? 'nothing (pinned)' :
+              (g.learned.rssiOffset >= 0 ? '+' : '') + g.learned.rssiOffset + ' dB, store n ' + g.learned.pathLossExponent);
+          }
           return el('tr', { 'class': 'gateway ' + g.condition + (g.attention ? ' attention' : ''), 'data-id': g.id,
                             'data-condition': g.condition },
             el('td', {}, el('b', {}, g.id)), el('td', {}, g.zone || ''),

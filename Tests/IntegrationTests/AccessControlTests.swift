@@ -78,7 +78,7 @@ struct AccessControlTests {
             ("door", "beacons/1/2/presence/counter"), ("door", "gateways/counter/status"), ("door", "beacons/1/2/ad"),
             ("ana", "beacons/1/2/ad"), ("display", "beacons/1/2/observers/ana"), ("display", "stores/1/roster"),
             ("display", "gateways/door/status"), ("display", "homeassistant/sensor/other/config"),
-            ("door", "displays/100/barista"),
+            ("door", "displays/100/barista"), ("display", "gateways/door/calibration"),
         ]
         for (user, topic) in forbidden { try await publish(broker, as: user, topic, "forbidden", in: dir) }
         for (user, topic) in allowed { try await publish(broker, as: user, topic, "allowed", in: dir) }
@@ -91,6 +91,14 @@ struct AccessControlTests {
         for (user, topic) in forbidden {
             #expect(!seen.contains("\(topic) forbidden"), "\(user) must not publish \(topic)")
         }
+        // beacon-web's fleet page shows what the brain's calibration learned. (The user name is
+        // the client id: this subscriber starts once no other display connection comes.)
+        let screen = try await MosquittoSubscriberAs.start(broker: broker, user: "display",
+                                                            filters: ["gateways/+/calibration"], in: dir)
+        try await publish(broker, as: "brain", "gateways/window/calibration", "learned", in: dir)
+        #expect(await eventually(timeout: 10) { screen.stdout.contains("gateways/window/calibration learned") },
+                "the display reads the brain's calibration records")
+        await screen.stop()
         await audit.stop()
         await broker.stop()
     }

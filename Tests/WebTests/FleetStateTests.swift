@@ -119,6 +119,26 @@ struct FleetStateTests {
         #expect(page["brain"] == .string("unknown"))
     }
 
+    @Test("the dashboard shows what the brain's calibration learned beside the config's values, and forgets a deleted record")
+    func learnedCalibration() throws {
+        var state = FleetState(config: try fleetConfig())
+        let record = CalibrationRecord(gateway: "door",
+                                       values: .init(rssiOffset: -5.94, pathLossExponent: 2.4321, since: t(60)),
+                                       samples: 240, links: 3, residual: 1.2, pinned: false, configuredOffset: 0, before: nil)
+        state.receive("gateways/door/calibration", record.json)
+        state.receive("gateways/counter/calibration", record.json)  // the record names another gateway
+        var rows = try #require(state.parsed(.fleet, at: 1)["gateways"]?.arrayValue)
+        #expect(rows[0]["learned"]?["rssiOffset"] == .number(-5.9))
+        #expect(rows[0]["learned"]?["pathLossExponent"] == .number(2.43))
+        #expect(rows[0]["learned"]?["pinned"] == .bool(false))
+        #expect(rows[0]["calibration"]?["pathLossExponent"] == .number(2.5), "the config's values stay beside it")
+        #expect(rows[1]["learned"] == .null)
+        #expect(state.malformed == 1)
+        state.receive("gateways/door/calibration", "")
+        rows = try #require(state.parsed(.fleet, at: 1)["gateways"]?.arrayValue)
+        #expect(rows[0]["learned"] == .null)
+    }
+
     @Test("a new fleet/config applies (names, positions), keeping this process's broker; a bad one is counted")
     func liveConfig() throws {
         var state = FleetState(config: try fleetConfig())
