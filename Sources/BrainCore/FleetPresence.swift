@@ -128,6 +128,9 @@ public struct FleetPresence: Sendable {
         /// Gateways by the door (`entrance`): new beacons enter in their zone unless another
         /// gateway is clearly louder.
         public var entrances: Set<String> = []
+        /// Per gateway: its store (absent: not set, the fleet's one store). A new beacon that a
+        /// store with an entrance heard waits `brain.entranceWait` for the entrance to hear it.
+        public var stores: [String: UInt16] = [:]
         /// Per gateway: seconds between two "updates" (its `publishInterval`, 0 in raw mode),
         /// so rules counting updates count one a second, as they counted sightings.
         public var updateIntervals: [String: Double] = [:]
@@ -146,6 +149,7 @@ public struct FleetPresence: Sendable {
             self.init(config.brain, viewTimeouts: timeouts,
                       defaultViewTimeout: config.gateways.map(\.tracker.exitTimeout).max() ?? 10,
                       step: intervals.min() ?? 0.5)
+            stores = Dictionary(config.gateways.compactMap { g in g.store.map { (g.id, $0) } }, uniquingKeysWith: { a, _ in a })
             entrances = Set(config.gateways.filter(\.entrance).map(\.id))
             updateIntervals = Dictionary(config.gateways.map { ($0.id, $0.tracker.raw ? 0 : $0.tracker.publishInterval) },
                                          uniquingKeysWith: { a, _ in a })
@@ -154,7 +158,9 @@ public struct FleetPresence: Sendable {
         func updateInterval(_ gateway: String) -> Double { updateIntervals[gateway] ?? 1 }
 
         func viewTimeout(_ gateway: String) -> Double { viewTimeouts[gateway] ?? defaultViewTimeout }
-        var zScore: Double { normalQuantile(brain.zoneConfidence) }
+        var zScore: (still: Double, walking: Double) {
+            (normalQuantile(brain.zoneConfidence), normalQuantile(brain.zoneConfidenceWalking))
+        }
     }
 
     public var settings: Settings {
@@ -166,7 +172,7 @@ public struct FleetPresence: Sendable {
     /// Gateway names for reports: the config's zone names.
     public var zoneNames: [String: String] = [:]
 
-    private var zScore: Double
+    private var zScore: (still: Double, walking: Double)
     private var evidence: [BeaconRef: Evidence] = [:]
     private var clock = ReportClock()
     private var pending: [PendingSample] = []
@@ -478,12 +484,24 @@ public struct FleetPresence: Sendable {
                 }
                 beacons[ref] = beacon
                 evidence[ref] = e
-            } else if end.seconds(since: e.firstHeard) >= brain.entryWindow {
+            } else if end.seconds(since: e.firstHeard) >= brain.entryWindow, !awaitsEntrance(e, at: end) {
                 enter(ref, e, at: end, &events)
             } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
                 evidence[ref] = nil
             }
         }
+    }
+
+    /// Whether a new beacon still waits for an entrance gateway: customers come in at the
+    /// door, and a far gateway may catch the first advertisement the door's missed (20 %
+    /// are lost). It waits when a gateway of a store with an entrance heard it, no
+    /// entrance gateway has an RSSI for it yet, and it was first heard less than
+    /// `brain.entranceWait` ago.
+    private func awaitsEntrance(_ e: Evidence, at end: Instant) -> Bool {
+        guard !settings.entrances.isEmpty, end.seconds(since: e.firstHeard) < settings.brain.entranceWait else { return false }
+        if e.links.contains(where: { settings.entrances.contains($0.key) && $0.value.level != nil }) { return false }
+        let withEntrance = Set(settings.entrances.map { settings.stores[$0] })
+        return e.links.keys.contains { withEntrance.contains(settings.stores[$0]) }
     }
 
     /// Ends the visit when the beacon has been silent long enough; true when it did.
@@ -573,14 +591,20 @@ public struct FleetPresence: Sendable {
     }
 
     /// Whether the brain is `zoneConfidence` sure that `a` hears the beacon louder than `b`
-    /// (by `zoneMargin`), given both estimates' uncertainty.
+    /// (by `zoneMargin`), given both estimates' uncertainty; `zoneConfidenceWalking` sure
+    /// while `a`'s level rises against `b`'s (their trends differ by more than half the
+    /// difference's standard deviation): the customer walks from `b` towards `a`.
     private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: Instant) -> Bool {
         let brain = settings.brain
         guard let c = a.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise),
               let z = b.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise)
         else { return a.level != nil }
-        return c.level - z.level - brain.zoneMargin > zScore * (c.variance + z.variance).squareRoot()
+        let walking = a.slope - b.slope > Self.walkingTrend * (a.slopeVariance + b.slopeVariance).squareRoot()
+        return c.level - z.level - brain.zoneMargin > (walking ? zScore.walking : zScore.still) * (c.variance + z.variance).squareRoot()
     }
+
+    /// How many standard deviations the trends must differ by to count as walking.
+    static let walkingTrend = 0.5
 
     private mutating func move(_ beacon: inout FleetBeacon, to gateway: String, at time: Instant, _ events: inout [FleetEvent]) {
         guard gateway != beacon.zone else { return }

@@ -166,8 +166,8 @@ extension FleetConfig {
         }
     }
 
-    static let brainKeys = ["zoneConfidence", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
-                            "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "exitSamples", "exitMinimum", "clockHold",
+    static let brainKeys = ["zoneConfidence", "zoneConfidenceWalking", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
+                            "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "entranceWait", "exitSamples", "exitMinimum", "clockHold",
                             "joins", "joinMaxAge", "shards", "calibration"]
     static let calibrationKeys = ["enabled", "minSamples", "minSeconds", "interval", "maxOffset", "minExponent",
                                   "maxExponent", "minChange"]

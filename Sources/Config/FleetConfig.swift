@@ -344,6 +344,10 @@ public struct BrainConfig: Sendable, Equatable {
     /// How sure (a probability) the brain must be that another gateway hears a beacon louder
     /// than the zone's gateway before the zone moves.
     public var zoneConfidence: Double
+    /// The same while the other gateway's level is rising against the zone's (the customer
+    /// walks towards it): a walker crosses into the next zone, noise around a standing
+    /// customer does not trend.
+    public var zoneConfidenceWalking: Double
     /// dB the other gateway must be louder by, on top of the confidence test.
     public var zoneMargin: Double
     /// Report windows in a row the test must pass before the zone moves.
@@ -358,6 +362,10 @@ public struct BrainConfig: Sendable, Equatable {
     public var rssiMeasurementNoise: Double
     /// Seconds of evidence gathered before a new beacon's zone is chosen and it enters.
     public var entryWindow: Double
+    /// In a store with an `entrance` gateway, how long a new beacon heard first by its other
+    /// gateways waits for an entrance gateway to hear it before it enters (customers come in
+    /// at the door; a far gateway may catch the first advertisement the door's missed).
+    public var entranceWait: Double
     /// A beacon leaves when it has been silent for as long as it takes to miss this many of
     /// its advertisements in a row (at the rate the gateways were hearing it), and at least
     /// `exitMinimum` seconds; never longer than the gateways' `exitTimeout`.
@@ -378,12 +386,14 @@ public struct BrainConfig: Sendable, Equatable {
     /// beacons heard at known distances (docs/presence.md, "Calibration").
     public var calibration = CalibrationSettings()
 
-    public init(zoneConfidence: Double = 0.93, zoneMargin: Double = 0, zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
+    public init(zoneConfidence: Double = 0.97, zoneConfidenceWalking: Double = 0.88, zoneMargin: Double = 0,
+                zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
                 rssiProcessNoise: Double = 20, rssiTrendNoise: Double = 2, rssiMeasurementNoise: Double = 9,
-                entryWindow: Double = 0,
+                entryWindow: Double = 0, entranceWait: Double = 1,
                 exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2, joins: JoinAccess = .ownedOrNear,
                 joinMaxAge: Double = 4 * 3600) {
         self.zoneConfidence = zoneConfidence
+        self.zoneConfidenceWalking = zoneConfidenceWalking
         self.zoneMargin = zoneMargin
         self.zoneUpdates = zoneUpdates
         self.zoneStaleAfter = zoneStaleAfter
@@ -391,6 +401,7 @@ public struct BrainConfig: Sendable, Equatable {
         self.rssiTrendNoise = rssiTrendNoise
         self.rssiMeasurementNoise = rssiMeasurementNoise
         self.entryWindow = entryWindow
+        self.entranceWait = entranceWait
         self.exitSamples = exitSamples
         self.exitMinimum = exitMinimum
         self.clockHold = clockHold

@@ -143,6 +143,9 @@ extension FleetConfig {
         var brain = BrainConfig()
         if let o = r.object(top["brain"], at: "brain", keys: brainKeys) {
             if let v = r.number(o["zoneConfidence"], at: "brain.zoneConfidence", in: 0.5...0.9999) { brain.zoneConfidence = v }
+            if let v = r.number(o["zoneConfidenceWalking"], at: "brain.zoneConfidenceWalking", in: 0.5...0.9999) {
+                brain.zoneConfidenceWalking = v
+            }
             if let v = r.number(o["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
             if let v = r.integer(o["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
             if let v = r.number(o["zoneStaleAfter"], at: "brain.zoneStaleAfter", in: 0.5...60, unit: " s") { brain.zoneStaleAfter = v }
@@ -152,6 +155,7 @@ extension FleetConfig {
                 brain.rssiMeasurementNoise = v
             }
             if let v = r.number(o["entryWindow"], at: "brain.entryWindow", in: 0...10, unit: " s") { brain.entryWindow = v }
+            if let v = r.number(o["entranceWait"], at: "brain.entranceWait", in: 0...10, unit: " s") { brain.entranceWait = v }
             if let v = r.number(o["exitSamples"], at: "brain.exitSamples", in: 1...1000) { brain.exitSamples = v }
             if let v = r.number(o["exitMinimum"], at: "brain.exitMinimum", in: 0...3600, unit: " s") { brain.exitMinimum = v }
             if let v = r.number(o["clockHold"], at: "brain.clockHold", in: 0.1...60, unit: " s") { brain.clockHold = v }
