@@ -600,7 +600,8 @@ public struct FleetPresence: Sendable {
               let z = b.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise)
         else { return a.level != nil }
         let walking = a.slope - b.slope > Self.walkingTrend * (a.slopeVariance + b.slopeVariance).squareRoot()
-        return c.level - z.level - brain.zoneMargin > (walking ? zScore.walking : zScore.still) * (c.variance + z.variance).squareRoot()
+        let score = walking ? zScore.walking : zScore.still
+        return c.level - z.level - brain.zoneMargin > score * (c.variance + z.variance).squareRoot()
     }
 
     /// How many standard deviations the trends must differ by to count as walking.

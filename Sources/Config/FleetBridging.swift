@@ -166,9 +166,9 @@ extension FleetConfig {
         }
     }
 
-    static let brainKeys = ["zoneConfidence", "zoneConfidenceWalking", "zoneMargin", "zoneUpdates", "zoneStaleAfter", "rssiProcessNoise",
-                            "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "entranceWait", "exitSamples", "exitMinimum", "clockHold",
-                            "joins", "joinMaxAge", "shards", "calibration"]
+    static let brainKeys = ["zoneConfidence", "zoneConfidenceWalking", "zoneMargin", "zoneUpdates", "zoneStaleAfter",
+                            "rssiProcessNoise", "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "entranceWait",
+                            "exitSamples", "exitMinimum", "clockHold", "joins", "joinMaxAge", "shards", "calibration"]
     static let calibrationKeys = ["enabled", "minSamples", "minSeconds", "interval", "maxOffset", "minExponent",
                                   "maxExponent", "minChange"]
 
