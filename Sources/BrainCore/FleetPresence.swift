@@ -103,10 +103,12 @@ public enum FleetEvent: Sendable, Equatable {
 ///   (`LinkEstimate`). The zone moves to another gateway when the brain is at least
 ///   `zoneConfidence` sure that it hears the beacon louder than the zone's gateway (the
 ///   difference of their levels against the uncertainty of both), `zoneUpdates` report
-///   windows in a row. A gateway silent for `zoneStaleAfter` cannot take the zone, and a
-///   zone gateway silent that long loses it to any that still hears the beacon.
+///   windows in a row; `zoneConfidenceWalking` sure while that gateway's level rises
+///   against the zone's (a walker). A gateway silent for `zoneStaleAfter` cannot take the
+///   zone, and a zone gateway silent that long loses it to any that still hears the beacon.
 /// - A new beacon enters after `entryWindow` seconds of evidence, in the zone of the
-///   loudest gateway then, not of whichever report came first.
+///   loudest gateway then, not of whichever report came first; in a store with an
+///   entrance, once an entrance gateway has heard it or `entranceWait` has passed.
 /// - It leaves when no gateway has heard it for as long as it takes to miss `exitSamples`
 ///   advertisements in a row at the rate they were arriving (at least `exitMinimum`, at
 ///   most the gateways' `exitTimeout`), at that deadline, in the zone it had: silence moves
