@@ -185,6 +185,8 @@ public struct FleetPresence: Sendable {
     /// Capture time of each beacon's last exit (the last few minutes'), to tell a
     /// gateway's late presence from a visit the reports missed.
     private var lastExits: [BeaconRef: Instant] = [:]
+    /// Capture time of each present beacon's latest decision.
+    private var lastDecided: [BeaconRef: Instant] = [:]
     /// Seconds a gateway's reports may trail its presence.
     static let reportSlack = 2.0
 
@@ -384,6 +386,7 @@ public struct FleetPresence: Sendable {
     public mutating func forget(_ ref: BeaconRef) {
         beacons[ref] = nil
         evidence[ref] = nil
+        lastDecided[ref] = nil
         pending.removeAll { $0.ref == ref }
     }
 
@@ -692,7 +695,13 @@ public struct FleetPresence: Sendable {
         }
     }
 
-    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at time: Instant) {
+    /// Records a decision. Its capture time is never before the beacon's previous decision's:
+    /// an exit that waited (a cut-off store's view, a late gateway) is dated when the silence
+    /// became telling, which can be before a zone change made while it waited, and consumers
+    /// line decisions up by capture time.
+    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at decided: Instant) {
+        let time = max(decided, lastDecided[beacon.ref] ?? decided)
+        lastDecided[beacon.ref] = kind == .exit ? nil : time
         if kind == .exit {
             if lastExits.count > 1000 { lastExits = lastExits.filter { time.seconds(since: $0.value) < 600 } }
             lastExits[beacon.ref] = max(lastExits[beacon.ref] ?? time, time)

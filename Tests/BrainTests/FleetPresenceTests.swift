@@ -95,6 +95,33 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         #expect(gone == [.exit(exit)])
     }
 
+    /// A visit whose exit waited (a gateway's store was cut off, or its reports were late)
+    /// is decided at the capture time its silence became telling, but never before a
+    /// decision already published about the same beacon: consumers line decisions up by
+    /// capture time, and an exit dated before the zone change made while it waited would
+    /// read as a visit that never ended.
+    @Test func anExitThatWaitedIsNotDatedBeforeTheBeaconsLastDecision() throws {
+        var fleet = newFleet()
+        feed(&fleet, gateways: ["door", "till"], from: 0, to: 2) { gateway, _ in gateway == "door" ? -60 : -72 }
+        #expect(try #require(fleet[counter]).zone == "door")
+        // Both fall silent; the till's store is cut off, so its view may not end by silence.
+        var time = 2.0
+        while time < 20 {
+            for gateway in ["door", "till"] {
+                _ = fleet.report(rssiReport(gateway, from: time, to: time + 0.5, []), receivedAt: t(time + 0.5),
+                                 holding: { _, held in held == "till" })
+            }
+            time += 0.5
+        }
+        #expect(fleet[counter]?.zone == "till", "the door's view ended, the till's was held")
+        // The till's store is back: the exit comes now.
+        feed(&fleet, gateways: ["door", "till"], from: 20, to: 21) { _, _ in nil }
+        #expect(fleet[counter] == nil)
+        let decisions = fleet.takeDecisions()
+        #expect(decisions.map(\.kind) == [.enter, .zone, .exit])
+        #expect(zip(decisions, decisions.dropFirst()).allSatisfy { $0.at <= $1.at }, "\(decisions.map(\.json))")
+    }
+
     @Test func anEntranceGatewayKeepsANewBeaconUnlessAnotherIsClearlyLouder() {
         var settings = FleetPresence.Settings(BrainConfig(), step: 0.5)
         settings.entrances = ["door"]
