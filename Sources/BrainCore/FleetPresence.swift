@@ -185,7 +185,7 @@ public struct FleetPresence: Sendable {
     /// Capture time of each beacon's last exit (the last few minutes'), to tell a
     /// gateway's late presence from a visit the reports missed.
     private var lastExits: [BeaconRef: Instant] = [:]
-    /// Capture time of each present beacon's latest decision.
+    /// The decision step of each present beacon's latest decision there (capture time).
     private var lastDecided: [BeaconRef: Instant] = [:]
     /// Seconds a gateway's reports may trail its presence.
     static let reportSlack = 2.0
@@ -480,8 +480,10 @@ public struct FleetPresence: Sendable {
             if var beacon = beacons[ref] {
                 if touched.contains(ref) { events.append(.viewsChanged(ref)) }
                 if exitDue(e, beacon, at: end, &events, holding: held) { continue }
+                let decided = decisions.count
                 expireViews(&beacon, e, at: end, &events, holding: held)
                 contest(&beacon, &e, at: end, &events)
+                if decisions.count > decided { lastDecided[ref] = end }
                 refreshProximity(&beacon, &events)
                 if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
                    updateDue(&e, gateway: beacon.zone, at: end) {
@@ -491,6 +493,7 @@ public struct FleetPresence: Sendable {
                 evidence[ref] = e
             } else if end.seconds(since: e.firstHeard) >= brain.entryWindow, !awaitsEntrance(e, at: end) {
                 enter(ref, e, at: end, &events)
+                if beacons[ref] != nil { lastDecided[ref] = end }
             } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
                 evidence[ref] = nil
             }
@@ -529,7 +532,10 @@ public struct FleetPresence: Sendable {
         beacons[beacon.ref] = nil
         evidence[beacon.ref] = nil
         events.append(.exit(beacon))
-        record(.exit, beacon, from: nil, at: deadline)
+        // Dated when the silence became telling, but not before a decision this beacon had
+        // already: an exit that waited (a cut-off store's view, a late gateway) can come
+        // after a zone change made meanwhile, and consumers line decisions up by capture time.
+        record(.exit, beacon, from: nil, at: max(deadline, lastDecided.removeValue(forKey: beacon.ref) ?? deadline))
         return true
     }
 
@@ -695,13 +701,7 @@ public struct FleetPresence: Sendable {
         }
     }
 
-    /// Records a decision. Its capture time is never before the beacon's previous decision's:
-    /// an exit that waited (a cut-off store's view, a late gateway) is dated when the silence
-    /// became telling, which can be before a zone change made while it waited, and consumers
-    /// line decisions up by capture time.
-    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at decided: Instant) {
-        let time = max(decided, lastDecided[beacon.ref] ?? decided)
-        lastDecided[beacon.ref] = kind == .exit ? nil : time
+    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at time: Instant) {
         if kind == .exit {
             if lastExits.count > 1000 { lastExits = lastExits.filter { time.seconds(since: $0.value) < 600 } }
             lastExits[beacon.ref] = max(lastExits[beacon.ref] ?? time, time)
@@ -727,6 +727,7 @@ public struct FleetPresence: Sendable {
         guard !beacon.views.isEmpty else {
             beacons[ref] = nil
             evidence[ref] = nil
+            lastDecided[ref] = nil
             events.append(.exit(before))
             record(.exit, before, from: nil, at: processed ?? before.since)
             return
