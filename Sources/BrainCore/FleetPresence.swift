@@ -185,8 +185,6 @@ public struct FleetPresence: Sendable {
     /// Capture time of each beacon's last exit (the last few minutes'), to tell a
     /// gateway's late presence from a visit the reports missed.
     private var lastExits: [BeaconRef: Instant] = [:]
-    /// The decision step of each present beacon's latest decision there (capture time).
-    private var lastDecided: [BeaconRef: Instant] = [:]
     /// Seconds a gateway's reports may trail its presence.
     static let reportSlack = 2.0
 
@@ -386,7 +384,6 @@ public struct FleetPresence: Sendable {
     public mutating func forget(_ ref: BeaconRef) {
         beacons[ref] = nil
         evidence[ref] = nil
-        lastDecided[ref] = nil
         pending.removeAll { $0.ref == ref }
     }
 
@@ -483,7 +480,7 @@ public struct FleetPresence: Sendable {
                 let decided = decisions.count
                 expireViews(&beacon, e, at: end, &events, holding: held)
                 contest(&beacon, &e, at: end, &events)
-                if decisions.count > decided { lastDecided[ref] = end }
+                if decisions.count > decided { e.lastDecided = end }
                 refreshProximity(&beacon, &events)
                 if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
                    updateDue(&e, gateway: beacon.zone, at: end) {
@@ -493,7 +490,6 @@ public struct FleetPresence: Sendable {
                 evidence[ref] = e
             } else if end.seconds(since: e.firstHeard) >= brain.entryWindow, !awaitsEntrance(e, at: end) {
                 enter(ref, e, at: end, &events)
-                if beacons[ref] != nil { lastDecided[ref] = end }
             } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
                 evidence[ref] = nil
             }
@@ -535,7 +531,7 @@ public struct FleetPresence: Sendable {
         // Dated when the silence became telling, but not before a decision this beacon had
         // already: an exit that waited (a cut-off store's view, a late gateway) can come
         // after a zone change made meanwhile, and consumers line decisions up by capture time.
-        record(.exit, beacon, from: nil, at: max(deadline, lastDecided.removeValue(forKey: beacon.ref) ?? deadline))
+        record(.exit, beacon, from: nil, at: max(deadline, e.lastDecided ?? deadline))
         return true
     }
 
@@ -642,6 +638,7 @@ public struct FleetPresence: Sendable {
         }
         var e = e
         _ = updateDue(&e, gateway: zone, at: end)
+        e.lastDecided = end
         evidence[ref] = e
         let beacon = FleetBeacon(ref: ref, uuid: e.uuid, views: views, zone: zone, proximity: views[zone]?.proximity ?? .unknown,
                                  since: e.firstHeard)
@@ -727,7 +724,6 @@ public struct FleetPresence: Sendable {
         guard !beacon.views.isEmpty else {
             beacons[ref] = nil
             evidence[ref] = nil
-            lastDecided[ref] = nil
             events.append(.exit(before))
             record(.exit, before, from: nil, at: processed ?? before.since)
             return

@@ -111,6 +111,9 @@ struct Evidence: Sendable, Equatable {
     var uuid: BeaconUUID?
     /// The last "update" (`FleetEvent.update`), capture time.
     var lastUpdate: Instant?
+    /// The decision step of this visit's latest decision there (capture time): an exit is
+    /// never dated before it.
+    var lastDecided: Instant?
 
     init(at time: Instant) {
         firstHeard = time
