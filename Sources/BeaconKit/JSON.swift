@@ -692,3 +692,11 @@ extension JSONValue {
         return writer.text
     }
 }
+
+/// `value` rounded to `places` decimals, for a `JSONValue.number` (0 when not finite).
+public func rounded(_ value: Double, _ places: Int) -> Double {
+    guard value.isFinite else { return 0 }
+    var scale = 1.0
+    for _ in 0..<places { scale *= 10 }
+    return (value * scale).rounded() / scale
+}

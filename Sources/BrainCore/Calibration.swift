@@ -401,11 +401,5 @@ func median(_ values: [Double]) -> Double {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
-private func rounded(_ value: Double, _ places: Int) -> Double {
-    var scale = 1.0
-    for _ in 0..<places { scale *= 10 }
-    return (value * scale).rounded() / scale
-}
-
 /// log10 without Foundation.
 private func log10(_ x: Double) -> Double { naturalLog(x) / 2.302_585_092_994_046 }

@@ -291,8 +291,8 @@ extension FleetState {
                 // The brain's correction on top of the config's offset, and the store's exponent.
                 g("learned", status?.calibration.map { record -> JSONValue in
                     .object([
-                        "rssiOffset": .number((record.rssiOffset * 10).rounded() / 10),
-                        "pathLossExponent": .number((record.pathLossExponent * 100).rounded() / 100),
+                        "rssiOffset": .number(rounded(record.rssiOffset, 1)),
+                        "pathLossExponent": .number(rounded(record.pathLossExponent, 2)),
                         "pinned": .bool(record.pinned),
                         "since": .string(record.values.since.iso8601),
                     ])

@@ -232,13 +232,6 @@ struct LatencySummary {
 
 func milliseconds(_ seconds: Double) -> String { decimal(seconds * 1000, places: 3) }
 
-func rounded(_ value: Double, _ places: Int) -> Double {
-    guard value.isFinite else { return 0 }
-    var scale = 1.0
-    for _ in 0..<places { scale *= 10 }
-    return (value * scale).rounded() / scale
-}
-
 /// Fixed-point text: `decimal(1.23456, places: 2)` is `1.23`.
 func decimal(_ value: Double, places: Int) -> String {
     guard value.isFinite else { return "-" }
