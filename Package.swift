@@ -54,7 +54,10 @@ let package = Package(
         // The gateway's decisions: GatewayEngine, its payloads, the outage outbox.
         .target(name: "GatewayCore", dependencies: ["BeaconKit", "Wire", "Tracking", "Config"], swiftSettings: swiftSettings),
         // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
-        .target(name: "BrainCore", dependencies: ["BeaconKit", "Tracking", "Config"], swiftSettings: swiftSettings),
+        .target(
+            name: "BrainCore",
+            dependencies: ["BeaconKit", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics")],
+            swiftSettings: swiftSettings),
         // A synthetic store as captures, and the benchmarks' workloads.
         .target(
             name: "Simulation",

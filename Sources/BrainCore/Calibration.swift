@@ -1,6 +1,7 @@
 public import BeaconKit
 public import Config
 public import Tracking
+import RealModule
 
 /// What one gateway's reports say about one reference transmitter, summed up: the robust
 /// level it hears it at, against the distance between them.
@@ -58,7 +59,7 @@ public struct CalibrationFit: Sendable, Equatable {
         let used = links.filter { gateways.contains($0.gateway) && $0.count >= Self.minimumLinkCount }
         guard !used.isEmpty else { return nil }
         let y = used.map { $0.rssi - $0.power }
-        let l = used.map { log10(max($0.distance, 0.5)) }
+        let l = used.map { Double.log10(max($0.distance, 0.5)) }
         let base = used.map { min(Double($0.count), Self.linkWeightCap) }
         var robust = Array(repeating: 1.0, count: used.count)
         let n0 = min(max(priorExponent, settings.minExponent), settings.maxExponent)
@@ -400,6 +401,3 @@ func median(_ values: [Double]) -> Double {
     let s = values.sorted()
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
-
-/// log10 without Foundation.
-private func log10(_ x: Double) -> Double { naturalLog(x) / 2.302_585_092_994_046 }

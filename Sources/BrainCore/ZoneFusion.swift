@@ -1,5 +1,6 @@
 public import BeaconKit
 public import Tracking
+import RealModule
 
 /// The brain's estimate of how loud one gateway hears one beacon: a Kalman filter on the
 /// advertisements' RSSI over a level and its trend (dB/s), in capture time. The level may
@@ -283,7 +284,7 @@ func normalQuantile(_ p: Double) -> Double {
              4.374664141464968e+00, 2.938163982698783e+00]
     let d = [7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00]
     func tail(_ x: Double) -> Double {
-        let r = (-2 * naturalLog(x)).squareRoot()
+        let r = (-2 * Double.log(x)).squareRoot()
         return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5])
             / ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1)
     }
@@ -292,21 +293,6 @@ func normalQuantile(_ p: Double) -> Double {
     let x = q - 0.5, r = x * x
     return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * x
         / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
-}
-
-/// The natural logarithm, without Foundation: ln(x) = 2·atanh((x − 1)/(x + 1)) after
-/// scaling x into [0.5, 1) by powers of two.
-func naturalLog(_ x: Double) -> Double {
-    guard x > 0 else { return -.infinity }
-    let e = x.exponent + 1
-    let m = x.significand / 2
-    let y = (m - 1) / (m + 1), y2 = y * y
-    var term = y, sum = 0.0
-    for k in stride(from: 1, through: 61, by: 2) {
-        sum += term / Double(k)
-        term *= y2
-    }
-    return 2 * sum + Double(e) * 0.693_147_180_559_945_3
 }
 
 extension RSSIReport {
