@@ -881,7 +881,6 @@ public struct BrainCore: Sendable {
         }
     }
 
-    /// A customer topic of ours on the broker (read back while settling).
     /// A calibration record read back (retained): a restarted brain applies what it had learned.
     private mutating func readCalibration(_ gateway: String, topic: String, payload: [UInt8], retained: Bool) {
         guard readingBack, retained, !payload.isEmpty else { return }
@@ -923,6 +922,7 @@ public struct BrainCore: Sendable {
         event("{\"event\":\"calibration\"," + text.dropFirst())
     }
 
+    /// A customer topic of ours on the broker (read back while settling).
     private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
         guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
         guard let json = json(payload, .roster, topic) else {
