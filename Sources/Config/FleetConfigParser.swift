@@ -3,7 +3,7 @@ import Tracking
 
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain", "bridge", "homeAssistant"]
+                          "stores", "rules", "brain", "bridge", "homeAssistant", "history"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
                              "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
@@ -170,10 +170,12 @@ extension FleetConfig {
         let bridge = parseBridge(top["bridge"], &r)
         checkPlacement(gateways, stores: stores, &r)
         let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
+        let history = parseHistory(top["history"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
-        let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
+        var config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
                                  beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
                                  homeAssistant: homeAssistant)
+        config.history = history
         checkBridging(config, &r)
         checkRosters(config, &r)
         guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }

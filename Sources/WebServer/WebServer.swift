@@ -42,6 +42,7 @@ public enum WebServer {
         }
         let sessions = MemoryPersistDriver()
         var settings = WebApp.Settings()
+        settings.history = config.history
         var server = HTTPServerBuilder.http1()
         let scheme: String
         if let certificate = options.tlsCertificate, let key = options.tlsKey {
