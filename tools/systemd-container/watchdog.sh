@@ -54,7 +54,7 @@ for service in beacon-gateway@door beacon-brain; do
   fi
   echo "--- journal" >> "$file"
   journalctl -u "$service" --no-pager -o short-precise >> "$file" 2>&1
-  # How the hung process ended, in systemd's words ("code=dumped, status=6/ABRT" is the abort).
+  # How the hung process ended, in systemd's words ("status=6/ABRT" is the abort).
   echo "exit: $(journalctl -u "$service" --no-pager -o cat | grep -m1 'Main process exited')" >> "$file"
   systemctl stop "$service"
 done
