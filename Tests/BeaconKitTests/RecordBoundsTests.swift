@@ -25,14 +25,7 @@ struct RecordBoundsTests {
         }
     }
 
-    static func errors(_ text: String) -> [String] {
-        do {
-            _ = try FleetConfig.parse(text)
-            return []
-        } catch {
-            return error.errors.map(\.description)
-        }
-    }
+    static func errors(_ text: String) -> [String] { FleetConfigTests.errors(text) }
 
     @Test func aSeventyThousandCharacterRuleNameIsRefused() {
         let errors = Self.errors(Self.config(rules: Self.rules(1, length: 70_000)))
