@@ -1043,6 +1043,8 @@ public struct BrainCore: Sendable {
         let (bridges, storeOf) = (self.bridges, viewStore)
         for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
             // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
+            // One its gateway's reports keep ends by their silence, in capture time.
+            if presence.reportsKeep(ref, gateway: gateway) { continue }
             note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
             handle(presence.endView(ref, gateway: gateway), at: now)
         }

@@ -341,6 +341,14 @@ public struct FleetPresence: Sendable {
         return events
     }
 
+    /// Whether the gateway's reports keep this view and still come: its end is then decided
+    /// in capture time from them (a reconnect's backlog), not when a reconnect did not
+    /// confirm it.
+    public func reportsKeep(_ ref: BeaconRef, gateway: String) -> Bool {
+        beacons[ref]?.views[gateway]?.announced == false && clock.watermarks[gateway] != nil
+            && !clock.excluded.contains(gateway)
+    }
+
     /// A view ends whatever kept it (a reconnect that did not confirm it).
     public mutating func endView(_ ref: BeaconRef, gateway: String) -> [FleetEvent] {
         var events: [FleetEvent] = []

@@ -118,7 +118,7 @@ struct RecordTrustTests {
         brain = try startProgram("beacon-brain", ["--config", config, "--record-key", key], in: dir)
         // A join answered by the restarted brain: it has settled, so rules it would fire again
         // have fired by then.
-        #expect(await broker.publish("beacons/100/1/observers/ada", #"{"state":"joined","profile":{"name":"Ada"}}"#))
+        #expect(await broker.publish("beacons/100/1/observers/ada", #"{"state":"joined","profile":{"name":"Ada"}}"#, retain: true))
         #expect(await watch.waitFor(topic: "observers/ada/inbox", timeout: 30) != nil, "\(brain.diagnostics)")
         let logs = watch.records.filter { $0.topic.hasPrefix("log/") }.map(\.topic)
         #expect(logs.count == most && Set(logs).count == most, "\(logs.count) rule publishes for \(most) once rules")
