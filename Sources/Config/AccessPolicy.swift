@@ -116,7 +116,7 @@ public struct AccessPolicy: Sendable {
             "topic read \(topic("stores/#"))",
             "",
             "# The store's screens (beacon-web: greeter, floor, fleet dashboard; docs/web.md): read-only,",
-            "# but for its Home Assistant discovery configs under its own node id.",
+            "# but for its Home Assistant discovery configs and trackers' states under its own node id.",
             "user \(BrokerIdentity.display)",
             "topic read \(topic("stores/+/roster"))",
             "topic read \(topic("stores/+/customers/+"))",
@@ -131,7 +131,9 @@ public struct AccessPolicy: Sendable {
             "topic read \(t.fleetConfig)",
         ]
         lines += ruleTopics.map { "topic read \(topic($0))" }
-        lines.append("topic readwrite \(config.homeAssistant.discoveryPrefix)/+/beaconbridge/+/config")
+        let discovery = config.homeAssistant.discoveryPrefix
+        lines.append("topic readwrite \(discovery)/+/beaconbridge/+/config")
+        lines.append("topic readwrite \(discovery)/device_tracker/beaconbridge/+/state")
         return lines.joined(separator: "\n") + "\n"
     }
 

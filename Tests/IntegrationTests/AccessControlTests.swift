@@ -71,13 +71,15 @@ struct AccessControlTests {
             ("brain", "beacons/1/2/observers/ana"), ("brain", "brain/visits/1/2"), ("brain", "displays/100/barista"),
             ("brain", "gateways/door/calibration"),
             ("operator", "fleet/config"), ("operator", "gateways/door/cmd"),
-            ("display", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
+            ("display", "homeassistant/binary_sensor/beaconbridge/gateway_door_connectivity/config"),
+            ("display", "homeassistant/device_tracker/beaconbridge/beacon_1_2/state"),
         ]
         // Every attack of the table below, and what else no role may write.
         let forbidden = Self.spoofs.map { ($0.user, $0.topic) } + [
             ("door", "beacons/1/2/presence/counter"), ("door", "gateways/counter/status"), ("door", "beacons/1/2/ad"),
             ("ana", "beacons/1/2/ad"), ("display", "beacons/1/2/observers/ana"), ("display", "stores/1/roster"),
             ("display", "gateways/door/status"), ("display", "homeassistant/sensor/other/config"),
+            ("display", "homeassistant/sensor/beaconbridge/gateway_door_adverts/state"),
             ("door", "displays/100/barista"), ("display", "gateways/door/calibration"),
         ]
         for (user, topic) in forbidden { try await publish(broker, as: user, topic, "forbidden", in: dir) }
