@@ -28,6 +28,10 @@ struct Provision: AsyncParsableCommand {
           credentials/<user>.password   one per identity, for /etc/beaconbridge/credentials/
                                         (the units' LoadCredential=mqtt-password:…)
           credentials/brain.secret      the key that signs the brain's records
+          credentials/store-<major>.proof
+                                        each store's proof-of-presence secret (stores[].proof):
+                                        install it at its secretFile beside the brain and on
+                                        the store's advertising gateways (docs/security.md)
           clients/ca.crt                for /etc/beaconbridge/ca.crt (broker.tls.caFile)
 
         Provisioning again keeps every password, secret and the CA, adds what is new (a new
@@ -108,6 +112,9 @@ struct Provision: AsyncParsableCommand {
             passwords.append((user, try files.secret(files.credential(user), bytes: 24)))
         }
         _ = try files.secret(files.credentials + "/brain.secret", bytes: 32)
+        for store in config.stores where store.proof != nil {
+            _ = try files.secret(files.credentials + "/store-\(store.major).proof", bytes: 32)
+        }
 
         // The password file: every user's line, then hashed in place by mosquitto_passwd.
         try files.writePrivate(files.broker + "/passwd", passwords.map { "\($0.0):\($0.1)\n" }.joined())
