@@ -216,7 +216,8 @@ struct BeaconWebTests {
 
     /// What one gateway of a small store hears for 20 s (replayed in a loop): Ana's beacon
     /// (100/1) at `ana` dBm and Ben's (100/2) at `ben`, four times a second each; and, at
-    /// `till` dBm, the Eddystone-UID tag 00112233445566778899/aabbccddeeff.
+    /// `till` dBm, the Eddystone-UID tag 00112233445566778899/aabbccddeeff, which also sends
+    /// an unencrypted TLM frame once a second: 2950 mV, 21.5 °C, 1200 adverts, up 3600 s.
     static func capture(ana: Int8, ben: Int8, till: Int8? = nil) throws -> [UInt8] {
         let tag = EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: "00112233445566778899")!,
                                instance: EddystoneInstance(hex: "aabbccddeeff")!)
@@ -229,9 +230,17 @@ struct BeaconWebTests {
             writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 2, txPower: -59),
                                                 address: 0xC0_00_00_64_00_02, rssi: ben + jitter), at: start + t + 0.1)
             if let till {
-                writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: BluetoothAddress(rawValue: 0xE0_00_00_00_00_01),
-                                                                       data: AdvertisingData.eddystoneUID(tag), rssi: till + jitter)]),
-                                   at: start + t + 0.2)
+                // TLM (google/eddystone eddystone-tlm/tlm-plain.md): frame 0x20, version 0,
+                // battery mV, temperature 8.8 °C, advert count, uptime in 0.1 s; big-endian.
+                let tlm: [UInt8] = [0x02, 0x01, 0x06, 0x03, 0x03, 0xAA, 0xFE, 0x11, 0x16, 0xAA, 0xFE, 0x20, 0x00,
+                                    0x0B, 0x86, 0x15, 0x80, 0x00, 0x00, 0x04, 0xB0, 0x00, 0x00, 0x8C, 0xA0]
+                let address = BluetoothAddress(rawValue: 0xE0_00_00_00_00_01)
+                writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: address, data: AdvertisingData.eddystoneUID(tag),
+                                                                       rssi: till + jitter)]), at: start + t + 0.2)
+                if i % 4 == 3 {
+                    writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: address, data: tlm, rssi: till + jitter)]),
+                                       at: start + t + 0.22)
+                }
             }
         }
         return writer.bytes
