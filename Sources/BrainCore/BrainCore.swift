@@ -979,11 +979,11 @@ public struct BrainCore: Sendable {
                 if isSettled, to != .unknown, !resumed.contains(ref), let fleet = presence[ref] {
                     runRules(.proximity(to), beacon: ref, fleet: fleet, since: fleet.since, at: now)
                 }
-            case .update(_, let proximity):
+            case .update(_, let proximity, let captured):
                 guard isSettled else { break }
                 if !rules.update(ref, proximity: proximity).isEmpty { dirtyVisits.insert(ref) }
                 if !resumed.contains(ref), let fleet = presence[ref] {
-                    runRules(.update, beacon: ref, fleet: fleet, since: fleet.since, at: now)
+                    runRules(.update, beacon: ref, fleet: fleet, since: fleet.since, at: now, captured: captured)
                 }
             }
         }
@@ -1165,11 +1165,13 @@ public struct BrainCore: Sendable {
 
     // MARK: - Rules
 
+    /// `captured`: an update's capture time, which its rules' rate limit counts in.
     private mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, fleet: FleetBeacon?, since: Instant,
-                                   at now: Instant) {
+                                   at now: Instant, captured: Instant? = nil) {
         let entry = self.entry(ref, uuid: fleet?.uuid)
-        let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
+        var context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
                                          rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone, since: since)
+        context.captured = captured
         let scope = RuleEngine.Scope(beacon: ref)
         let fired = rules.fire(context, scope: scope, at: now)
         if fired.contains(where: { $0.once || $0.cooldown != nil }) { dirtyVisits.insert(ref) }
@@ -1234,8 +1236,13 @@ public struct BrainCore: Sendable {
                     note(.debug, "skipped a publish whose topic would not be valid", ["rule": rule.name])
                     continue
                 }
-                out.messages.append(MQTTMessage(topic: topic, text: rule.text(template, values) ?? Template.render(template, values),
-                                                qos: qos, retain: retain))
+                guard let text = rule.text(template, values) else {
+                    counters.actionsSkipped += 1
+                    note(.debug, "skipped a publish whose template lacks values; give the rule a fallback",
+                         ["rule": rule.name, "topic": topic])
+                    continue
+                }
+                out.messages.append(MQTTMessage(topic: topic, text: text, qos: qos, retain: retain))
             }
         }
     }
@@ -1576,19 +1583,6 @@ public struct BrainCore: Sendable {
     /// The configured zone name of every gateway.
     static func zoneNames(_ config: FleetConfig) -> [String: String] {
         Dictionary(config.gateways.map { ($0.id, $0.zone ?? $0.id) }, uniquingKeysWith: { first, _ in first })
-    }
-}
-
-extension Template {
-    /// The variables a template uses, in order.
-    static func names(in template: String) -> [String] {
-        var names: [String] = []
-        var rest = Substring(template)
-        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
-            names.append(String(rest[rest.index(after: open)..<close]))
-            rest = rest[rest.index(after: close)...]
-        }
-        return names
     }
 }
 

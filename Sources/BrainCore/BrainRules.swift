@@ -17,10 +17,11 @@ public import Config
 ///   beacon has been reported at exactly `near` on N updates (sightings from the zone
 ///   gateway), counted as the navigation library counted them: an update at any other class
 ///   neither counts nor resets the count; the beacon leaving the fleet re-arms it.
-/// - `update` rules fire on every update of the beacon, at most once per
-///   `Rule.updateInterval` per beacon; that rate limit lives in memory only (not in the
-///   records: it changes every second, and a restarted brain firing one update early is
-///   harmless).
+/// - `update` rules fire on every update of the beacon, as the navigation library called
+///   back on every ranging update; only a `cooldown` in seconds rate-limits one (per beacon,
+///   counted in the updates' capture time, so updates decided together are not mistaken for
+///   a burst). That rate limit lives in memory only (not in the records: it changes every
+///   second, and a restarted brain firing one update early is harmless).
 public struct RuleEngine: Sendable {
     public struct Scope: Hashable, Comparable, Sendable {
         public var beacon: BeaconRef
@@ -49,6 +50,9 @@ public struct RuleEngine: Sendable {
         public var zone: String?
         /// When the scope's visit or join began.
         public var since: Instant
+        /// An update's capture time (the rate limit of `update` rules counts in it); `nil`:
+        /// the time of `fire`.
+        public var captured: Instant?
 
         public init(trigger: Rule.Trigger, beacon: BeaconRef, uuid: BeaconUUID? = nil, entry: BeaconEntry? = nil,
                     rssi: Double? = nil, zone: String? = nil, since: Instant) {
@@ -94,10 +98,12 @@ public struct RuleEngine: Sendable {
             }
             let last = state.fired[rule.name]
             if rule.once, let last, last >= context.since { continue }
-            if let interval = rule.updateInterval {
+            if rule.trigger == .update {
+                let interval = rule.updateInterval ?? 0
                 if case .updates? = rule.cooldown, state.disarmed[rule.name] != nil { continue }
-                if let previous = lastUpdate[context.beacon]?[rule.name], now.seconds(since: previous) < interval { continue }
-                lastUpdate[context.beacon, default: [:]][rule.name] = now
+                let time = context.captured ?? now
+                if let previous = lastUpdate[context.beacon]?[rule.name], time.seconds(since: previous) < interval { continue }
+                lastUpdate[context.beacon, default: [:]][rule.name] = time
                 if rule.once { state.fired[rule.name] = now }
                 if case .updates? = rule.cooldown { state.disarmed[rule.name] = 0 }
                 fired.append(rule)

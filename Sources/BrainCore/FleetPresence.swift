@@ -83,14 +83,16 @@ public enum FleetEvent: Sendable, Equatable {
     case viewsChanged(BeaconRef)
     /// The fleet proximity changed (on enter: from `unknown`).
     case proximity(BeaconRef, from: Proximity, to: Proximity)
-    /// A report window in which the zone gateway heard the beacon: one "update" for
-    /// cooldowns such as "after 3 updates at near", reported whether or not anything changed.
-    case update(BeaconRef, Proximity)
+    /// A report window in which the zone gateway heard the beacon (at most one per its
+    /// `publishInterval`, as its sightings): one "update" for `update` rules and cooldowns
+    /// such as "after 3 updates at near", reported whether or not anything changed; `at` is
+    /// the capture time of the decision step, so updates decided together stay apart.
+    case update(BeaconRef, Proximity, at: Instant)
 
     public var beacon: BeaconRef {
         switch self {
         case .enter(let ref), .zoneChanged(let ref, _, _), .viewsChanged(let ref), .proximity(let ref, _, _),
-             .update(let ref, _): ref
+             .update(let ref, _, _): ref
         case .exit(let beacon): beacon.ref
         }
     }
@@ -484,7 +486,7 @@ public struct FleetPresence: Sendable {
                 refreshProximity(&beacon, &events)
                 if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
                    updateDue(&e, gateway: beacon.zone, at: end) {
-                    events.append(.update(ref, beacon.proximity))
+                    events.append(.update(ref, beacon.proximity, at: end))
                 }
                 beacons[ref] = beacon
                 evidence[ref] = e
@@ -645,7 +647,7 @@ public struct FleetPresence: Sendable {
         beacons[ref] = beacon
         events.append(.enter(ref))
         if beacon.proximity != .unknown { events.append(.proximity(ref, from: .unknown, to: beacon.proximity)) }
-        events.append(.update(ref, beacon.proximity))
+        events.append(.update(ref, beacon.proximity, at: end))
         record(.enter, beacon, from: nil, at: end)
     }
 

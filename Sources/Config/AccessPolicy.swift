@@ -166,7 +166,7 @@ public struct AccessPolicy: Sendable {
             lines += [
                 "",
                 "# Screen \(display) (beacon-web: greeter, floor, fleet dashboard; docs/web.md): read-only,",
-                "# but for its Home Assistant discovery configs under its own node id.",
+                "# but for its Home Assistant discovery configs and trackers' states under its own node id.",
                 "user \(display)",
                 "topic read \(topic("stores/+/roster"))",
                 "topic read \(topic("stores/+/customers/+"))",
@@ -182,6 +182,7 @@ public struct AccessPolicy: Sendable {
             ]
             lines += ruleTopics.map { "topic read \(topic($0))" }
             lines.append("topic readwrite \(discovery)/+/beaconbridge/+/config")
+            lines.append("topic readwrite \(discovery)/device_tracker/beaconbridge/+/state")
         }
         return lines.joined(separator: "\n") + "\n"
     }

@@ -465,7 +465,7 @@ public struct Rule: Sendable, Equatable {
         case proximity(Proximity)
         /// Every update of the beacon (a sighting from its zone gateway: proximity, RSSI,
         /// distance), whether or not anything changed; the navigation library's per-beacon
-        /// callback. Rate-limited: see `Rule.updateInterval`.
+        /// callback. Rate-limited only by a `cooldown` in seconds: see `Rule.updateInterval`.
         case update
 
         public init?(_ text: String) {
@@ -570,13 +570,12 @@ public struct Rule: Sendable, Equatable {
         self.cooldown = cooldown
     }
 
-    /// An `update` rule fires at most once per this many seconds per beacon: its `cooldown`
-    /// in seconds, else one second (gateways send a sighting a second; raw mode sends every
-    /// advertisement). `nil` for other triggers.
+    /// An `update` rule with a `cooldown` in seconds fires at most once per that many
+    /// seconds per beacon; `nil` for other rules: an `update` rule without one fires on every
+    /// update, as the navigation library's callback did.
     public var updateInterval: Double? {
-        guard trigger == .update else { return nil }
-        if case .seconds(let seconds)? = cooldown { return seconds }
-        return 1
+        guard trigger == .update, case .seconds(let seconds)? = cooldown else { return nil }
+        return seconds
     }
 
     /// Whether this rule concerns a beacon with this identity and registry entry, whose zone
@@ -622,6 +621,17 @@ public enum Template {
             rest = rest[rest.index(after: close)...]
         }
         return nil
+    }
+
+    /// The variables a template uses, in order.
+    public static func names(in template: String) -> [String] {
+        var names: [String] = []
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            names.append(String(rest[rest.index(after: open)..<close]))
+            rest = rest[rest.index(after: close)...]
+        }
+        return names
     }
 
     /// Whether every variable the template uses has a non-empty value.

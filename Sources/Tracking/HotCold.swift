@@ -71,15 +71,22 @@ public struct RangeLine: Sendable, Equatable {
     ///     E2C56DB5-DFFB-48D2-B060-D0F5A71096E0 major 1 minor 2  rssi -63 dBm  smoothed -61.2 dBm  ~1.80 m  near  Warmer
     public var plainText: String { text(words: .game) }
 
-    /// The plain line with the word from `words`.
+    /// The plain line with the word from `words`; the original's words come with its
+    /// signal line instead of the RSSI field:
+    ///
+    ///     E2C56DB5-DFFB-48D2-B060-D0F5A71096E0 major 1 minor 2  -63dB  smoothed -61.2 dBm  ~1.80 m  near  HOT!
     public func text(words: HotColdWords) -> String {
         var fields = ["\(idText)"]
         if gone {
             fields.append("gone (not heard for \(Self.format(quietFor, decimals: 0)) s)")
             return fields.joined(separator: "  ")
         }
+        if words == .original {
+            // The original app's signal line ("%ddB"), then the same fields as the game's.
+            fields.append(HotColdWords.originalSignal(rssi))
+        }
         if let rssi {
-            fields.append("rssi \(rssi) dBm")
+            if words == .game { fields.append("rssi \(rssi) dBm") }
             fields.append("smoothed \(rssiSmoothed.map { Self.format($0, decimals: 1) } ?? "n/a") dBm")
             fields.append(distance.map { "~\(Self.format($0, decimals: 2)) m" } ?? "distance n/a")
         } else {

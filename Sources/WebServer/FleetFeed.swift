@@ -68,11 +68,11 @@ public final class FleetFeed: Service, Sendable {
 
     public func run() async throws {
         let (filters, discovery) = state.withLock { s in
-            (s.fleet.subscriptions, HomeAssistantDiscovery.filter(s.fleet.config.homeAssistant))
+            (s.fleet.subscriptions, HomeAssistantDiscovery.filters(s.fleet.config.homeAssistant))
         }
-        // The discovery configs of earlier runs are read back even when discovery is off:
+        // The discovery configs and states of earlier runs are read back even when discovery is off:
         // turning it off removes them.
-        try client.subscribe(filters + [discovery], qos: 1)
+        try client.subscribe(filters + discovery, qos: 1)
         try client.start()
         logger.info("reading the fleet's retained state", metadata: ["client": "\(options.clientID)"])
         await cancelWhenGracefulShutdown {
@@ -125,7 +125,7 @@ public final class FleetFeed: Service, Sendable {
                 if message.retain { s.lastRetained = .now }
                 let ha = s.fleet.config.homeAssistant
                 if message.topic.hasPrefix(ha.discoveryPrefix + "/") {
-                    // Our own discovery configs, read back (also those a previous run left).
+                    // Our own discovery configs and states, read back (also those a previous run left).
                     if !s.settled { s.ledger.readBack(topic: message.topic, payload: message.text) }
                     return FleetState.Change()
                 }
@@ -151,13 +151,13 @@ public final class FleetFeed: Service, Sendable {
             }
             guard s.discoveryDirty else { return }
             s.discoveryDirty = false
-            let wanted = HomeAssistantDiscovery.configs(for: s.fleet, version: Self.version)
+            let wanted = HomeAssistantDiscovery.messages(for: s.fleet, version: Self.version)
             for (topic, payload) in s.ledger.reconcile(wanted) {
                 do {
                     try client.publish(MQTTMessage(topic: topic, text: payload, qos: 1, retain: true))
                     s.published += 1
                 } catch {
-                    logger.warning("cannot publish a discovery config", metadata: ["topic": "\(topic)", "error": "\(error)"])
+                    logger.warning("cannot publish a Home Assistant discovery message", metadata: ["topic": "\(topic)", "error": "\(error)"])
                 }
             }
         }

@@ -16,7 +16,10 @@ struct Config: AsyncParsableCommand {
             discussion: """
             Prints a one-line summary and exits 0 for a valid config; otherwise prints each problem as
               FLEET.json: gateways[2].uuids[0]: "xyz" is not a UUID
-            on stderr and exits 2. Unknown keys are errors.
+            on stderr and exits 2. Unknown keys are errors. A valid config may still get warnings
+            on stderr, such as a rule's text using a value that may be missing when it fires:
+              warning: FLEET.json: rules[1] ("barista").then[0].text: {customer}, {favorite} may have no value; ...
+            (the brain skips such a message rather than send "Hello ! A  is on its way.").
             """)
 
         @Argument(help: ArgumentHelp("The fleet config.", valueName: "FLEET.json"))
@@ -36,6 +39,7 @@ struct Config: AsyncParsableCommand {
             }
             for note in config.rosterNotes { printLine(note) }
             for note in config.calibrationNotes { printLine(note) }
+            for warning in config.templateWarnings { writeStandardError("warning: \(path): \(warning)\n") }
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }

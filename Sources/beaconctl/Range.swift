@@ -25,8 +25,9 @@ struct RangeCommand: AsyncParsableCommand {
         the word of a hide-and-seek game: HOT! (immediate), Warmer (closing in, or near and
         not moving away), Cold (far, or moving away), Freezing (10 m or more and not closing
         in). --words original says what the original hot/cold app said, from the proximity
-        class alone: Hot! (immediate), Warm! (near), Cold! (far), Freezing! (unknown: no
-        signal strength, or not heard lately). A beacon not heard for --exit-timeout seconds gets a last "gone" line.
+        class alone and in its colours: Freezing! (unknown: no signal strength, or not heard
+        lately; blue), Cold! (far; blue), Warmer (immediate; purple), HOT! (near; red), with
+        the RSSI as it showed it ("-63dB") in place of the rssi field. A beacon not heard for --exit-timeout seconds gets a last "gone" line.
         Controllers that report no signal strength (RSSI 127, like BlueZ's emulator) give
         "rssi n/a" and no distance.
 
@@ -64,7 +65,7 @@ struct RangeCommand: AsyncParsableCommand {
     var duration: Double?
 
     @Option(name: .long, help: ArgumentHelp("game (distance and trend: HOT!, Warmer, Cold, Freezing) or original "
-                                            + "(the proximity class: Hot!, Warm!, Cold!, Freezing!).", valueName: "WORDS"),
+                                            + "(the original app's, by proximity class: Freezing!, Cold!, Warmer, HOT!).", valueName: "WORDS"),
             transform: { text in
                 guard let words = HotColdWords(rawValue: text) else {
                     throw ValidationError("--words: \"\(text)\" is neither game nor original")
@@ -242,23 +243,12 @@ struct RangeDisplay: Sendable {
         screen += "\u{1B}[2m\(lastStatus)\u{1B}[0m\n\n"
         if lines.isEmpty { screen += "listening… no iBeacon heard yet\n" }
         for line in lines {
-            screen += Self.colour(words.warmth(for: line), gone: line.gone) + line.text(words: words) + "\u{1B}[0m\n"
+            screen += words.colour(for: line).ansi + line.text(words: words) + "\u{1B}[0m\n"
         }
         printLine(String(screen.dropLast()))
     }
 
     func close() {
         if terminal { printLine("\u{1B}[0m") }
-    }
-
-    static func colour(_ warmth: Warmth, gone: Bool) -> String {
-        if gone { return "\u{1B}[2m" }
-        switch warmth {
-        case .hot: return "\u{1B}[1;31m"
-        case .warmer: return "\u{1B}[33m"
-        case .cold: return "\u{1B}[36m"
-        case .freezing: return "\u{1B}[1;34m"
-        case .unknown: return "\u{1B}[2m"
-        }
     }
 }

@@ -40,6 +40,30 @@ struct OriginalAppsConfigTests {
                 == ["rules[0].fallback: applies to the texts of greeting and publish actions; this rule has none"])
     }
 
+    @Test("config check warns where a rule's text or topic may lack a value; none where every value is sure")
+    func templateWarnings() throws {
+        let config = try FleetConfig.parse(#"""
+            {"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 9, "minor": 6, "name": "counter"},
+                         {"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 9, "minor": 7, "owner": "ana",
+                          "profile": {"name": "Ana", "favorite": "tea"}}],
+             "rules": [{"name": "barista", "when": "join",
+                        "then": [{"do": "publish", "topic": "displays/{store}/barista", "text": "Hello {customer}! A {favorite} is on its way."}]},
+                       {"name": "welcome", "when": "join", "fallback": "Hello! Your coffee is on its way.",
+                        "then": [{"do": "greeting", "text": "Hello {customer}! A {favorite} is on its way."}]},
+                       {"name": "at", "when": "enter", "names": ["counter"],
+                        "then": [{"do": "publish", "topic": "log/{major}/{minor}", "text": "{name} at {zone} ({proximity})"}]},
+                       {"name": "own", "when": "enter", "beacons": [{"major": 9, "minor": 7}],
+                        "then": [{"do": "publish", "topic": "displays/{store}/{client}", "text": "{customer}: {favorite}"}]},
+                       {"name": "who", "when": "enter", "fallback": "someone at {lat}",
+                        "then": [{"do": "publish", "topic": "who/{customer}", "text": "{customer}"}]}]}
+            """#)
+        #expect(config.templateWarnings == [
+            #"rules[0] ("barista").then[0].text: {customer}, {favorite} may have no value; then the message is skipped (counted in actionsSkipped): give the rule a "fallback" text"#,
+            #"rules[4] ("who").then[0].topic: {customer} may have no value; then the publish is skipped"#,
+            #"rules[4] ("who").fallback: {lat} may have no value either; then nothing is sent"#,
+        ])
+    }
+
     @Test("a template is complete only when every variable it uses has a non-empty value")
     func completeness() {
         let template = "Hello {customer}! A {favorite} is on its way."
@@ -49,15 +73,31 @@ struct OriginalAppsConfigTests {
         #expect(Template.isComplete("no variables", [:]))
     }
 
-    @Test("the original app's hot/cold words map the proximity class; the game's stay the default",
-          arguments: [(Proximity.unknown, "Freezing!"), (.far, "Cold!"), (.near, "Warm!"), (.immediate, "Hot!")])
-    func originalWords(proximity: Proximity, word: String) {
+    /// Seed 001's ranging callback: unknown blue "Freezing!", far blue "Cold!", immediate
+    /// purple "Warmer", near red "HOT!", and `[NSString stringWithFormat:@"%ddB", beacon.rssi]`.
+    @Test("the original app's hot/cold words and colours by proximity class, its dB line; the game's stay the default",
+          arguments: [(Proximity.unknown, "Freezing!", WordColour.blue), (.far, "Cold!", .blue),
+                      (.immediate, "Warmer", .purple), (.near, "HOT!", .red)])
+    func originalWords(proximity: Proximity, word: String, colour: WordColour) {
         let line = RangeLine(id: BeaconID(uuid: BeaconUUID(high: 1, low: 2), major: 7, minor: 1),
-                             address: BluetoothAddress(rawValue: 1), rssi: nil, rssiSmoothed: nil, distance: nil,
+                             address: BluetoothAddress(rawValue: 1), rssi: -63, rssiSmoothed: -62, distance: 1.4,
                              proximity: proximity, warmth: .cold, gone: false, quietFor: 0)
         #expect(HotColdWords.original.word(for: line) == word)
+        #expect(HotColdWords.original.colour(for: line) == colour)
         #expect(line.text(words: .original).hasSuffix("  \(proximity.rawValue)  \(word)"))
+        #expect(line.text(words: .original).contains("minor 1  -63dB  smoothed -62.0 dBm"), "\(line.text(words: .original))")
         #expect(line.plainText.hasSuffix("  \(proximity.rawValue)  Cold"), "the game's words by default")
+        #expect(line.plainText.contains("rssi -63 dBm"))
+        #expect(HotColdWords.game.colour(for: line) == .cyan, "the game colours its own words")
+    }
+
+    @Test("without signal strength the original's dB line says 0dB, as CoreLocation did")
+    func originalSignalWithoutRSSI() {
+        let line = RangeLine(id: BeaconID(uuid: BeaconUUID(high: 1, low: 2), major: 7, minor: 1),
+                             address: BluetoothAddress(rawValue: 1), rssi: nil, rssiSmoothed: nil, distance: nil,
+                             proximity: .unknown, warmth: .unknown, gone: false, quietFor: 0)
+        #expect(line.text(words: .original).contains("minor 1  0dB  rssi n/a"))
+        #expect(line.text(words: .original).hasSuffix("unknown  Freezing!"))
     }
 
     static let marker = BeaconUUID("B9407F30-F5F8-466E-AFF9-25556B57FE6D")!

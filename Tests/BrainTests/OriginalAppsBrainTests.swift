@@ -87,6 +87,59 @@ import Tracking
         "then": [ { "do": "greeting", "text": "right here at {zone}" } ] } ]
     """
 
+    /// Issue 18: "Hello ! A  is on its way." reached `displays/9/barista` through a `publish`
+    /// rule without a `fallback`. No text with a hole reaches any topic: a publish without a
+    /// fallback is skipped and counted, and so is a fallback that has a hole itself.
+    @Test func aPublishWithMissingValuesAndNoFallbackReachesNoTopic() {
+        let rules = """
+        [ { "name": "barista", "when": "join",
+            "then": [ { "do": "publish", "topic": "displays/{store}/barista", "text": "Hello {customer}! A {favorite} is on its way." } ] },
+          { "name": "holey fallback", "when": "join", "fallback": "{customer} is in",
+            "then": [ { "do": "publish", "topic": "displays/{store}/door", "text": "{customer} ({favorite}) is in" } ] } ]
+        """
+        var h = Harness(config: testConfig(rules: rules))
+        h.join("ana", counter, joinJSON(name: "Ana", favorite: "flat white"), at: t(1))
+        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.text == "Hello Ana! A flat white is on its way.")
+        #expect(h.sent.last { $0.topic == "displays/100/door" }?.text == "Ana (flat white) is in")
+        let mark = h.sent.count
+        h.join("bob", counter, joinJSON(name: nil, favorite: nil), at: t(2))
+        #expect(!h.sent[mark...].contains { $0.topic.hasPrefix("displays/") }, "\(h.sent[mark...].map(\.topic))")
+        #expect(!h.sent.contains { $0.text.contains("Hello !") || $0.text.contains("A  is") || $0.text.hasPrefix(" is in") })
+        #expect(h.core.counters.actionsSkipped == 2, "both skipped, both counted")
+    }
+
+    /// NaviBeacon (seed 003): "The beacon ranging algorithm uses a closure as a callback for
+    /// whenever it discovers a beacon ... `onBeaconChanged`": every ranging update calls it.
+    /// Updates the brain decides together (one report carrying several seconds, a late
+    /// gateway) each fire: a configured rate limit counts capture time, not arrival.
+    @Test func updateRulesFireOnEveryUpdateEvenWhenDecidedTogether() {
+        let rules = """
+        [ { "name": "follow", "when": "update", "names": ["counter"],
+            "then": [ { "do": "publish", "topic": "nav/{minor}", "text": "{proximity}" } ] },
+          { "name": "half", "when": "update", "names": ["counter"], "cooldown": 0.5,
+            "then": [ { "do": "publish", "topic": "half/{minor}", "text": "{proximity}" } ] },
+          { "name": "slow", "when": "update", "names": ["counter"], "cooldown": 2.5,
+            "then": [ { "do": "publish", "topic": "slow/{minor}", "text": "{proximity}" } ] } ]
+        """
+        var h = Harness(config: testConfig(rules: rules))
+        h.see(counter, by: "till", rssi: -60, .near, at: t(1))
+        h.see(counter, by: "till", rssi: -60, .near, at: t(2))
+        let before = (h.sent.filter { $0.topic == "nav/1" }.count, h.sent.filter { $0.topic == "half/1" }.count,
+                      h.sent.filter { $0.topic == "slow/1" }.count)
+        #expect(before.0 >= 1, "present, and updated on entering")
+        // One message carrying six seconds of the till's sightings, one a second: decided at once.
+        let entries = (0..<6).map { i in
+            RSSIReport.Entry(beacon: counter, uuid: storeUUID, count: 1, rssi: -60, at: 0.75 + Double(i), rssiSmoothed: -60,
+                             distance: 1.2, proximity: .near)
+        }
+        h.publish(h.topics.rssiReports(ofGateway: "till"), RSSIReport(gateway: "till", from: t(2), to: t(9), entries: entries).json,
+                  at: t(9))
+        #expect(h.sent.filter { $0.topic == "nav/1" }.count - before.0 == 6, "every update: \(h.sent.map(\.topic))")
+        #expect(h.sent.filter { $0.topic == "half/1" }.count - before.1 == 6, "a cooldown below the update interval limits nothing")
+        #expect(h.sent.filter { $0.topic == "slow/1" }.count - before.2 == 2,
+                "a cooldown of 2.5 s in capture time: the updates 3 s after its last firing, not all or one")
+    }
+
     @Test func updateRulesFireOnEveryUpdateOfTheZoneGatewayRateLimited() {
         var h = Harness(config: testConfig(rules: Self.callbacks))
         h.join("ana", counter, at: t(0))
@@ -97,7 +150,8 @@ import Tracking
             h.see(counter, by: "door", rssi: -80, .far, at: t(time + 0.1))
         }
         let follow = h.sent.filter { $0.topic == "nav/1" }.map(\.text)
-        #expect(follow == ["near -60", "near -60", "immediate -50", "immediate -50"], "at most one a second")
+        #expect(follow == ["near -60", "near -60", "immediate -50", "immediate -50"],
+                "one update a second: the till's publishInterval, as its sightings")
         let greetings = h.inbox("ana").filter { $0["rule"] == .string("close by") }
         #expect(greetings.count == 1, "rssiAbove, then its cooldown of 5 s as the rate limit")
         #expect(greetings.first?["text"] == .string("right here at Counter"))

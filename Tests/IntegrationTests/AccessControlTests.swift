@@ -74,7 +74,8 @@ struct AccessControlTests {
             ("brain", "beacons/1/2/observers/ana"), ("brain", "brain/visits/1/2"), ("brain", "displays/100/barista"),
             ("brain", "gateways/door/calibration"),
             ("operator", "fleet/config"), ("operator", "gateways/door/cmd"),
-            ("display-100", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
+            ("display-100", "homeassistant/binary_sensor/beaconbridge/gateway_door_connectivity/config"),
+            ("display-100", "homeassistant/device_tracker/beaconbridge/beacon_1_2/state"),
             ("homeassistant", "homeassistant/status"),
         ]
         // Every attack of the table below, and what else no role may write.
@@ -82,6 +83,7 @@ struct AccessControlTests {
             ("door", "beacons/1/2/presence/counter"), ("door", "gateways/counter/status"), ("door", "beacons/1/2/ad"),
             ("ana", "beacons/1/2/ad"), ("display-100", "beacons/1/2/observers/ana"), ("display-100", "stores/1/roster"),
             ("display-100", "gateways/door/status"), ("display-100", "homeassistant/sensor/other/config"),
+            ("display-100", "homeassistant/sensor/beaconbridge/gateway_door_adverts/state"),
             ("door", "displays/100/barista"), ("display-100", "gateways/door/calibration"),
             ("homeassistant", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
             ("homeassistant", "gateways/door/status"), ("homeassistant", "fleet/config"),

@@ -122,6 +122,17 @@ struct CommandLineTests {
         let good = try await run("beaconctl", ["config", "check", Programs.repositoryRoot + "/deploy/fleet.example.json"])
         #expect(good.status == 0, "\(good.stderr)")
         #expect(good.stdout.contains("ok: 3 gateways"))
+        #expect(!good.stderr.contains("may have no value"), "the shipped example's rules say something in every case: \(good.stderr)")
+
+        // Issue 18: "Hello ! A  is on its way." through a publish rule without a fallback: warned.
+        let holey = try dir.write("holey.json", """
+            {"rules": [{"name": "barista", "when": "join",
+              "then": [{"do": "publish", "topic": "displays/{store}/barista", "text": "Hello {customer}! A {favorite} is on its way."}]}]}
+            """)
+        let warned = try await run("beaconctl", ["config", "check", holey])
+        #expect(warned.status == 0, "a warning, not an error: \(warned.stderr)")
+        #expect(warned.stderr.contains(#"warning: \#(holey): rules[0] ("barista").then[0].text: {customer}, {favorite} may have no value"#),
+                "\(warned.stderr)")
     }
 
     @Test("bad usage: a clear message and exit status 2; --help exits 0", arguments: [

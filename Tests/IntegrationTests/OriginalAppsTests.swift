@@ -12,7 +12,13 @@ import Testing
 struct OriginalAppsTests {
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
 
-    @Test("beaconctl range --words original says the original app's words for each proximity class")
+    /// The hot/cold seeker's ranging callback (seed 001), as its text writes it:
+    ///   `case CLProximityUnknown: ... blueColor ... [self setStatus:@"Freezing!"];`
+    ///   `case CLProximityFar: ... blueColor ... [self setStatus:@"Cold!"];`
+    ///   `case CLProximityImmediate: ... purpleColor ... [self setStatus:@"Warmer"];`
+    ///   `case CLProximityNear: ... redColor ... [self setStatus:@"HOT!"];`
+    /// and `self.signalStrengthLabel.text = [NSString stringWithFormat:@"%ddB", beacon.rssi];`
+    @Test("beaconctl range --words original says the original app's words for each proximity class, with its dB line")
     func originalWords() async throws {
         let dir = try TemporaryDirectory("beaconctl-range-words")
         let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
@@ -27,11 +33,16 @@ struct OriginalAppsTests {
         let range = try startProgram("beaconctl", ["range", "--source", "btsnoop:\(capture)", "--speed", "0",
                                                    "--exit-timeout", "3", "--words", "original"], in: dir)
         #expect(await range.waitForExit(timeout: 20) == 0, "\(range.diagnostics)")
-        let words = range.stdoutLines.filter { !$0.contains("gone") }.map { $0.split(separator: " ").suffix(2).joined(separator: " ") }
+        let lines = range.stdoutLines.filter { !$0.contains("gone") }
+        let words = lines.map { $0.split(separator: " ").suffix(2).joined(separator: " ") }
         #expect(words.first == "far Cold!", "\(range.stdoutLines)")
-        #expect(words.contains("near Warm!"), "\(range.stdoutLines)")
-        #expect(words.contains("immediate Hot!"), "\(range.stdoutLines)")
+        #expect(words.contains("near HOT!"), "\(range.stdoutLines)")
+        #expect(words.contains("immediate Warmer"), "\(range.stdoutLines)")
         #expect(words.last == "unknown Freezing!", "stale at the end: \(range.stdoutLines)")
+        // The signal line as the original showed it ("%ddB"), the last RSSI heard.
+        #expect(lines.first?.contains("  -79dB  ") == true, "\(range.stdoutLines)")
+        #expect(lines.contains { $0.contains("  -40dB  ") && $0.hasSuffix("immediate  Warmer") }, "\(range.stdoutLines)")
+        #expect(!lines.contains { $0.contains("rssi -") }, "the original's dB line replaces the rssi field")
 
         let bad = try startProgram("beaconctl", ["range", "--source", "btsnoop:\(capture)", "--words", "tepid"], in: dir)
         #expect(await bad.waitForExit(timeout: 20) == 2)
