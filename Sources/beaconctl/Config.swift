@@ -39,7 +39,9 @@ struct Config: AsyncParsableCommand {
             }
             for note in config.rosterNotes { printLine(note) }
             for note in config.calibrationNotes { printLine(note) }
-            for warning in config.templateWarnings { writeStandardError("warning: \(path): \(warning)\n") }
+            for warning in config.templateWarnings + config.zoneWarnings {
+                writeStandardError("warning: \(path): \(warning)\n")
+            }
             if !sources.isEmpty {
                 printLine("note: no source set for \(sources.joined(separator: ", ")) (pass --source to beacon-gateway)")
             }

@@ -123,6 +123,16 @@ struct CommandLineTests {
         #expect(good.status == 0, "\(good.stderr)")
         #expect(good.stdout.contains("ok: 3 gateways"))
         #expect(!good.stderr.contains("may have no value"), "the shipped example's rules say something in every case: \(good.stderr)")
+        // Issue 19: the example keeps the zone defaults (its margin 4 dB on 3 steps scored
+        // 1.2-2.3 points worse on every simulated layout); such settings are warned about.
+        #expect(!good.stderr.contains("brain.zone"), "\(good.stderr)")
+        let sluggish = try dir.write("sluggish.json", #"{"brain": {"zoneMargin": 4, "zoneUpdates": 3}}"#)
+        let zoneWarned = try await run("beaconctl", ["config", "check", sluggish])
+        #expect(zoneWarned.status == 0, "a warning, not an error: \(zoneWarned.stderr)")
+        #expect(zoneWarned.stderr.contains("warning: \(sluggish): brain.zoneMargin 4 dB: a margin above the default 0 (2 and 4 were tried) "
+                                           + "measured fewer seconds in the right zone"), "\(zoneWarned.stderr)")
+        #expect(zoneWarned.stderr.contains("warning: \(sluggish): brain.zoneUpdates 3: more than the default 1 step"),
+                "\(zoneWarned.stderr)")
 
         // Issue 18: "Hello ! A  is on its way." through a publish rule without a fallback: warned.
         let holey = try dir.write("holey.json", """
