@@ -108,7 +108,7 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport", "LiveClock", "SystemCalls",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swiftSettings),
         .executableTarget(

@@ -210,8 +210,10 @@ public struct EddystoneURL: Hashable, Sendable {
 
 /// Unencrypted Eddystone-TLM (version 0).
 public struct EddystoneTLM: Hashable, Sendable {
-    /// Battery voltage in mV; 0 when the beacon has no battery reading.
+    /// Battery voltage in mV as sent: 0 when the beacon has no battery reading (see `battery`).
     public var batteryMillivolts: UInt16
+    /// Battery voltage in mV; `nil` when the beacon does not say (0 on the air), never 0.
+    public var battery: UInt16? { batteryMillivolts == 0 ? nil : batteryMillivolts }
     /// Beacon temperature in °C (8.8 fixed point on air); `nil` when not supported (0x8000).
     public var temperature: Double?
     /// Advertising PDUs sent since power-up or reboot.

@@ -58,6 +58,10 @@ public struct Topics: Sendable, Equatable {
 
     public func ad(of id: BeaconID) -> String { beacon(id) + "/ad" }
 
+    /// A beacon's last telemetry (Eddystone-TLM: battery, temperature, counts), retained,
+    /// from the gateway that heard it last.
+    public func telemetry(of id: BeaconID) -> String { beacon(id) + "/telemetry" }
+
 
     public func observer(_ client: String, of id: BeaconID) -> String { beacon(id) + "/observers/" + client }
 

@@ -57,6 +57,8 @@ public final class BrainService: Service, Sendable {
         public var isStandIn = false
         /// The key that seals the brain's records (`RecordSeal`); `nil`: unsealed.
         public var recordKey: [UInt8]?
+        /// The stores' proof-of-presence secrets by file (`BrainCore.proofSecrets`).
+        public var proofSecrets: [String: [UInt8]] = [:]
         /// The deferred lane (`InboundLanes`: observers the brain does not know) waits while
         /// more of the brain's messages than this await the broker's acknowledgement, for at
         /// most 0.1 s at a time: an answer from the first lane then never queues behind
@@ -145,6 +147,7 @@ public final class BrainService: Service, Sendable {
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
         core.recovery.settings = options.recovery
         core.recordSeal = RecordSeal(key: options.recordKey)
+        core.proofSecrets = options.proofSecrets
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)

@@ -124,6 +124,12 @@ public struct BrainCore: Sendable {
     public var recordSeal = RecordSeal()
     /// Who may join which beacon (`brain.joins`).
     private(set) var joinPolicy: JoinPolicy
+    /// The stores' proof-of-presence secrets by `stores[].proof.secretFile`, read where the
+    /// brain runs (the core reads no files). A store whose file is missing here proves
+    /// nothing: its joins are decided as `owned-or-near` decides them.
+    public var proofSecrets: [String: [UInt8]] = [:] {
+        didSet { joinPolicy.proofs = Self.proofs(config, proofSecrets) }
+    }
     /// When joins past `brain.joinMaxAge` are next looked for.
     private var nextAgeCheck = Instant.epoch
     /// Visits whose views were missing at settling while their store was unknown: decided
@@ -487,6 +493,7 @@ public struct BrainCore: Sendable {
         guard isSettled else {
             var fresh = BrainCore(config: config, stores: stores, limits: limits)
             fresh.recordSeal = recordSeal
+            fresh.proofSecrets = proofSecrets
             fresh.counters = counters
             fresh.recovery = ConnectionRecovery(settings: recovery.settings)
             self = fresh
@@ -1048,24 +1055,27 @@ public struct BrainCore: Sendable {
     /// error and its join leaves the broker (`JoinPolicy`).
     private mutating func permitted(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
         guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, store: store(of: key.beacon),
-                                               presence: presence, viewStore: viewStore) else { return true }
+                                               presence: presence, viewStore: viewStore, at: now) else { return true }
         note(.info, "join refused", ["beacon": "\(key.beacon)", "client": key.client, "reason": refusal])
         reportRejected("join", topic: topics.observer(key.client, of: key.beacon), reason: refusal)
         reject(key, reason: refusal, at: now)
         return false
     }
 
-    /// A visit ended (`owned-or-near`): the joins of its beacon end, and so do its owner's
+    /// A visit ended (`owned-or-near`, `proof`): the joins of its beacon end, and so do its owner's
     /// joins of the store's beacons once none of the owner's beacons is in that store; their
     /// profiles leave the broker. (`open` joins last until the app leaves, its last will,
     /// or `brain.joinMaxAge`.)
     private mutating func visitEnded(_ ref: BeaconRef, at now: Instant) {
-        guard joinPolicy.access == .ownedOrNear else { return }
-        for join in observers.joins(of: ref) { leave(join.key, deleteTopic: true, at: now) }
+        guard joinPolicy.access != .open else { return }
+        for join in observers.joins(of: ref) {
+            leave(join.key, deleteTopic: true, told: "the visit of beacon \(ref) ended: it left the store", at: now)
+        }
         guard let owner = joinPolicy.owner(of: ref) else { return }
         for join in observers.joins(ofClient: owner) where joinPolicy.owner(of: join.beacon) == nil
             && !joinPolicy.isNear(owner, store: store(of: join.beacon), presence: presence, viewStore: viewStore) {
-            leave(join.key, deleteTopic: true, at: now)
+            leave(join.key, deleteTopic: true,
+                  told: "none of \(owner)'s beacons is in store \(store(of: join.beacon).map(String.init) ?? "?") any more", at: now)
         }
     }
 
@@ -1077,7 +1087,8 @@ public struct BrainCore: Sendable {
         let maxAge = config.brain.joinMaxAge
         for join in observers.joins.values.sorted(by: { $0.key < $1.key }) where now.seconds(since: join.since) >= maxAge {
             note(.info, "join ended: older than brain.joinMaxAge", ["beacon": "\(join.beacon)", "client": join.client])
-            leave(join.key, deleteTopic: true, at: now)
+            leave(join.key, deleteTopic: true,
+                  told: "the join is older than brain.joinMaxAge (\(fixed(maxAge, places: 0)) s); join again to stay", at: now)
         }
         for key in proximityRoster.endVisits(olderThan: maxAge, at: now) {
             note(.info, "roster visit ended: older than brain.joinMaxAge", ["store": "\(key.store)", "client": key.client])
@@ -1098,8 +1109,11 @@ public struct BrainCore: Sendable {
         note(.debug, "join answered", ["beacon": "\(key.beacon)", "client": key.client])
     }
 
-    private mutating func leave(_ key: ObserverJoin.Key, deleteTopic: Bool, at now: Instant) {
+    /// `told`: why the brain ended the join, said to the app on its inbox (`left`); `nil`
+    /// when the app left itself or is offline.
+    private mutating func leave(_ key: ObserverJoin.Key, deleteTopic: Bool, told reason: String? = nil, at now: Instant) {
         guard let join = observers.remove(key) else { return }
+        if let reason { inbox(key.client, .left(beacon: key.beacon, reason: reason), at: now) }
         counters.leaves += 1
         runRules(.leave, beacon: key.beacon, join: join, at: now)
         let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
@@ -1273,10 +1287,19 @@ public struct BrainCore: Sendable {
             values["customer"] = join.name
             values["favorite"] = join.favorite
         } else if let owner = entry?.owner {
-            // A customer's own beacon: the registry's profile, as a proximity roster shows it.
+            // A customer's own beacon: the profile of the owner's accepted join (of this beacon,
+            // else of any) as the app gave it, else the registry's, as a proximity roster shows it.
+            let accepted = observers[ObserverJoin.Key(beacon: ref, client: owner)]
+                ?? observers.joins(ofClient: owner).first { $0.name != nil }
             values["client"] = owner
-            values["customer"] = entry?.profile?.name
-            values["favorite"] = entry?.profile?.favorite
+            values["customer"] = accepted?.name ?? entry?.profile?.name
+            values["favorite"] = accepted?.favorite ?? entry?.profile?.favorite
+        } else if let accepted = observers.joins(of: ref).filter({ $0.name != nil }).min(by: { $0.since < $1.since }) {
+            // A beacon an app has joined with a profile (the customer's phone as the beacon):
+            // the first such join names the customer.
+            values["client"] = accepted.client
+            values["customer"] = accepted.name
+            values["favorite"] = accepted.favorite
         }
         if let location = entry?.location {
             values["lat"] = location.latitude.map { fixed($0, places: 6) }
@@ -1578,6 +1601,17 @@ public struct BrainCore: Sendable {
         gatewayStores = [:]
         for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
         joinPolicy = JoinPolicy(config: config)
+        joinPolicy.proofs = Self.proofs(config, proofSecrets)
+    }
+
+    /// Each store's proof of presence whose secret is known.
+    static func proofs(_ config: FleetConfig, _ secrets: [String: [UInt8]]) -> [UInt16: PresenceProof] {
+        var proofs: [UInt16: PresenceProof] = [:]
+        for store in config.stores {
+            guard let proof = store.proof, let secret = secrets[proof.secretFile] else { continue }
+            proofs[store.major] = PresenceProof(secret: secret, slotSeconds: proof.slotSeconds)
+        }
+        return proofs
     }
 
     /// The configured zone name of every gateway.

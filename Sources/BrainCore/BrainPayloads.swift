@@ -448,6 +448,9 @@ public enum InboxMessage: Sendable, Equatable {
     case greeting(beacon: BeaconRef, text: String, rule: String?)
     case locationFix(beacon: BeaconRef, location: Location, rule: String?)
     case error(beacon: BeaconRef?, reason: String)
+    /// The brain ended the app's join (the visit ended, the join grew too old): the app is
+    /// no longer on the beacon's channel, and its profile left the broker.
+    case left(beacon: BeaconRef, reason: String)
 
     public var type: String {
         switch self {
@@ -455,6 +458,7 @@ public enum InboxMessage: Sendable, Equatable {
         case .greeting: "greeting"
         case .locationFix: "locationFix"
         case .error: "error"
+        case .left: "left"
         }
     }
 
@@ -478,6 +482,9 @@ public enum InboxMessage: Sendable, Equatable {
             case .error(let beacon, let reason):
                 o("beacon", beacon?.json ?? .null)
                 o("error", reason)
+            case .left(let beacon, let reason):
+                o("beacon", beacon.json)
+                o("reason", reason)
             }
             o("ts", ts)
         }
@@ -513,6 +520,9 @@ public enum InboxMessage: Sendable, Equatable {
                 nil
             }
             self = .error(beacon: beacon, reason: try r.string(o["error"], "error", maxLength: 10_000))
+        case "left":
+            self = .left(beacon: try BeaconRef(json: o["beacon"], at: "beacon"),
+                         reason: try r.string(o["reason"], "reason", maxLength: 10_000))
         default:
             throw PayloadError("unknown inbox message type \"\(type.prefix(32))\"")
         }

@@ -17,8 +17,16 @@ public import Config
 /// So an app learns of other customers only what the store shows it in person, and a
 /// profile cannot be put on a store's roster from outside it. `open` lets any app join any
 /// beacon, as a demo does.
+///
+/// `proof` (the default) is `owned-or-near` plus proof of presence: a store's beacon may also
+/// be joined by an app whose join names the store's current rotating value
+/// (`PresenceProof`): the beacon it joins is `<major>/<value>`, the minor a gateway of the
+/// store advertises now (or advertised in the slot before). The join lasts until the app
+/// leaves (or `brain.joinMaxAge`).
 public struct JoinPolicy: Sendable {
     public let access: JoinAccess
+    /// Each store's proof of presence (`stores[].proof` with its secret read).
+    public var proofs: [UInt16: PresenceProof] = [:]
     /// Each owner's beacons, from the registry.
     public let owned: [String: [BeaconRef]]
     /// Each owned beacon's owner.
@@ -39,25 +47,37 @@ public struct JoinPolicy: Sendable {
 
     /// Why `client` may not join `beacon` now, or `nil` when it may. `store`: the beacon's
     /// store; `presence`: who is where now; `viewStore`: the store a gateway's view of a
-    /// beacon comes from.
+    /// beacon comes from; `now`: the wall clock, for proofs of presence.
     public func refusal(client: String, beacon: BeaconRef, store: UInt16?, presence: FleetPresence,
-                        viewStore: (BeaconRef, String) -> UInt16?) -> String? {
-        guard access == .ownedOrNear else { return nil }
+                        viewStore: (BeaconRef, String) -> UInt16?, at now: Instant = .epoch) -> String? {
+        guard access != .open else { return nil }
         if let owner = owner(of: beacon) {
             return owner == client ? nil : "beacon \(beacon) belongs to another customer: only its owner may join it"
         }
         guard let store else {
             return "beacon \(beacon) belongs to no store (beacons[].store) and to no customer: nobody may join it"
         }
+        if proves(beacon, store: store, at: now) { return nil }
+        // Without a proof: as owned-or-near.
+        let proof = access == .proof && proofs[beacon.major] != nil && beacon.eddystone == nil
+            ? ", nor is its minor store \(beacon.major)'s current proof of presence (stale or forged)" : ""
         guard let mine = owned[client], !mine.isEmpty else {
-            return "beacon \(beacon) is the store's: an app joins it near it, and no beacon in the registry belongs "
-                + "to \(client) (beacons[].owner) to tell where it is"
+            return "beacon \(beacon) is the store's: an app joins it near it\(proof), and no beacon in the registry "
+                + "belongs to \(client) (beacons[].owner) to tell where it is"
         }
         guard isNear(client, store: store, presence: presence, viewStore: viewStore) else {
-            return "beacon \(beacon) is the store's: an app joins it near it, and none of \(client)'s beacons is in "
-                + "store \(store) now"
+            return "beacon \(beacon) is the store's: an app joins it near it\(proof), and none of \(client)'s beacons "
+                + "is in store \(store) now"
         }
         return nil
+    }
+
+    /// Whether a join of `beacon` proves presence (`proof` access): an iBeacon whose major
+    /// is a store with a proof and whose minor is that store's value now.
+    public func proves(_ beacon: BeaconRef, store: UInt16?, at now: Instant) -> Bool {
+        guard access == .proof, beacon.eddystone == nil, store == beacon.major,
+              let proof = proofs[beacon.major] else { return false }
+        return proof.accepts(beacon.minor, store: beacon.major, at: now)
     }
 
     /// Whether one of `client`'s own beacons is in `store` now.

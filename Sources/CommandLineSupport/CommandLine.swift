@@ -181,6 +181,27 @@ public enum ConfigLoading {
         return line
     }
 
+    /// A store's proof-of-presence secret: the first line of `stores[].proof.secretFile`, at
+    /// least 16 characters (`beaconctl provision` writes 64 hex digits).
+    public static func proofSecret(_ proof: ProofConfig, store: UInt16) throws -> [UInt8] {
+        let line = try secret(file: proof.secretFile, option: "store \(store)'s proof.secretFile")
+        guard line.utf8.count >= 16 else {
+            throw CommandFailure("store \(store)'s proof.secretFile \(proof.secretFile): the secret is shorter than 16 "
+                                 + "characters (e.g. openssl rand -hex 32 > \(proof.secretFile))")
+        }
+        return Array(line.utf8)
+    }
+
+    /// Every store's proof-of-presence secret by its file (`BrainCore.proofSecrets`).
+    public static func proofSecrets(_ config: FleetConfig) throws -> [String: [UInt8]] {
+        var secrets: [String: [UInt8]] = [:]
+        for store in config.stores {
+            guard let proof = store.proof, secrets[proof.secretFile] == nil else { continue }
+            secrets[proof.secretFile] = try proofSecret(proof, store: store.major)
+        }
+        return secrets
+    }
+
     /// The first line of credential `name` from `$CREDENTIALS_DIRECTORY` (systemd's
     /// `LoadCredential=`); `nil` outside systemd or when the unit passes no such credential.
     public static func credential(_ name: String) throws -> String? {

@@ -93,6 +93,7 @@ public struct AccessPolicy: Sendable {
                 "topic readwrite \(topic("beacons/+/+/presence/\(id)"))",
                 "topic write \(topic("eddystone/+/+"))",
                 "topic readwrite \(topic("eddystone/+/+/presence/\(id)"))",
+                "topic write \(topic("eddystone/+/+/telemetry"))",
                 "topic write \(topic("gateways/\(id)/status"))",
                 "topic write \(topic("gateways/\(id)/health"))",
                 "topic write \(topic("gateways/\(id)/events"))",

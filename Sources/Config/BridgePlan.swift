@@ -92,6 +92,7 @@ public struct BridgePlan: Sendable, Equatable {
         for g in levels { add("beacons/+/+/presence/\(g)", .out, 1, "gateway presence (retained)") }
         add("eddystone/+/+", .out, 0, "Eddystone sightings")
         for g in levels { add("eddystone/+/+/presence/\(g)", .out, 1, "Eddystone presence (retained)") }
+        add("eddystone/+/+/telemetry", .out, 1, "Eddystone telemetry: battery, temperature (retained)")
         add("observers/+/status", .out, 1, "apps in the store: online, and their last will")
         for m in majors.sorted() {
             add("beacons/\(m)/+/observers/+", .both, 1, "joins out; the brain's deletion of a dead app's join in")

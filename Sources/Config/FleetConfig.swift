@@ -115,10 +115,24 @@ public struct AdvertiseConfig: Sendable, Equatable {
     public var beacon: IBeacon
     /// Milliseconds between advertisements (100–10240).
     public var intervalMs: Int
+    /// The minor is the store's proof of presence (`"proof": true`): the gateway advertises
+    /// the value of its major's store for the current time slot and changes it every slot
+    /// (`PresenceProof`); `beacon.minor` is then that slot's value.
+    public var proof: Bool
 
-    public init(beacon: IBeacon, intervalMs: Int = 100) {
+    public init(beacon: IBeacon, intervalMs: Int = 100, proof: Bool = false) {
         self.beacon = beacon
         self.intervalMs = intervalMs
+        self.proof = proof
+    }
+
+    /// These settings with the minor of `proof` at `time` when the minor is a proof;
+    /// unchanged otherwise.
+    public func at(_ time: Instant, proof presence: PresenceProof?) -> AdvertiseConfig {
+        guard proof, let presence else { return self }
+        var copy = self
+        copy.beacon.minor = presence.value(store: beacon.major, at: time)
+        return copy
     }
 
     /// The `advertise` object of a gateway in the fleet config, or of the
@@ -327,6 +341,9 @@ public struct StoreEntry: Sendable, Equatable {
     public var bridge: StoreBridge?
     /// What puts customers on the store's greeter roster: joins (the default), proximity, or both.
     public var roster = StoreRoster()
+    /// The store's proof of presence: where its secret is and how long a value lasts
+    /// (`PresenceProof`); `nil`: the store's beacons carry none.
+    public var proof: ProofConfig?
 
     public init(major: UInt16, name: String? = nil, ad: JSONValue? = nil, broker: BrokerConfig? = nil,
                 bridge: StoreBridge? = nil) {
@@ -335,6 +352,22 @@ public struct StoreEntry: Sendable, Equatable {
         self.ad = ad
         self.broker = broker
         self.bridge = bridge
+    }
+}
+
+/// `stores[].proof`: a store whose beacon (a gateway with `advertise.proof`) carries a
+/// rotating value an app quotes to prove it is near (`PresenceProof`, docs/security.md).
+public struct ProofConfig: Sendable, Equatable {
+    /// The file holding the store's secret (its first line, at least 16 characters:
+    /// `beaconctl provision` writes one); read by the brain and by the store's advertising
+    /// gateways where they run, never sent over MQTT.
+    public var secretFile: String
+    /// Seconds a value lasts (5–3600, default 30).
+    public var slotSeconds: Int
+
+    public init(secretFile: String, slotSeconds: Int = PresenceProof.defaultSlotSeconds) {
+        self.secretFile = secretFile
+        self.slotSeconds = slotSeconds
     }
 }
 
@@ -390,7 +423,7 @@ public struct BrainConfig: Sendable, Equatable {
                 zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,
                 rssiProcessNoise: Double = 20, rssiTrendNoise: Double = 2, rssiMeasurementNoise: Double = 9,
                 entryWindow: Double = 0, entranceWait: Double = 1,
-                exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2, joins: JoinAccess = .ownedOrNear,
+                exitSamples: Double = 14, exitMinimum: Double = 2, clockHold: Double = 2, joins: JoinAccess = .proof,
                 joinMaxAge: Double = 4 * 3600) {
         self.zoneConfidence = zoneConfidence
         self.zoneConfidenceWalking = zoneConfidenceWalking
@@ -448,6 +481,11 @@ public struct CalibrationSettings: Sendable, Equatable {
 
 /// Which observers may join which beacons.
 public enum JoinAccess: String, Sendable, Equatable, CaseIterable {
+    /// The default: as `owned-or-near`, and also a store's beacon by an app that proves it is
+    /// near: its join names the store's current rotating value (`stores[].proof`, which a
+    /// gateway advertises as its iBeacon minor: `PresenceProof`), so a phone that owns no
+    /// beacon gets the store's answer at the counter, and nobody elsewhere does.
+    case proof
     /// A beacon with an `owner` only by its owner; a store's beacon only by an observer one
     /// of whose own beacons is in that store now. The join lasts while that is so.
     case ownedOrNear = "owned-or-near"

@@ -11,7 +11,7 @@ extension FleetConfig {
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
                              "reportInterval"]
     static let gatewayKeys = ["id", "source", "zone", "store", "position", "entrance", "advertise"] + tuningKeys
-    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan", "roster"]
+    static let storeKeys = ["major", "name", "ad", "broker", "bridge", "floorPlan", "roster", "proof"]
     static let beaconKeys = ["uuid", "major", "minor", "namespace", "instance", "name", "measuredPower", "latitude", "longitude",
                              "heading", "floor", "store", "ad", "owner", "profile", "position"]
     static let ruleKeys = ["name", "when", "beacons", "stores", "names", "zones", "rssiAbove", "then", "once", "cooldown",
@@ -118,6 +118,7 @@ extension FleetConfig {
                                    bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r))
             store.floorPlan = parseFloorPlan(object["floorPlan"], at: path + ".floorPlan", &r)
             store.roster = parseStoreRoster(object["roster"], at: path + ".roster", &r)
+            store.proof = parseProof(object["proof"], at: path + ".proof", &r)
             stores.append(store)
         }
 
@@ -176,8 +177,31 @@ extension FleetConfig {
                                  homeAssistant: homeAssistant)
         checkBridging(config, &r)
         checkRosters(config, &r)
+        checkProofs(config, &r)
         guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
         return config
+    }
+
+    /// `stores[].proof`: `secretFile` (required) and `slotSeconds`.
+    static func parseProof(_ value: JSONValue?, at path: String, _ r: inout ConfigReader) -> ProofConfig? {
+        guard let value, let o = r.object(value, at: path, keys: ["secretFile", "slotSeconds"]) else { return nil }
+        let file = r.required(o, "secretFile", at: path).flatMap { r.string($0, at: path + ".secretFile") }
+        let slot = o["slotSeconds"].map { r.integer($0, at: path + ".slotSeconds", in: 5...3600) }
+            ?? PresenceProof.defaultSlotSeconds
+        guard let file, let slot else { return nil }
+        return ProofConfig(secretFile: file, slotSeconds: slot)
+    }
+
+    /// A gateway whose minor is a proof advertises for a store that has one.
+    static func checkProofs(_ config: FleetConfig, _ r: inout ConfigReader) {
+        for (i, gateway) in config.gateways.enumerated() {
+            guard let advertise = gateway.advertise, advertise.proof else { continue }
+            let major = advertise.beacon.major
+            if config.stores.first(where: { $0.major == major })?.proof == nil {
+                r.fail("gateways[\(i)].advertise.proof", "store \(major) (its major) has no proof: give it "
+                       + "\"proof\": {\"secretFile\": …} in stores[]")
+            }
+        }
     }
 
     /// The top-level `broker`, or a store's (`path` says which).
@@ -280,15 +304,24 @@ extension FleetConfig {
     }
 
     static func parseAdvertise(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> AdvertiseConfig? {
-        guard let o = r.object(value, at: path, keys: ["uuid", "major", "minor", "power", "intervalMs"]) else { return nil }
+        guard let o = r.object(value, at: path, keys: ["uuid", "major", "minor", "power", "intervalMs", "proof"]) else {
+            return nil
+        }
+        let proof = o["proof"].flatMap { r.bool($0, at: path + ".proof") } ?? false
         let uuid = r.required(o, "uuid", at: path).flatMap { r.uuid($0, at: path + ".uuid") }
         let major = r.required(o, "major", at: path).flatMap { r.u16($0, at: path + ".major") }
-        let minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        let minor: UInt16?
+        if proof {
+            if o["minor"] != nil { r.fail(path + ".minor", "with \"proof\": true the minor is the store's rotating value; leave it out") }
+            minor = 0
+        } else {
+            minor = r.required(o, "minor", at: path).flatMap { r.u16($0, at: path + ".minor") }
+        }
         let power = o["power"].map { r.integer($0, at: path + ".power", in: -127...20) } ?? -59
         let interval = o["intervalMs"].map { r.integer($0, at: path + ".intervalMs", in: 100...10240) } ?? 100
         guard let uuid, let major, let minor, let power, let interval else { return nil }
         return AdvertiseConfig(beacon: IBeacon(uuid: uuid, major: major, minor: minor, txPower: Int8(power)),
-                               intervalMs: interval)
+                               intervalMs: interval, proof: proof)
     }
 
     static func parseAd(_ value: JSONValue?, at path: String, _ r: inout ConfigReader) -> JSONValue? {

@@ -1,4 +1,4 @@
-import BeaconKit
+public import BeaconKit
 public import Config
 public import GatewayCore
 public import HCI
@@ -52,12 +52,17 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     let configuredAdvertising: ConfiguredAdvertising
     /// Called with each health payload as it is published (`--metrics`).
     let onHealth: (@Sendable (String) -> Void)?
+    /// The proof of presence of the store this gateway advertises for (`advertise.proof`):
+    /// its minor changes to the store's value at every slot.
+    let proof: PresenceProof?
 
     /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
                 password: String?, configPath: String?, logger: Logger, clientID: String? = nil,
-                onHealth: (@Sendable (String) -> Void)? = nil) throws(MQTTError) {
+                onHealth: (@Sendable (String) -> Void)? = nil, proof: PresenceProof? = nil,
+                brokerFromCommandLine: Bool = false) throws(MQTTError) {
         self.config = config
+        self.proof = proof
         self.onHealth = onHealth
         self.gateway = gateway
         self.source = source
@@ -72,8 +77,37 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         client = try MQTTClient(options)
         var engine = GatewayEngine(config: config, gateway: gateway)
         engine.logsBeacons = logger.logLevel <= .debug
+        engine.brokerFromCommandLine = brokerFromCommandLine
         state = Mutex(State(engine: engine))
         configuredAdvertising = ConfiguredAdvertising(gateway.advertise)
+        configuredAdvertising.inForce = gateway.advertise?.at(WallClock.now(), proof: proof)
+    }
+
+    /// `advertise` as it goes on the air now: a proof's minor is the store's value of this slot.
+    func resolved(_ advertise: AdvertiseConfig?) -> AdvertiseConfig? {
+        advertise?.at(WallClock.now(), proof: proof)
+    }
+
+    /// Every slot of the store's proof, the advertised minor changes to the slot's value
+    /// (while the advertising in force is a proof: a command may have replaced it).
+    func rotateProof(_ proof: PresenceProof) async throws {
+        while !Task.isCancelled {
+            let now = WallClock.now()
+            let wait = max(0, proof.nextSlotStart(after: now).seconds(since: now)) + 0.001
+            try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+            guard let current = configuredAdvertising.inForce, current.proof else { continue }
+            let wanted = current.at(WallClock.now(), proof: proof)
+            guard wanted != current else { continue }
+            do {
+                _ = try await source.setAdvertising(wanted)
+                configuredAdvertising.inForce = wanted
+                logger.debug("advertising the store's proof of presence of a new slot", metadata: [
+                    "major": "\(wanted.beacon.major)", "minor": "\(wanted.beacon.minor)",
+                ])
+            } catch {
+                logger.warning("the proof of presence of a new slot could not be advertised", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     public var description: String { "GatewayService(\(gateway.id), \(source.name))" }
@@ -150,6 +184,9 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                             self.input { $0.sourceChanged(state, detail: detail) }
                         }
                     }
+                }
+                if let proof = self.proof {
+                    group.addTask { try await self.rotateProof(proof) }
                 }
                 group.addTask {
                     for await event in self.client.events {
@@ -321,17 +358,21 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 guard let configured = gateway.advertise else {
                     return reply("advertise", "rejected", "gateway \"\(gateway.id)\" has no advertise settings in the config")
                 }
-                wanted = configured
+                wanted = resolved(configured)
             default:
                 do {
-                    wanted = try AdvertiseConfig.parse(value)
+                    wanted = resolved(try AdvertiseConfig.parse(value))
                 } catch {
                     return reply("advertise", "rejected", error.errors.map(\.description).joined(separator: "; "))
+                }
+                if let wanted, wanted.proof, proof == nil || wanted.beacon.major != gateway.advertise?.beacon.major {
+                    return reply("advertise", "rejected", "this gateway holds no proof of presence of store \(wanted.beacon.major)")
                 }
             }
             Task {
                 do {
                     let change = try await source.setAdvertising(wanted)
+                    configuredAdvertising.inForce = wanted
                     logger.info("advertising \(change.rawValue) by command", metadata: [
                         "beacon": "\(wanted.map { "\($0.beacon.uuid)/\($0.beacon.major)/\($0.beacon.minor)" } ?? "none")",
                     ])
@@ -352,10 +393,11 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         let result = input { $0.apply(new, origin: origin, at: WallClock.now()) }.config
         guard case .applied = result, let mine = new.gateway(id: gateway.id) else { return }
         guard configuredAdvertising.replace(with: mine.advertise) else { return }
-        let wanted = mine.advertise
+        let wanted = resolved(mine.advertise)
         Task {
             do {
                 let change = try await source.setAdvertising(wanted)
+                configuredAdvertising.inForce = wanted
                 logger.info("advertising \(change.rawValue) by the new config", metadata: ["origin": "\(origin)"])
             } catch {
                 logger.warning("the new config's advertising failed", metadata: ["origin": "\(origin)", "error": "\(error)"])
@@ -379,8 +421,15 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
 /// The `advertise` settings of the config in force, shared by the service's copies.
 final class ConfiguredAdvertising: Sendable {
     private let current: Mutex<AdvertiseConfig?>
+    private let onAir = Mutex<AdvertiseConfig?>(nil)
 
     init(_ initial: AdvertiseConfig?) { current = Mutex(initial) }
+
+    /// What the controller was last told to advertise (a proof's minor resolved).
+    var inForce: AdvertiseConfig? {
+        get { onAir.withLock { $0 } }
+        set { onAir.withLock { $0 = newValue } }
+    }
 
     /// Stores `new`; whether it differs from what was there.
     func replace(with new: AdvertiseConfig?) -> Bool {

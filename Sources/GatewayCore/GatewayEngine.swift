@@ -79,8 +79,18 @@ public struct GatewayEngine: Sendable {
     private var rereadDeadline: Instant?
     private var lastHealth: (time: Instant, reports: Int, beacons: Int)?
     private var scanningPaused = false
+    /// Eddystone-UID beacons by the address they advertise from: their TLM frames carry no
+    /// identity of their own.
+    private var eddystoneAddresses: [BluetoothAddress: BeaconID] = [:]
+    /// When each beacon's telemetry was last published.
+    private var telemetrySent: [BeaconID: Instant] = [:]
+    /// Seconds between two telemetry messages of one beacon.
+    public static let telemetryInterval = 60.0
     /// Whether enters and exits are logged (at `debug`): off, they cost nothing.
     public var logsBeacons = false
+    /// The gateway was started with `--broker`: the command line, not the config, names its
+    /// broker, so a config's broker is neither applied nor a reason to restart.
+    public var brokerFromCommandLine = false
 
     public init(config: FleetConfig, gateway: GatewayConfig) {
         gatewayID = gateway.id
@@ -286,9 +296,12 @@ public struct GatewayEngine: Sendable {
         var needsRestart: [String] = []
         if mine.source != gateway.source { needsRestart.append("source") }
         if mine.scan != gateway.scan { needsRestart.append("scan") }
-        if new.broker(forGateway: gatewayID) != config.broker(forGateway: gatewayID) { needsRestart.append("broker") }
+        if !brokerFromCommandLine, new.broker(forGateway: gatewayID) != config.broker(forGateway: gatewayID) {
+            needsRestart.append("broker")
+        }
         if new.topicPrefix != config.topicPrefix { needsRestart.append("topicPrefix") }
         let previousTracks = tracker.tracks
+        let zoneChanged = (mine.zone ?? gatewayID) != (gateway.zone ?? gatewayID)
         config = new
         gateway.tracker = mine.tracker
         gateway.healthInterval = mine.healthInterval
@@ -303,6 +316,10 @@ public struct GatewayEngine: Sendable {
         }
         tracker.restore(previousTracks.values.filter { new.accepts($0.id) })
         self.tracker = tracker
+        if zoneChanged {
+            // The retained presence names the zone: what is in range now says the new name.
+            for track in tracker.tracks.values.sorted(by: { $0.id < $1.id }) { send(presenceMessage(track), &out) }
+        }
         report(.applied(needsRestart: needsRestart), origin: origin, at: now, &out)
         return out
     }
@@ -323,11 +340,16 @@ public struct GatewayEngine: Sendable {
 
     private mutating func observe(_ beacon: Beacon, address: BluetoothAddress, rssi: Int8?, at time: Instant,
                                   _ out: inout GatewayOutput) {
+        if case .eddystoneTLM(let tlm) = beacon {
+            telemetry(tlm, address: address, at: time, &out)
+            return
+        }
         guard let id = beacon.id else { return }
         guard config.accepts(id) else {
             filtered += 1
             return
         }
+        if case .eddystone = id { eddystoneAddresses[address] = id }
         let update = tracker.observe(id, address: address, rssi: rssi, measuredPower: beacon.measuredPower,
                                      txPower: beacon.txPower, at: time)
         reporter.add(id, rssi: rssi.map { Double($0) + gateway.tracker.rssiOffset }, at: time)
@@ -343,6 +365,20 @@ public struct GatewayEngine: Sendable {
             let payload = Payloads.sightingBytes(update.track, gateway: gatewayID, entry: registry[id], at: time)
             send(MQTTMessage(topic: topics.sightings(of: id), payload: payload, qos: 0, retain: false), &out)
         }
+    }
+
+    /// An Eddystone-TLM frame: it carries no identity, so it is the telemetry of the
+    /// Eddystone-UID beacon tracked at the same address (a TLM frame before the beacon's
+    /// UID was heard is dropped; the next one comes). Retained on
+    /// `eddystone/<namespace>/<instance>/telemetry`, at most once per `telemetryInterval`
+    /// per beacon (TLM changes slowly; beacons send it every few seconds).
+    private mutating func telemetry(_ tlm: EddystoneTLM, address: BluetoothAddress, at time: Instant,
+                                    _ out: inout GatewayOutput) {
+        guard let id = eddystoneAddresses[address], tracker.tracks[id] != nil else { return }
+        if let last = telemetrySent[id], time.seconds(since: last) < Self.telemetryInterval { return }
+        telemetrySent[id] = time
+        send(MQTTMessage(topic: topics.telemetry(of: id), text: Payloads.telemetry(tlm, gateway: gatewayID, at: time),
+                         qos: 1, retain: true), &out)
     }
 
     /// Publishes the report of every window that ended by `now`, at QoS 0 (a stream: QoS 1
@@ -365,6 +401,8 @@ public struct GatewayEngine: Sendable {
             send(presenceMessage(track), &out)
         case .exit(let track, _):
             if logsBeacons { out.log.append(LogEntry(.debug, "exit", ["beacon": "\(track.id)"])) }
+            if eddystoneAddresses[track.address] == track.id { eddystoneAddresses[track.address] = nil }
+            telemetrySent[track.id] = nil
             send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
         }
     }

@@ -35,6 +35,23 @@ public enum Payloads {
 
     /// A gateway's retained view on `beacons/<major>/<minor>/presence/<gateway>`:
     /// `{"uuid","major","minor","gateway","zone","proximity","rssiSmoothed","distance","since"}`.
+    /// `eddystone/<namespace>/<instance>/telemetry` (retained): an Eddystone-TLM frame of the
+    /// beacon, as agreed with Home Assistant discovery:
+    /// `{"gateway","batteryMv":mV|null,"temperatureC":°C|null,"advertCount":n,"uptimeSeconds":s,"ts"}`;
+    /// an unknown battery or temperature is `null`, never 0.
+    public static func telemetry(_ tlm: EddystoneTLM, gateway: String, at time: Instant) -> String {
+        var writer = JSONWriter(capacity: 160)
+        writer.object { o in
+            o("gateway", gateway)
+            o("batteryMv", tlm.battery.map(Int.init))
+            o("temperatureC", tlm.temperature, places: 2)
+            o("advertCount", Int(tlm.advertisingCount))
+            o("uptimeSeconds", Double(tlm.uptimeDeciseconds) / 10, places: 1)
+            o("ts", time)
+        }
+        return writer.text
+    }
+
     public static func gatewayPresence(_ track: Track, gateway: String, zone: String) -> String {
         var writer = JSONWriter(capacity: 256)
         writer.object { o in

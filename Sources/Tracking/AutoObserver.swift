@@ -4,6 +4,8 @@ public import BeaconKit
 /// beacons it hears (the `RangeMonitor` of `beaconctl range`), joins the nearest one that
 /// reaches `immediate`, and leaves once the brain has answered (the ad arrived), when the
 /// beacon drops to `far` or is gone, or when no answer comes; over and over as it moves.
+/// With `Settings.stay` it is the storefront greeter's customer app instead: it stays
+/// joined after the answer while it ranges the beacon and leaves at `LeaveAt`.
 ///
 /// It decides once a second, on the range report (as a phone's ranging callback comes once
 /// a second with every beacon heard), so "nearest" compares every beacon heard in that
@@ -21,12 +23,27 @@ public struct AutoObserver: Sendable {
         case sighting
     }
 
+    /// How far a beacon joined to stay (`Settings.stay`) may go before it is left: at this
+    /// class or farther (`unknown` counts as farther than `far`), or only when it is gone.
+    public enum LeaveAt: String, Sendable, Equatable, CaseIterable {
+        /// As the storefront greeter's code: `leaveShop` at near, far and unknown.
+        case near
+        /// As the greeter's text: "the "leave shop" trigger at "far"" (and unknown).
+        case far
+        /// Only when not heard for the exit timeout (controllers without RSSI, whose
+        /// proximity is always unknown).
+        case gone
+    }
+
     /// Why the observer left a beacon.
     public enum LeaveReason: String, Sendable, Equatable {
         case answered = "the ad arrived"
+        case near = "the beacon is no longer at immediate"
+        case unknown = "the beacon's proximity is unknown"
         case far = "the beacon is far"
         case gone = "the beacon is gone"
         case unanswered = "no answer came"
+        case ended = "the brain ended the join"
         case stopped = "stopping"
     }
 
@@ -40,10 +57,15 @@ public struct AutoObserver: Sendable {
         public var joinOn: JoinTrigger
         /// Seconds to wait for the brain's answer before leaving anyway.
         public var answerTimeout: Double
+        /// Stay joined after the answer while the beacon is ranged, as the storefront
+        /// greeter's customer app keeps its profile loaded while in the shop, and leave at
+        /// `leaveAt`; `nil`: leave once the answer is in, as the smart-iBeacon app.
+        public var stay: LeaveAt?
 
-        public init(joinOn: JoinTrigger = .immediate, answerTimeout: Double = 10) {
+        public init(joinOn: JoinTrigger = .immediate, answerTimeout: Double = 10, stay: LeaveAt? = nil) {
             self.joinOn = joinOn
             self.answerTimeout = answerTimeout
+            self.stay = stay
         }
     }
 
@@ -51,6 +73,8 @@ public struct AutoObserver: Sendable {
     public struct Joined: Sendable, Equatable {
         public var beacon: BeaconID
         public var since: Instant
+        /// The brain's answer came.
+        public var answered = false
     }
 
     public let settings: Settings
@@ -89,7 +113,19 @@ public struct AutoObserver: Sendable {
     /// The brain answered a join of the beacon `major`/`minor` (its ad arrived): leave it.
     public mutating func answered(major: UInt16, minor: UInt16) -> [Action] {
         guard let beacon = joined?.beacon, beacon.major == major, beacon.minor == minor else { return [] }
+        guard settings.stay == nil else {
+            // The greeter's app stays in the shop.
+            joined?.answered = true
+            return []
+        }
         return leave(because: .answered, spend: true)
+    }
+
+    /// The brain ended the join of the beacon `major`/`minor` (the visit ended): it is left,
+    /// and not joined again until it has been `far` or gone.
+    public mutating func ended(major: UInt16, minor: UInt16) -> [Action] {
+        guard let beacon = joined?.beacon, beacon.major == major, beacon.minor == minor else { return [] }
+        return leave(because: .ended, spend: true)
     }
 
     /// Stopping: leave what is joined.
@@ -107,9 +143,10 @@ public struct AutoObserver: Sendable {
         let present = lines.filter { !$0.gone }
         for line in present where line.proximity == .far { spent.remove(line.id) }
         if let current = joined {
-            if present.first(where: { $0.id == current.beacon })?.proximity == .far {
-                actions += leave(because: .far, spend: false)
-            } else if now.seconds(since: current.since) >= settings.answerTimeout {
+            let proximity = present.first(where: { $0.id == current.beacon })?.proximity
+            if let reason = leaving(at: proximity) {
+                actions += leave(because: reason, spend: false)
+            } else if !current.answered, now.seconds(since: current.since) >= settings.answerTimeout {
                 actions += leave(because: .unanswered, spend: true)
             }
         }
@@ -119,6 +156,17 @@ public struct AutoObserver: Sendable {
             actions.append(.join(next))
         }
         return actions
+    }
+
+    /// Whether the joined beacon, now at `proximity`, is to be left (gone is handled apart).
+    private func leaving(at proximity: Proximity?) -> LeaveReason? {
+        guard let proximity else { return nil }
+        switch (settings.stay, proximity) {
+        case (nil, .far), (.far?, .far), (.near?, .far): return .far
+        case (.far?, .unknown), (.near?, .unknown): return .unknown
+        case (.near?, .near): return .near
+        default: return nil
+        }
     }
 
     private func isJoinable(_ line: RangeLine) -> Bool {

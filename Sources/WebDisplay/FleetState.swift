@@ -35,7 +35,8 @@ public struct FleetState: Sendable {
     /// What `beacon-web` subscribes to: all read-only.
     public var subscriptions: [String] {
         [topics.under("gateways/+/status"), topics.under("gateways/+/health"), topics.calibrationFilter,
-         topics.under("beacons/+/+/presence"), topics.under("beacons/+/+/observers/+"),
+         topics.under("beacons/+/+/presence"), topics.under("eddystone/+/+/presence"),
+         topics.under("beacons/+/+/observers/+"),
          topics.fleetConfig, topics.brainStatus] + CustomerBook.subscriptions(topics)
     }
 
@@ -111,6 +112,9 @@ public struct FleetState: Sendable {
             }
             return Change(fleet: true)
         }
+        if let (ref, about) = topics.parseBeacon(topic), ref.eddystone != nil, about == .fleetPresence {
+            return receivePresence(of: ref, payload)
+        }
         switch topics.parse(topic) {
         case .gatewayStatus(let id)?:
             let text = String(decoding: payload, as: UTF8.self)
@@ -128,18 +132,7 @@ public struct FleetState: Sendable {
             }
             return Change(fleet: true)
         case .fleetPresence(let major, let minor)?:
-            let ref = BeaconRef(major: major, minor: minor)
-            let store = config.store(of: ref)
-            if payload.isEmpty {
-                presence[ref] = nil
-            } else if let value = try? JSONParser(maxDepth: 8).parse(payload),
-                      let report = try? FleetPresenceReport(parsing: value, topic: ref) {
-                presence[ref] = report
-            } else {
-                malformed += 1
-                return Change()
-            }
-            return Change(stores: [store])
+            return receivePresence(of: BeaconRef(major: major, minor: minor), payload)
         case .observer(let major, let minor, _)?:
             // Only the photo is kept: the roster says who is in and with which profile.
             let store = config.store(of: BeaconRef(major: major, minor: minor))
@@ -191,6 +184,20 @@ public struct FleetState: Sendable {
 
     /// Every store there is something to show for: the config's stores, and those with
     /// customers or beacons present.
+    /// The brain's fleet presence of a beacon (an iBeacon's or an Eddystone's); empty: gone.
+    private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8]) -> Change {
+        if payload.isEmpty {
+            presence[ref] = nil
+        } else if let value = try? JSONParser(maxDepth: 8).parse(payload),
+                  let report = try? FleetPresenceReport(parsing: value, topic: ref) {
+            presence[ref] = report
+        } else {
+            malformed += 1
+            return Change()
+        }
+        return Change(stores: [config.store(of: ref)])
+    }
+
     public var knownStores: [UInt16] {
         var all = Set(config.stores.map(\.major))
         all.formUnion(customers.stores)
@@ -257,8 +264,9 @@ public struct GatewayHealth: Sendable, Equatable {
 }
 
 extension FleetConfig {
-    /// The store a beacon belongs to: its registry `store`, else its major.
+    /// The store a beacon belongs to: its registry `store`, else its major (0 for an
+    /// Eddystone beacon, which has none).
     func store(of beacon: BeaconRef) -> UInt16 {
-        beacons.first { $0.id?.major == beacon.major && $0.id?.minor == beacon.minor }?.store ?? beacon.major
+        beacons.first { $0.id.map(BeaconRef.init(id:)) == beacon }?.store ?? beacon.major
     }
 }

@@ -9,11 +9,11 @@ public import Config
 /// - every gateway a device with a connectivity `binary_sensor` on its status and two
 ///   diagnostic sensors (adverts a second, tracked beacons) read from its health, which
 ///   expire when three health intervals pass without one;
-/// - every registry beacon with a major and minor, and every customer present, a device
-///   whose `device_tracker` (named by its device: `name: null`) has the zone's place name
-///   as its state and the brain's fleet presence as its attributes;
-/// - every registry Eddystone beacon a device with battery (mV) and temperature sensors
-///   on the telemetry its gateways publish.
+/// - every registry beacon (iBeacon, AltBeacon or Eddystone-UID), and every customer
+///   present, a device whose `device_tracker` (named by its device: `name: null`) has the
+///   zone's place name as its state and the brain's fleet presence as its attributes;
+/// - every registry Eddystone beacon also battery (mV) and temperature sensors on the
+///   telemetry its gateways publish.
 ///
 /// A tracker's state is not the presence payload: Home Assistant's MQTT device tracker
 /// takes the raw payload as the location whenever the template's result is not
@@ -122,10 +122,13 @@ public enum HomeAssistantDiscovery {
                 tracker(object, device: makeDevice(object, name: entry.name ?? "Beacon \(ref)", model: "iBeacon \(ref)"),
                         presence: topics.presence(of: ref), zoneName: state.presence[ref]?.zoneName, icon: nil)
             case .eddystone(let namespace, let instance)?:
+                let ref = BeaconRef(namespace: namespace, instance: instance)
                 let object = "eddystone_\(namespace)_\(instance)"
                 let device = makeDevice(object, name: entry.name ?? "Eddystone \(namespace) \(instance)",
                                     model: "Eddystone \(namespace)/\(instance)")
-                let telemetry = topics.beacon(BeaconRef(namespace: namespace, instance: instance)) + "/telemetry"
+                tracker(object, device: device, presence: topics.presence(of: ref), zoneName: state.presence[ref]?.zoneName,
+                        icon: nil)
+                let telemetry = topics.beacon(ref) + "/telemetry"
                 for (key, name, deviceClass, unit) in [("batteryMv", "Battery", "voltage", "mV"),
                                                       ("temperatureC", "Temperature", "temperature", "°C")] {
                     add("sensor", object + (key == "batteryMv" ? "_battery" : "_temperature")) { o in

@@ -43,7 +43,8 @@ public enum DecodedLine {
                     o("url", b.url)
                     o("txPower", Int(b.txPower))
                 case .eddystoneTLM(let b):
-                    o("battery", Int(b.batteryMillivolts))
+                    // Unknown is null, not 0 (a beacon without a battery reading sends 0).
+                    o("battery", b.battery.map(Int.init))
                     o("temperature", b.temperature, places: 2)
                     o("advertisingCount", Int(b.advertisingCount))
                     o("uptime", Double(b.uptimeDeciseconds) / 10, places: 1)

@@ -166,6 +166,7 @@ struct BeaconBrain: AsyncParsableCommand {
         }
         var options = BrainService.Options(clientID: clientId ?? BrainService.defaultClientID(stores: storeSet))
         options.recordKey = try readRecordKey().map { Array($0.utf8) }
+        options.proofSecrets = try ConfigLoading.proofSecrets(fleet)
         if options.recordKey == nil {
             logger.warning("no record key (--record-key or the credential brain-secret): the brain's records are not sealed, so whoever may write brain/# on this broker can forge them (beaconctl provision writes brain.secret)")
         }

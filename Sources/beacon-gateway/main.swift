@@ -4,6 +4,8 @@ import Config
 import CommandLineSupport
 import Gateway
 import HCI
+import LiveClock
+import SystemCalls
 import Logging
 import BeaconKit
 import Telemetry
@@ -145,9 +147,16 @@ struct BeaconGateway: AsyncParsableCommand {
         let logger = Logger(label: "beacon-gateway.\(id)")
         for risk in fleet.broker(forGateway: id).risks(hasPassword: password != nil) { logger.warning("\(risk)") }
 
+        // A gateway that advertises its store's proof of presence reads the store's secret.
+        var proof: PresenceProof?
+        if let advertise = gateway.advertise, advertise.proof,
+           let store = fleet.stores.first(where: { $0.major == advertise.beacon.major }), let settings = store.proof {
+            let secret = try ConfigLoading.proofSecret(settings, store: store.major)
+            proof = PresenceProof(secret: secret, slotSeconds: settings.slotSeconds)
+        }
         let advertisingSource: any AdvertisingSource
         do {
-            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise,
+            advertisingSource = try makeSource(uri, scan: gateway.scan, advertise: gateway.advertise?.at(WallClock.now(), proof: proof),
                                                replayStartsAt: startsAt, replayOrigin: origin)
         } catch {
             throw CommandFailure("source \(uri): \(error)")
@@ -159,7 +168,8 @@ struct BeaconGateway: AsyncParsableCommand {
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
-                                         logger: logger, onHealth: onHealth)
+                                         logger: logger, onHealth: onHealth, proof: proof,
+                                         brokerFromCommandLine: broker != nil)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }

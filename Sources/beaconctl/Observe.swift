@@ -18,8 +18,9 @@ struct Observe: AsyncParsableCommand {
         The reference observer client. It says online on observers/<ID>/status (last will: offline),
         joins by publishing a retained {"state":"joined","profile":{…}} on
         beacons/<major>/<minor>/observers/<ID>, and prints every message of observers/<ID>/inbox as
-        one JSON line: the beacon's ad on joining, greetings, location fixes, or an error when the
-        brain rejects the join. Ctrl-C leaves cleanly: the join is deleted (the profile disappears
+        one JSON line: the beacon's ad on joining, greetings, location fixes, an error when the
+        brain rejects the join, or {"type":"left",…,"reason":…} when the brain ends it (the visit
+        ended, or brain.joinMaxAge passed); with --major/--minor it then exits (0). Ctrl-C leaves cleanly: the join is deleted (the profile disappears
         from the broker) and the status turns offline.
 
         The profile is personal data: over MQTT 5 (the default; --mqtt-version 3.1.1 for a broker without
@@ -34,8 +35,15 @@ struct Observe: AsyncParsableCommand {
                                 it ranges the iBeacons it hears (as beaconctl range does; --uuid keeps
                                 one UUID), joins the nearest one that reaches immediate, prints the
                                 ad, and leaves once the ad is in (or when the beacon drops to far, is
-                                gone, or no answer comes within --answer-timeout). A beacon it left is
+                                gone, or no answer comes within --answer-timeout). With --stay it is
+                                the storefront greeter's app: it stays joined after the ad while it
+                                ranges the beacon, so the shop shows the profile the whole visit, and
+                                leaves at far (--leave-at near|far|gone). A beacon it left is
                                 joined again only after it has been far or gone: walk away and back.
+                                A store beacon whose minor is the store's rotating proof of presence
+                                (a gateway advertising with "proof": true) is joined as heard: the
+                                join names the value, which tells the brain the phone is near
+                                (docs/security.md, "Proof of presence").
                                 Over and over, until Ctrl-C, --count, or the end of a replayed
                                 capture. Joins and leaves are reported on stderr.
         Controllers that report no signal strength (RSSI 127: BlueZ's emulator) never give
@@ -104,6 +112,22 @@ struct Observe: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("With --source: seconds to wait for the ad before leaving anyway.", valueName: "S"))
     var answerTimeout = 10.0
+
+    @Flag(name: .long, help: ArgumentHelp("With --source: stay joined after the ad while the beacon is ranged (the "
+                                          + "storefront greeter's app: the shop sees the profile the whole visit), "
+                                          + "leaving at --leave-at."))
+    var stay = false
+
+    @Option(name: .long, help: ArgumentHelp("With --stay: leave at near (the greeter's code), far (its text, the default; "
+                                            + "also unknown) or only when gone (controllers without RSSI).",
+                                            valueName: "near|far|gone"),
+            transform: { text in
+                guard let at = AutoObserver.LeaveAt(rawValue: text) else {
+                    throw ValidationError("--leave-at: \"\(text)\" is not near, far or gone")
+                }
+                return at
+            })
+    var leaveAt: AutoObserver.LeaveAt?
 
     @Option(name: .long, help: ArgumentHelp("With --source: seconds without a sighting after which a beacon is gone.",
                                             valueName: "S"))
@@ -174,6 +198,8 @@ struct Observe: AsyncParsableCommand {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let timeout, timeout <= 0 { throw ValidationError("--timeout must be positive") }
         if !(answerTimeout > 0) { throw ValidationError("--answer-timeout must be positive") }
+        if (stay || leaveAt != nil) && source == nil { throw ValidationError("--stay and --leave-at go with --source") }
+        if leaveAt != nil && !stay { throw ValidationError("--leave-at goes with --stay") }
         if !(exitTimeout > 0) { throw ValidationError("--exit-timeout must be positive") }
         if !(1.0...6.0).contains(pathLoss) { throw ValidationError("--path-loss: \(pathLoss) is outside 1…6") }
         if let speed, !(speed >= 0) { throw ValidationError("--speed must not be negative") }
@@ -293,8 +319,10 @@ final class ObserverSession: Sendable {
 
     /// Prints the inbox, says online (and joins again) on every connection, until `count`
     /// messages, `timeout` seconds without one, a stop signal, or one of `tasks` returns a status.
+    /// When the brain ends the join (its inbox says `left`: the visit ended, the join grew
+    /// too old) the join is gone: said on stderr, and with `exitWhenEnded` the run ends (0).
     func run(count: Int?, timeout: Double?, onInbox: @escaping @Sendable (MQTTMessage) -> Void = { _ in },
-             tasks: [@Sendable () async -> ExitStatus?] = []) async -> ExitStatus {
+             exitWhenEnded: Bool = true, tasks: [@Sendable () async -> ExitStatus?] = []) async -> ExitStatus {
         await withTaskGroup(of: ExitStatus?.self) { group in
             group.addTask {
                 var received = 0
@@ -313,9 +341,11 @@ final class ObserverSession: Sendable {
                         writeStandardError("broker: \(reason); retrying\n")
                     case .message(let message) where message.topic == self.inboxTopic:
                         printLine(message.text)
+                        let ended = self.ended(by: message)
                         onInbox(message)
                         received += 1
                         if let count, received >= count { return .success }
+                        if ended, exitWhenEnded { return .success }
                     case .message:
                         break
                     }
@@ -343,6 +373,19 @@ final class ObserverSession: Sendable {
             group.cancelAll()
             return result
         }
+    }
+
+    /// Whether `message` says the brain ended the current join; then it is no longer joined.
+    private func ended(by message: MQTTMessage) -> Bool {
+        guard let value = try? JSONParser(maxDepth: 8).parse(message.payload),
+              case .left(let beacon, let reason)? = try? InboxMessage(parsing: value),
+              joined.withLock({ current in
+                  guard current == beacon else { return false }
+                  current = nil
+                  return true
+              }) else { return false }
+        writeStandardError("the brain ended the join of beacon \(beacon): \(reason)\n")
+        return true
     }
 
     /// Leaves: the join and its profile disappear from the broker, the status says offline.

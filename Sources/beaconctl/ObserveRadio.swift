@@ -32,7 +32,8 @@ struct ObserverRadio: Sendable {
             throw CommandFailure("--source: \(error)", status: .failure)
         }
         let tracker = TrackerSettings(exitTimeout: command.exitTimeout, pathLossExponent: command.pathLoss)
-        observer = AutoObserver(settings: .init(joinOn: command.joinOn, answerTimeout: command.answerTimeout),
+        observer = AutoObserver(settings: .init(joinOn: command.joinOn, answerTimeout: command.answerTimeout,
+                                                stay: command.stay ? command.leaveAt ?? .far : nil),
                                 monitor: RangeMonitor(settings: tracker, uuid: filter))
     }
 
@@ -65,7 +66,8 @@ struct ObserverRadio: Sendable {
                 return nil
             }
         }
-        return await session.run(count: count, timeout: timeout, onInbox: { state.inbox($0) }, tasks: tasks)
+        return await session.run(count: count, timeout: timeout, onInbox: { state.inbox($0) }, exitWhenEnded: false,
+                                 tasks: tasks)
     }
 }
 
@@ -97,9 +99,15 @@ final class RadioState: Sendable {
 
     /// An inbox message: the ad answering a join lets the observer leave.
     func inbox(_ message: MQTTMessage) {
-        guard let value = try? JSONParser(maxDepth: 8).parse(message.payload),
-              case .ad(let beacon, _, nil)? = try? InboxMessage(parsing: value) else { return }
-        observer.withLock { apply($0.answered(major: beacon.major, minor: beacon.minor)) }
+        guard let value = try? JSONParser(maxDepth: 8).parse(message.payload) else { return }
+        switch try? InboxMessage(parsing: value) {
+        case .ad(let beacon, _, nil)?:
+            observer.withLock { apply($0.answered(major: beacon.major, minor: beacon.minor)) }
+        case .left(let beacon, _)?:
+            observer.withLock { apply($0.ended(major: beacon.major, minor: beacon.minor)) }
+        default:
+            break
+        }
     }
 
     func stop() {

@@ -33,6 +33,10 @@ struct Provision: AsyncParsableCommand {
           credentials/<user>.password   one per identity, for /etc/beaconbridge/credentials/
                                         (the units' LoadCredential=mqtt-password:…)
           credentials/brain.secret      the key that signs the brain's records
+          credentials/store-<major>.proof
+                                        each store's proof-of-presence secret (stores[].proof):
+                                        install it at its secretFile beside the brain and on
+                                        the store's advertising gateways (docs/security.md)
           clients/ca.crt                for /etc/beaconbridge/ca.crt (broker.tls.caFile), and
                                         for browsers and Home Assistant to trust
 
@@ -135,6 +139,9 @@ struct Provision: AsyncParsableCommand {
             passwords.append((user, try files.secret(files.credential(user), bytes: 24)))
         }
         _ = try files.secret(files.credentials + "/brain.secret", bytes: 32)
+        for store in config.stores where store.proof != nil {
+            _ = try files.secret(files.credentials + "/store-\(store.major).proof", bytes: 32)
+        }
 
         // The password file: every user's line, hashed by mosquitto_passwd, then the lines of
         // users added by hand (no credential of ours), kept as they were.

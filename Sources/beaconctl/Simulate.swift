@@ -20,7 +20,7 @@ struct Simulate: ParsableCommand {
         capture begins at --start with its controller's reset, so gateways replaying them in step
         (beacon-gateway --start-at) tell the brain the same story on every run.
         Its brain lets any app join any beacon (brain.joins "open", for demos and replays); a
-        real store keeps the default "owned-or-near" (docs/security.md).
+        real store keeps the default "proof" (owned-or-near plus proof of presence: docs/security.md).
 
         floor: a shop floor with a door and gateways at x,y (default: issue 8's 15 × 10 m shop with
         four gateways, door, window, shelves and counter), optional walls; customers walk between

@@ -105,6 +105,55 @@ struct AutoObserverTests {
         #expect(walk.said().isEmpty, "not joined again while it stays close")
     }
 
+    /// The storefront greeter (seed 002): "we'll learn how to load that profile ... when we're
+    /// in range of an iBeacon"; "I set the "enter shop" trigger at "immediate" range and the
+    /// "leave shop" trigger at "far"" (its code: `leaveShop` at near, far and unknown too).
+    @Test("--stay: joined from immediate through the answer while ranged; left at far (or near, or only when gone)")
+    func greeterStays() {
+        var walk = Walk(.init(answerTimeout: 5, stay: .far))
+        walk.hear([(1, -40)], for: 2)
+        #expect(walk.said() == ["join 1"])
+        walk.answer(1)
+        #expect(walk.said().isEmpty, "the profile stays loaded after the ad")
+        walk.hear([(1, -62)], for: 10)
+        #expect(walk.said().isEmpty, "near, and past the answer timeout: still in the shop")
+        walk.hear([(1, -85)], for: 4)
+        #expect(walk.said() == ["leave 1: the beacon is far"])
+        walk.hear([(1, -40)], for: 3)
+        #expect(walk.said() == ["join 1"], "back at the counter: in the shop again")
+
+        var code = Walk(.init(stay: .near))
+        code.hear([(1, -40)], for: 2)
+        code.answer(1)
+        code.hear([(1, -62)], for: 3)
+        #expect(code.said() == ["join 1", "leave 1: the beacon is no longer at immediate"])
+
+        var blind = Walk(.init(joinOn: .sighting, stay: .gone))
+        blind.hear([(1, nil)], for: 2)
+        blind.answer(1)
+        blind.hear([(1, nil)], for: 12)
+        #expect(blind.said() == ["join 1"], "unknown proximity all along: stays while heard")
+        blind.quiet(for: 4)
+        #expect(blind.said() == ["leave 1: the beacon is gone"])
+
+        var unanswered = Walk(.init(answerTimeout: 5, stay: .far))
+        unanswered.hear([(1, -40)], for: 7)
+        #expect(unanswered.said() == ["join 1", "leave 1: no answer came"], "a refused join is not kept")
+    }
+
+    @Test("the brain ending the join leaves it; it is joined again only after far or gone")
+    func endedByTheBrain() {
+        var walk = Walk(.init(stay: .far))
+        walk.hear([(1, -40)], for: 2)
+        walk.answer(1)
+        walk.actions += walk.observer.ended(major: 100, minor: 1)
+        walk.hear([(1, -40)], for: 3)
+        #expect(walk.said() == ["join 1", "leave 1: the brain ended the join"])
+        walk.hear([(1, -85)], for: 4)
+        walk.hear([(1, -40)], for: 3)
+        #expect(walk.said() == ["join 1"])
+    }
+
     @Test("without RSSI (an emulated controller) only --join-on sighting joins")
     func withoutRSSI() {
         var immediate = Walk()

@@ -98,6 +98,7 @@ struct BridgePlanTests {
         #expect(topics(plan, .out) == [
             "beacons/+/+ 0", "beacons/+/+/presence/door-12 1", "beacons/+/+/presence/till-12 1",
             "eddystone/+/+ 0", "eddystone/+/+/presence/door-12 1", "eddystone/+/+/presence/till-12 1",
+            "eddystone/+/+/telemetry 1",
             "observers/+/status 1",
             "gateways/door-12/health 0", "gateways/till-12/health 0",
             "gateways/door-12/rssi 0", "gateways/till-12/rssi 0",

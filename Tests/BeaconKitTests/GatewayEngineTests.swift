@@ -1,4 +1,5 @@
 import BeaconKit
+import Foundation
 import Config
 import GatewayCore
 import Testing
@@ -12,12 +13,16 @@ import Wire
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
 
     static func config(_ extra: String = "", uuids: String = "[]") -> FleetConfig {
-        try! FleetConfig.parse("""
+        try! FleetConfig.parse(configText(extra, uuids: uuids))
+    }
+
+    static func configText(_ extra: String = "", uuids: String = "[]") -> String {
+        """
         {"broker":{"url":"mqtt://127.0.0.1"},"uuids":\(uuids),
          "defaults":{"exitTimeout":10,"publishInterval":1\(extra)},
          "gateways":[{"id":"door","source":"hci:0","zone":"Entrance"}],
          "beacons":[{"uuid":"\(uuid)","major":100,"minor":1,"name":"counter"}]}
-        """)
+        """
     }
 
     static func engine(_ config: FleetConfig = config()) -> GatewayEngine {
@@ -54,6 +59,41 @@ import Wire
         #expect(report.contains(#""n":1,"rssi":-60.0,"at":0.000"#) || report.contains(#""n":1,"rssi":-60,"at":0"#), "\(report)")
         #expect(Self.summary(engine.handle(Self.frame(minor: 1, at: 1.2)).messages) == ["gateways/door/rssi", "beacons/100/1"])
         #expect(engine.statistics.tracked == 1)
+    }
+
+    /// Issue 18, beacon health: Eddystone-TLM frames of a beacon whose UID the gateway
+    /// tracks (same address) become retained `eddystone/<namespace>/<instance>/telemetry`,
+    /// as agreed with Home Assistant discovery; an unknown battery is null, not 0.
+    @Test func eddystoneTelemetryIsPublishedRetainedPerBeaconAtMostOnceAMinute() throws {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        let address = BluetoothAddress(rawValue: 0xE0_00_00_00_00_01)
+        func frame(_ data: [UInt8], at seconds: Double) -> HCIFrame {
+            HCIFrame(time: Self.t0 + seconds,
+                     event: HCIEventBuilder.legacyReport([.init(address: address, data: data, rssi: -60)]))
+        }
+        func tlm(battery: UInt16, advertCount: UInt32) -> [UInt8] {
+            // Service data AAFE, frame 0x20 version 0: battery mV, temperature 8.8 (21.5 °C), count, uptime 0.1 s.
+            var bytes: [UInt8] = [0x02, 0x01, 0x06, 0x03, 0x03, 0xAA, 0xFE, 0x11, 0x16, 0xAA, 0xFE, 0x20, 0x00]
+            bytes += [UInt8(battery >> 8), UInt8(battery & 0xFF), 0x15, 0x80]
+            bytes += withUnsafeBytes(of: advertCount.bigEndian, Array.init)
+            bytes += withUnsafeBytes(of: UInt32(36_000).bigEndian, Array.init)
+            return bytes
+        }
+        let uid = AdvertisingData.eddystoneUID(EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                                            instance: EddystoneInstance(hex: "aabbccddeeff")!))
+        #expect(engine.handle(frame(tlm(battery: 2950, advertCount: 10), at: 0)).messages.isEmpty,
+                "a TLM frame before its beacon's UID names nobody")
+        _ = engine.handle(frame(uid, at: 0.1))
+        let first = engine.handle(frame(tlm(battery: 2950, advertCount: 11), at: 0.2)).messages
+        let telemetry = try #require(first.first { $0.topic == "eddystone/00112233445566778899/aabbccddeeff/telemetry" })
+        #expect(telemetry.retain && telemetry.qos == 1)
+        #expect(telemetry.text == #"{"gateway":"door","batteryMv":2950,"temperatureC":21.5,"advertCount":11,"uptimeSeconds":3600,"ts":"2026-11-21T09:00:00.200Z"}"#)
+        #expect(!engine.handle(frame(tlm(battery: 2950, advertCount: 12), at: 30)).messages.contains { $0.topic.hasSuffix("/telemetry") },
+                "at most once a minute")
+        let later = engine.handle(frame(tlm(battery: 0, advertCount: 13), at: 60.2)).messages
+        #expect(later.first { $0.topic.hasSuffix("/telemetry") }?.text
+                == #"{"gateway":"door","batteryMv":null,"temperatureC":21.5,"advertCount":13,"uptimeSeconds":3600,"ts":"2026-11-21T09:01:00.200Z"}"#)
     }
 
     @Test func quietForTheExitTimeoutTheBeaconExitsAndItsPresenceIsDeleted() {
@@ -153,6 +193,29 @@ import Wire
         #expect(Self.summary(engine.handle(Self.frame(minor: 1, at: 2)).messages) == ["gateways/door/rssi"],
                 "filtered by the new allow-list: only the report of what came before")
         #expect(engine.statistics.filtered == 1)
+    }
+
+    /// Issue 18: "the gateway's retained presence kept the old zone name; a good push
+    /// reported a spurious "needsRestart":["broker"] because the gateway was started with --broker".
+    @Test func aPushedZoneNameReachesTheRetainedPresenceAndABrokerFromTheCommandLineNeedsNoRestart() throws {
+        // Started with --broker: the command line's broker is in the engine's config.
+        var started = Self.config()
+        started.broker.url = try BrokerURL(parsing: "mqtt://10.0.0.9:1884")
+        var engine = GatewayEngine(config: started, gateway: started.gateways[0])
+        engine.brokerFromCommandLine = true
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 0))
+        let pushed = try FleetConfig.parse(Self.configText().replacingOccurrences(of: #""zone":"Entrance""#,
+                                                                                 with: #""zone":"Front door""#))
+        let output = engine.apply(pushed, origin: "fleet/config", at: Self.t0 + 1)
+        #expect(output.config == .applied(needsRestart: []), "no spurious broker restart")
+        let presence = try #require(output.messages.first { $0.topic == "beacons/100/1/presence/door" })
+        #expect(presence.retain && presence.text.contains(#""zone":"Front door""#), "\(presence.text)")
+
+        // Without --broker a changed broker still needs a restart.
+        var plain = Self.engine()
+        _ = plain.connected(at: Self.t0)
+        #expect(plain.apply(started, origin: "fleet/config", at: Self.t0 + 1).config == .applied(needsRestart: ["broker"]))
     }
 
     @Test func aConfigWithoutThisGatewayIsRejectedAndTheOldOneStays() throws {

@@ -99,6 +99,9 @@ struct PayloadsTests {
                 #"{"format":"eddystone-tlm","battery":3183,"temperature":30,"advertisingCount":131181,"uptime":110491103,"address":"00:00:00:00:00:01","rssi":null}"#)
         #expect(line(bytes("1116AAFE2000 0BB8 8000 00000001 00000064")) ==
                 #"{"format":"eddystone-tlm","battery":3000,"temperature":null,"advertisingCount":1,"uptime":10}"#)
+        // Issue 18: a beacon without a battery reading sends 0: the battery is unknown (null), not 0 mV.
+        #expect(line(bytes("0201060303AAFE1116AAFE2000000080000002006D41DB9AB6")) ==
+                #"{"format":"eddystone-tlm","battery":null,"temperature":null,"advertisingCount":131181,"uptime":110491103}"#)
         #expect(line(bytes("1316AAFE10EB03676F6F2E676C2F53367A543650")) ==
                 #"{"format":"eddystone-url","url":"https://goo.gl/S6zT6P","txPower":-21}"#)
         #expect(line(bytes("1716AAFE00EE00112233445566778899AABBCCDDEEFF0000")) ==

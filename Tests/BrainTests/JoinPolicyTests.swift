@@ -69,6 +69,61 @@ import Testing
         #expect(h.retained[h.topics.customer("ben", ofStore: 100)] != nil)
     }
 
+    /// Smart iBeacons (seed 000): the brain "publishes a deal whenever it detects a new
+    /// device on the iBeacon's designated channel"; its phone owns no beacon. Under the
+    /// default `brain.joins` (`proof`) a phone that quotes store 100's current value (it
+    /// joins `100/<value>`, the minor it ranged) gets the deal; a stale, forged or remote
+    /// one does not.
+    @Test func aPhoneThatOwnsNothingJoinsByProofOfPresence() throws {
+        let text = testConfigText(joins: "proof").replacingOccurrences(
+            of: #"{ "major": 100, "name": "Main Street", "ad": { "title": "Deal of the day" } }"#,
+            with: #"{ "major": 100, "name": "Main Street", "ad": { "title": "Free Latte!" }, "proof": { "secretFile": "/s/100" } }"#)
+        var core = BrainCore(config: try FleetConfig.parse(text))
+        let secret = Array("the store secret of Main Street 100".utf8)
+        core.proofSecrets = ["/s/100": secret]
+        var h = Harness(core: core)
+        let proof = PresenceProof(secret: secret, slotSeconds: 30)
+        // t(0) is 09:00:00, the start of a slot: 20732 is its value, 17920 the slot before's.
+        let now = BeaconRef(major: 100, minor: proof.value(store: 100, at: t(5)))
+        #expect(now.minor == 20732)
+        h.join("phone1", now, at: t(5))
+        #expect(h.inbox("phone1").first?["ad"]?["title"] == .string("Free Latte!"))
+        #expect(errors(h, "phone1").isEmpty)
+        // Just after the slot changed, the value it ranged a moment ago still counts.
+        h.join("phone2", now, at: t(31))
+        #expect(ads(h, "phone2") == 1)
+        // A value from a minute ago (a screenshot, a recording): refused, and the join deleted.
+        h.join("phone3", now, at: t(61))
+        #expect(errors(h, "phone3") == ["beacon 100/20732 is the store's: an app joins it near it, nor is its minor "
+                                        + "store 100's current proof of presence (stale or forged), and no beacon in the "
+                                        + "registry belongs to phone3 (beacons[].owner) to tell where it is"])
+        #expect(h.retained[h.topics.observer("phone3", of: now)] == nil)
+        // Guessing from home: the fixed beacon 100/1, or any other minor.
+        h.join("phone4", counter, at: t(62))
+        h.join("phone4", BeaconRef(major: 100, minor: 20733), at: t(63))
+        #expect(ads(h, "phone4") == 0)
+        #expect(errors(h, "phone4").count == 2)
+        // owned-or-near still works beside it: Ben's fob at the door lets him join the counter.
+        var fobs = Harness(config: Self.config(joins: "proof"))
+        fobs.announce(Self.bensFob, by: "door", rssi: -60, at: t(1))
+        fobs.join("ben", counter, at: t(2))
+        #expect(ads(fobs, "ben") == 1)
+        fobs.join("carla", counter, at: t(3))
+        #expect(errors(fobs, "carla").first?.contains("no beacon in the registry belongs to carla") == true)
+        // Without the store's secret the brain proves nothing: as owned-or-near.
+        var blind = Harness(config: try FleetConfig.parse(text))
+        blind.join("phone1", now, at: t(5))
+        #expect(errors(blind, "phone1").count == 1)
+        // And under owned-or-near the value is no proof at all.
+        var strict = BrainCore(config: try FleetConfig.parse(text.replacingOccurrences(of: #""joins": "proof""#,
+                                                                                      with: #""joins": "owned-or-near""#)))
+        strict.proofSecrets = ["/s/100": secret]
+        var s = Harness(core: strict)
+        s.join("phone1", now, at: t(5))
+        #expect(errors(s, "phone1") == ["beacon 100/20732 is the store's: an app joins it near it, and no beacon in the "
+                                        + "registry belongs to phone1 (beacons[].owner) to tell where it is"])
+    }
+
     @Test func profilesLeaveWithTheVisit() {
         var h = Harness(config: Self.config())
         h.announce(Self.anasFob, by: "door", rssi: -60, at: t(1))
@@ -84,6 +139,12 @@ import Testing
         #expect(h.retained[h.topics.observer("ana", of: Self.anasFob)] == nil)
         #expect(h.retained[h.topics.observer("ana", of: counter)] == nil)
         #expect(h.retained[h.topics.customer("ana", ofStore: 100)] == nil)
+        // Issue 18: "An app is not told when the brain deletes its join at the end of a
+        // visit": now it is, once per join, with the reason.
+        let left = h.inbox("ana").filter { $0["type"] == .string("left") }
+        #expect(left.map { $0["beacon"]?["minor"] } == [.number(50), .number(1)], "\(left)")
+        #expect(left.first?["reason"] == .string("the visit of beacon 100/50 ended: it left the store"))
+        #expect(left.last?["reason"] == .string("none of ana's beacons is in store 100 any more"))
     }
 
     @Test func aJoinEndsAfterTheMaximumAgeWhateverTheApp() {
@@ -95,6 +156,8 @@ import Testing
         #expect(h.core.observers.count == 0)
         #expect(h.retained[h.topics.observer("ada", of: counter)] == nil, "the profile left the broker")
         #expect(h.log.contains { $0.message == "join ended: older than brain.joinMaxAge" })
+        #expect(h.inbox("ada").last?["type"] == .string("left"), "the app is told")
+        #expect(h.inbox("ada").last?["reason"] == .string("the join is older than brain.joinMaxAge (600 s); join again to stay"))
     }
 
     @Test func aRejectedJoinLeavesTheBroker() {
@@ -115,7 +178,7 @@ import Testing
         h.join("carla", counter, at: t(1))
         #expect(ads(h, "ben") == 1 && ads(h, "carla") == 1)
         #expect(configErrors(#"{"brain": {"joins": "anyone"}}"#)
-                    == [#"brain.joins: "anyone" is not one of "owned-or-near", "open""#])
+                    == [#"brain.joins: "anyone" is not one of "proof", "owned-or-near", "open""#])
     }
 }
 

@@ -87,6 +87,35 @@ import Tracking
         "then": [ { "do": "greeting", "text": "right here at {zone}" } ] } ]
     """
 
+    /// Issue 18: "The barista display says "customer-1"": `{customer}` in an enter rule
+    /// takes the profile of the owner's accepted join, as the app gave it (the greeter's
+    /// "name, favorite drink"), before the registry's.
+    @Test func customerInABeaconRuleIsTheAcceptedJoinsProfile() {
+        let rules = """
+        [ { "name": "barista", "when": "enter", "fallback": "someone came in at {zone}",
+            "then": [ { "do": "publish", "topic": "displays/{store}/barista", "text": "{customer} came in at {zone}: {favorite}" } ] } ]
+        """
+        let text = testConfigText(rules: rules, joins: "owned-or-near").replacingOccurrences(of: #""beacons": ["#, with: """
+            "beacons": [ { "uuid": "\(storeUUID)", "major": 100, "minor": 50, "owner": "ana", "name": "customer-1" },
+                         { "uuid": "\(storeUUID)", "major": 100, "minor": 51, "owner": "ben", "profile": { "name": "Ben", "favorite": "tea" } },
+                         { "uuid": "\(storeUUID)", "major": 100, "minor": 52 },
+            """)
+        var h = Harness(config: try! FleetConfig.parse(text))
+        let anasFob = BeaconRef(major: 100, minor: 50)
+        h.join("ana", anasFob, joinJSON(name: "Ana", favorite: "flat white"), at: t(1))
+        h.see(anasFob, by: "door", rssi: -60, at: t(2))
+        h.see(anasFob, by: "door", rssi: -60, at: t(3))
+        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.text == "Ana came in at Entrance: flat white")
+        // Ben's app has not joined: the registry's profile, as before.
+        h.see(BeaconRef(major: 100, minor: 51), by: "door", rssi: -60, at: t(4))
+        h.see(BeaconRef(major: 100, minor: 51), by: "door", rssi: -60, at: t(5))
+        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.text == "Ben came in at Entrance: tea")
+        // A beacon of nobody's: the fallback, never "customer-1" or a hole.
+        h.see(BeaconRef(major: 100, minor: 52), by: "door", rssi: -60, at: t(6))
+        h.see(BeaconRef(major: 100, minor: 52), by: "door", rssi: -60, at: t(7))
+        #expect(h.sent.last { $0.topic == "displays/100/barista" }?.text == "someone came in at Entrance")
+    }
+
     /// Issue 18: "Hello ! A  is on its way." reached `displays/9/barista` through a `publish`
     /// rule without a `fallback`. No text with a hole reaches any topic: a publish without a
     /// fallback is skipped and counted, and so is a fallback that has a hole itself.

@@ -214,6 +214,29 @@ struct BeaconWebTests {
 
     // MARK: - In a browser
 
+    /// What one gateway of a small store hears for 20 s (replayed in a loop): Ana's beacon
+    /// (100/1) at `ana` dBm and Ben's (100/2) at `ben`, four times a second each; and, at
+    /// `till` dBm, the Eddystone-UID tag 00112233445566778899/aabbccddeeff.
+    static func capture(ana: Int8, ben: Int8, till: Int8? = nil) throws -> [UInt8] {
+        let tag = EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                               instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        for i in 0..<80 {
+            let t = Double(i) * 0.25, jitter = Int8((i * 7) % 5) - 2
+            writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 1, txPower: -59),
+                                                address: 0xC0_00_00_64_00_01, rssi: ana + jitter), at: start + t)
+            writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 2, txPower: -59),
+                                                address: 0xC0_00_00_64_00_02, rssi: ben + jitter), at: start + t + 0.1)
+            if let till {
+                writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: BluetoothAddress(rawValue: 0xE0_00_00_00_00_01),
+                                                                       data: AdvertisingData.eddystoneUID(tag), rssi: till + jitter)]),
+                                   at: start + t + 0.2)
+            }
+        }
+        return writer.bytes
+    }
+
     /// Two gateways replaying a store where Ana (beacon 100/1) stands at the door and Ben
     /// (100/2) at the counter (each heard faintly by the other gateway too); the brain;
     /// the customers' apps; beacon-web; Chromium.
@@ -226,20 +249,8 @@ struct BeaconWebTests {
         let dir = try TemporaryDirectory("web-browser")
         let shots = dir.file("screenshots")
         let broker = try await MosquittoBroker.start(in: dir)
-        func capture(ana: Int8, ben: Int8) throws -> [UInt8] {
-            var writer = BtsnoopWriter(datalink: .h4)
-            let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
-            for i in 0..<80 {
-                let t = Double(i) * 0.25, jitter = Int8((i * 7) % 5) - 2
-                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 100, minor: 1, txPower: -59),
-                                                    address: 0xC0_00_00_64_00_01, rssi: ana + jitter), at: start + t)
-                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 100, minor: 2, txPower: -59),
-                                                    address: 0xC0_00_00_64_00_02, rssi: ben + jitter), at: start + t + 0.1)
-            }
-            return writer.bytes
-        }
-        let door = try dir.write("door.log", bytes: try capture(ana: -50, ben: -88))
-        let counter = try dir.write("counter.log", bytes: try capture(ana: -88, ben: -50))
+        let door = try dir.write("door.log", bytes: try Self.capture(ana: -50, ben: -88))
+        let counter = try dir.write("counter.log", bytes: try Self.capture(ana: -88, ben: -50))
         let config = try writeFleet(dir, broker: broker, gateways: [
             #"{"id": "door", "source": "btsnoop:\#(door)?loop", "zone": "Entrance", "store": 100, "position": {"x": 2.5, "y": 6}}"#,
             #"{"id": "counter", "source": "btsnoop:\#(counter)?loop", "zone": "Counter", "store": 100, "position": {"x": 15, "y": 3}}"#,

@@ -1,6 +1,4 @@
 import BeaconKit
-import Simulation
-import Wire
 import Foundation
 import TestSupport
 import Testing
@@ -22,7 +20,7 @@ import Testing
 /// into BEACONBRIDGE_HA_CACHE. BEACONBRIDGE_SKIP_HA=1 skips it.
 @Suite("Home Assistant reads our discovery (slow)", .serialized)
 struct HomeAssistantTests {
-    static let uuid = StoreSimulation.defaultUUID
+    static let uuid = BeaconWebTests.uuid
     static let till = "00112233445566778899/aabbccddeeff"
 
     @Test("each tracker shows its zone, gateways their connectivity and figures, a beacon its battery; entities go when a customer leaves or discovery is turned off",
@@ -33,21 +31,10 @@ struct HomeAssistantTests {
         let hass = try await HomeAssistant.prepared(in: dir)
         let broker = try await MosquittoBroker.start(in: dir)
 
-        // Ana (tag-1, 100/1) by the door, Ben (tag-2, 100/2) at the counter; each gateway hears both.
-        func capture(ana: Int8, ben: Int8) throws -> [UInt8] {
-            var writer = BtsnoopWriter(datalink: .h4)
-            let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
-            for i in 0..<80 {
-                let t = Double(i) * 0.25, jitter = Int8((i * 7) % 5) - 2
-                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 100, minor: 1, txPower: -59),
-                                                    address: 0xC0_00_00_64_00_01, rssi: ana + jitter), at: start + t)
-                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 100, minor: 2, txPower: -59),
-                                                    address: 0xC0_00_00_64_00_02, rssi: ben + jitter), at: start + t + 0.1)
-            }
-            return writer.bytes
-        }
-        let door = try dir.write("door.log", bytes: try capture(ana: -50, ben: -88))
-        let counter = try dir.write("counter.log", bytes: try capture(ana: -88, ben: -50))
+        // Ana (tag-1, 100/1) by the door, Ben (tag-2, 100/2) at the counter; each gateway hears
+        // both; the till tag (Eddystone-UID) by the door.
+        let door = try dir.write("door.log", bytes: try BeaconWebTests.capture(ana: -50, ben: -88, till: -55))
+        let counter = try dir.write("counter.log", bytes: try BeaconWebTests.capture(ana: -88, ben: -50))
         let extra = """
         "stores": [{"major": 100, "name": "Main Street"}],
         "beacons": [{"uuid": "\(Self.uuid)", "major": 100, "minor": 1, "name": "tag-1"},
@@ -90,13 +77,13 @@ struct HomeAssistantTests {
             try await hass.onboard(broker: broker)
 
             // Every entity, by its friendly name (device name, then entity name unless `name: null`).
-            let trackers = ["tag-1": "Entrance", "tag-2": "Counter", "Ana": "Entrance", "Ben": "Counter"]
+            let trackers = ["tag-1": "Entrance", "tag-2": "Counter", "till tag": "Entrance", "Ana": "Entrance", "Ben": "Counter"]
             let all = try await hass.waitForStates(timeout: 120) { states in
                 trackers.allSatisfy { states[$0.key]?.state == $0.value }
                     && ["door (Entrance)", "counter (Counter)"].allSatisfy { gateway in
                         states["Gateway \(gateway) Connectivity"]?.state == "on"
                             && (Double(states["Gateway \(gateway) Adverts per second"]?.state ?? "") ?? 0) > 0
-                            && states["Gateway \(gateway) Tracked beacons"]?.state == "2"
+                            && states["Gateway \(gateway) Tracked beacons"]?.state == (gateway.hasPrefix("door") ? "3" : "2")
                     }
                     && states["till tag Battery"]?.state == "2950"
             }
@@ -132,7 +119,7 @@ struct HomeAssistantTests {
                 .replacingOccurrences(of: #""homeAssistant": {"discovery": true}"#, with: #""homeAssistant": {"discovery": false}"#))
             let push = try startProgram("beaconctl", ["config", "push", off, "--broker", broker.url], in: dir)
             #expect(await push.waitForExit(timeout: 30) == 0, "\(push.diagnostics)")
-            let ours = ["tag-1", "tag-2", "Ana", "till tag Battery", "till tag Temperature", "Gateway door (Entrance) Connectivity",
+            let ours = ["tag-1", "tag-2", "till tag", "Ana", "till tag Battery", "till tag Temperature", "Gateway door (Entrance) Connectivity",
                         "Gateway door (Entrance) Adverts per second", "Gateway door (Entrance) Tracked beacons",
                         "Gateway counter (Counter) Connectivity"]
             let gone = try await hass.waitForStates(timeout: 60) { states in ours.allSatisfy { states[$0] == nil } }

@@ -3,6 +3,7 @@ import BrainCore
 import Config
 import GatewayCore
 import Testing
+import Tracking
 import WebDisplay
 
 /// What Home Assistant's MQTT documentation requires of a single-component discovery
@@ -106,8 +107,8 @@ struct HomeAssistantTests {
     @Test("every payload has what Home Assistant's documentation requires, on a well-formed topic")
     func documentedKeys() throws {
         let configs = configs(try populated())
-        // 4 gateways × 3 entities, 1 registry iBeacon's tracker, the Eddystone's 2 sensors, 2 customers.
-        #expect(configs.count == 4 * 3 + 1 + 2 + 2)
+        // 4 gateways × 3 entities, 1 registry iBeacon's tracker, the Eddystone's tracker and 2 sensors, 2 customers.
+        #expect(configs.count == 4 * 3 + 1 + 3 + 2)
         for (topic, payload) in configs {
             #expect(DocumentedSchema.problems(topic: topic, payload: payload) == [], "\(payload)")
             #expect(topic.contains("/beaconbridge/"))
@@ -173,9 +174,25 @@ struct HomeAssistantTests {
         #expect(messages["homeassistant/device_tracker/beaconbridge/beacon_100_9/state"] == longest)
     }
 
-    @Test("registry Eddystone beacons have battery (mV) and temperature sensors on their telemetry")
-    func eddystoneTelemetry() throws {
-        let configs = configs(try populated())
+    @Test("registry Eddystone beacons have a tracker on their fleet presence, and battery (mV) and temperature sensors on their telemetry")
+    func eddystone() throws {
+        var state = try populated()
+        let object = "eddystone_00112233445566778899_aabbccddeeff"
+        var messages = HomeAssistantDiscovery.messages(for: state, version: "test")
+        let tracker = try parsed(messages, "homeassistant/device_tracker/beaconbridge/\(object)/config")
+        #expect(tracker["json_attributes_topic"] == .string("eddystone/\(Self.till)/presence"))
+        #expect(tracker["device"]?["name"] == .string("till tag") && tracker["name"] == .null)
+        #expect(messages["homeassistant/device_tracker/beaconbridge/\(object)/state"] == "not_home")
+        let till = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!, instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        let report = FleetPresenceReport(beacon: till, uuid: nil, zone: "door", zoneName: "Entrance",
+                                         gateways: [.init(gateway: "door", zone: "Entrance", proximity: .near, rssiSmoothed: -60, distance: 1)],
+                                         proximity: .near, since: t(0))
+        #expect(state.receive("eddystone/\(Self.till)/presence", report.json) == FleetState.Change(stores: [100]),
+                "the registry puts the till tag in store 100")
+        messages = HomeAssistantDiscovery.messages(for: state, version: "test")
+        #expect(messages["homeassistant/device_tracker/beaconbridge/\(object)/state"] == "Entrance")
+
+        let configs = configs(state)
         let battery = try parsed(configs, "homeassistant/sensor/beaconbridge/eddystone_00112233445566778899_aabbccddeeff_battery/config")
         #expect(battery["state_topic"] == .string("eddystone/\(Self.till)/telemetry"))
         #expect(battery["device_class"] == .string("voltage") && battery["unit_of_measurement"] == .string("mV"))
@@ -192,9 +209,9 @@ struct HomeAssistantTests {
         // What an earlier run left on the broker, read back.
         ledger.readBack(topic: "homeassistant/sensor/beaconbridge/gateway_gone_status/config", payload: "{}")
         let wanted = HomeAssistantDiscovery.messages(for: state, version: "test")
-        #expect(wanted.count == 17 + 3)
+        #expect(wanted.count == 18 + 4)
         let first = ledger.reconcile(wanted)
-        #expect(first.count == 20 + 1)
+        #expect(first.count == 22 + 1)
         #expect(first.first?.topic.contains("gateway_gone") == true && first.first?.payload.isEmpty == true, "removals first")
         #expect(ledger.reconcile(HomeAssistantDiscovery.messages(for: state, version: "test")).isEmpty, "nothing twice")
 
@@ -218,7 +235,7 @@ struct HomeAssistantTests {
         #expect(off.config.homeAssistant.discovery == false)
         #expect(HomeAssistantDiscovery.messages(for: off, version: "test").isEmpty)
         let removed = ledger.reconcile([:])
-        #expect(removed.count == 16 + 2 && removed.allSatisfy { $0.payload.isEmpty })
+        #expect(removed.count == 17 + 3 && removed.allSatisfy { $0.payload.isEmpty })
         #expect(ledger.onBroker.isEmpty)
     }
 }

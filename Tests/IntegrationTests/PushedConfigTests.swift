@@ -1,0 +1,61 @@
+import BeaconKit
+import Foundation
+import Wire
+import TestSupport
+import Testing
+
+/// Issue 18: "A pushed fleet config is forgotten: after `beaconctl config push` is applied, a
+/// restarted gateway runs its file config again; the gateway's retained presence kept the old
+/// zone name; a good push reported a spurious "needsRestart":["broker"] because the gateway
+/// was started with --broker."
+@Suite("a pushed config survives a restart")
+struct PushedConfigTests {
+    @Test("a pushed zone name reaches the retained presence, live and after a restart; --broker needs no restart")
+    func pushedZoneName() async throws {
+        let dir = try TemporaryDirectory("pushed-config")
+        let broker = try await MosquittoBroker.start(in: dir)
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
+        for i in 0..<40 {
+            writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 1, txPower: -59),
+                                                address: 0xD0_00_00_00_00_01, rssi: -60), at: start + Double(i) * 0.25)
+        }
+        let capture = try dir.write("door.log", bytes: writer.bytes)
+        let file = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "source": "btsnoop:\#(capture)?loop", "zone": "Entrance"}"#])
+        let pushed = try dir.write("pushed.json", try String(contentsOfFile: file, encoding: .utf8)
+            .replacingOccurrences(of: #""zone": "Entrance""#, with: #""zone": "Front door""#))
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/100/1/presence/door", "gateways/door/events"],
+                                                        in: dir)
+        func zone(_ record: MosquittoSubscriber.Record) -> String? { record.json?["zone"]?.stringValue }
+
+        let gateway = try startProgram("beacon-gateway", ["--config", file, "--id", "door", "--broker", broker.url], in: dir)
+        #expect(await watch.waitFor(timeout: 20) { zone($0) == "Entrance" } != nil, "\(gateway.diagnostics)")
+        let push = try startProgram("beaconctl", ["config", "push", pushed, "--broker", broker.url], in: dir)
+        #expect(await push.waitForExit(timeout: 20) == 0, "\(push.diagnostics)")
+        // Live: the retained presence says the new name at once, and nothing asks for a restart.
+        #expect(await watch.waitFor(timeout: 20) { zone($0) == "Front door" } != nil, "\(watch.records)\n\(gateway.diagnostics)")
+        let applied = await watch.waitFor(timeout: 10) { $0.topic == "gateways/door/events" && $0.json?["status"] == .string("applied") }
+        #expect(applied != nil && applied?.json?["needsRestart"] == nil, "\(String(describing: applied))")
+        #expect(await gateway.stop() == 0, "\(gateway.diagnostics)")
+
+        // Restarted from the same file: the retained, pushed config is applied again.
+        let marker = watch.records.count
+        let again = try startProgram("beacon-gateway", ["--config", file, "--id", "door", "--broker", broker.url], in: dir)
+        // Applied once it arrives (the event), and the presence published after that says the pushed name.
+        let reapplied = await eventually(timeout: 20) {
+            watch.records.dropFirst(marker).contains { $0.topic == "gateways/door/events" && $0.json?["status"] == .string("applied") }
+        }
+        #expect(reapplied, "\(Array(watch.records.dropFirst(marker)))\n\(again.diagnostics)")
+        let renamed = await eventually(timeout: 20) {
+            let after = watch.records.dropFirst(marker).drop { $0.topic != "gateways/door/events" }
+            return after.contains { zone($0) == "Front door" }
+        }
+        #expect(renamed, "\(Array(watch.records.dropFirst(marker)))\n\(again.diagnostics)")
+        let after = watch.records.dropFirst(marker).drop { $0.topic != "gateways/door/events" }
+        #expect(!after.contains { zone($0) == "Entrance" }, "nothing says the file's name once the push is applied")
+        #expect(await again.stop() == 0, "\(again.diagnostics)")
+        await watch.stop()
+        await broker.stop()
+    }
+}
