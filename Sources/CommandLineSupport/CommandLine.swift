@@ -239,7 +239,16 @@ extension StringProtocol {
 /// Runs a daemon's service (and `others` beside it, e.g. a metrics endpoint) until SIGTERM
 /// or SIGINT shuts them down gracefully, the others first; a service that fails makes the
 /// program exit with status 1.
+///
+/// SIGABRT ends the program (`ProcessSignals.abortTerminates`): systemd's watchdog sends it
+/// to a hung daemon and expects it to end.
 public func runService(_ service: some Service, also others: [any Service] = [], logger: Logger) async throws {
+    do {
+        try ProcessSignals.abortTerminates()
+    } catch {
+        logger.warning("SIGABRT keeps the runtime's handler: a watchdog abort may not end this process",
+                       metadata: ["error": "\(error)"])
+    }
     let group = ServiceGroup(configuration: .init(
         services: [.init(service: service)] + others.map { .init(service: $0) },
         gracefulShutdownSignals: [.sigterm, .sigint],

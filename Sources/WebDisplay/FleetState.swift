@@ -2,6 +2,14 @@ public import BeaconKit
 public import BrainCore
 public import Config
 
+/// A message `beacon-web` could not read: shown on the fleet page and logged.
+public struct MalformedMessage: Sendable, Equatable {
+    public var topic: String
+    public var reason: String
+    /// When it arrived.
+    public var at: Instant
+}
+
 /// The fleet as the broker's retained state tells it, kept by `beacon-web`: gateways
 /// (status and health), the brain's fleet presence (who is in which zone), the customers
 /// the brain lists per store, and the photos in the customers' retained joins.
@@ -22,6 +30,8 @@ public struct FleetState: Sendable {
     public private(set) var brainOnline: Bool?
     /// Messages that could not be read (kept, not fatal: the page shows the rest).
     public private(set) var malformed = 0
+    /// The last of them: which topic, why, when (the fleet page shows it).
+    public private(set) var lastMalformed: MalformedMessage?
     /// When the config came from `fleet/config` rather than the file.
     public private(set) var configFromBroker = false
     /// Whether the feed is connected to the broker: while it is not, every page says that
@@ -48,19 +58,24 @@ public struct FleetState: Sendable {
         public var stores: Set<UInt16> = []
         /// The config changed: every page (names, positions, stores) may have.
         public var config = false
+        /// The message could not be read (it changed nothing but the fleet page's count).
+        public var malformed: MalformedMessage?
 
-        public init(fleet: Bool = false, stores: Set<UInt16> = [], config: Bool = false) {
+        public init(fleet: Bool = false, stores: Set<UInt16> = [], config: Bool = false,
+                    malformed: MalformedMessage? = nil) {
             self.fleet = fleet
             self.stores = stores
             self.config = config
+            self.malformed = malformed
         }
 
-        public var isEmpty: Bool { !fleet && stores.isEmpty && !config }
+        public var isEmpty: Bool { !fleet && stores.isEmpty && !config && malformed == nil }
 
         public mutating func formUnion(_ other: Change) {
             fleet = fleet || other.fleet
             stores.formUnion(other.stores)
             config = config || other.config
+            malformed = other.malformed ?? malformed
         }
 
         public func affects(_ page: Page) -> Bool {
@@ -93,8 +108,7 @@ public struct FleetState: Sendable {
         switch customers.receive(segments: segments, payload: payload) {
         case .changed(let store): return Change(stores: [store])
         case .malformed:
-            malformed += 1
-            return Change()
+            return reject(topic, "not a roster or customer record of that store", at: now)
         case .ignored: break
         }
         if let id = topics.parseCalibration(topic) {
@@ -107,13 +121,12 @@ public struct FleetState: Sendable {
                 guard gateways[id]?.calibration != record else { return Change() }
                 gateways[id, default: GatewayStatus()].calibration = record
             } else {
-                malformed += 1
-                return Change()
+                return reject(topic, "not a calibration record", at: now)
             }
             return Change(fleet: true)
         }
         if let (ref, about) = topics.parseBeacon(topic), ref.eddystone != nil, about == .fleetPresence {
-            return receivePresence(of: ref, payload)
+            return receivePresence(of: ref, payload, topic: topic, at: now)
         }
         switch topics.parse(topic) {
         case .gatewayStatus(let id)?:
@@ -127,12 +140,11 @@ public struct FleetState: Sendable {
                 gateways[id, default: GatewayStatus()].health = health
                 gateways[id, default: GatewayStatus()].healthReceived = now
             } else {
-                malformed += 1
-                return Change()
+                return reject(topic, "not a gateway health report", at: now)
             }
             return Change(fleet: true)
         case .fleetPresence(let major, let minor)?:
-            return receivePresence(of: BeaconRef(major: major, minor: minor), payload)
+            return receivePresence(of: BeaconRef(major: major, minor: minor), payload, topic: topic, at: now)
         case .observer(let major, let minor, _)?:
             // Only the photo is kept: the roster says who is in and with which profile.
             let store = config.store(of: BeaconRef(major: major, minor: minor))
@@ -143,15 +155,19 @@ public struct FleetState: Sendable {
                 guard photos[topic] != photo else { return Change() }
                 photos[topic] = photo
             } else {
-                malformed += 1
-                return Change()
+                return reject(topic, "not an observer's join", at: now)
             }
             return Change(stores: [store])
         case .fleetConfig?:
-            guard !payload.isEmpty, let text = String(validating: payload, as: UTF8.self),
-                  var parsed = try? FleetConfig.parse(text) else {
-                if !payload.isEmpty { malformed += 1 }
-                return Change()
+            guard !payload.isEmpty else { return Change() }
+            guard let text = String(validating: payload, as: UTF8.self) else {
+                return reject(topic, "not UTF-8", at: now)
+            }
+            var parsed: FleetConfig
+            do {
+                parsed = try FleetConfig.parse(text)
+            } catch {
+                return reject(topic, "not a valid fleet config: \(error)", at: now)
             }
             // The broker and prefix this process runs with stay: like the brain, a new
             // one needs a restart.
@@ -167,6 +183,14 @@ public struct FleetState: Sendable {
         default:
             return Change()
         }
+    }
+
+    /// Counts a message that could not be read, and says so to the fleet page.
+    mutating func reject(_ topic: String, _ reason: String, at now: Instant) -> Change {
+        malformed += 1
+        let message = MalformedMessage(topic: topic, reason: String(reason.prefix(300)), at: now)
+        lastMalformed = message
+        return Change(fleet: true, malformed: message)
     }
 
     /// The stores whose floor shows a gateway.
@@ -185,15 +209,14 @@ public struct FleetState: Sendable {
     /// Every store there is something to show for: the config's stores, and those with
     /// customers or beacons present.
     /// The brain's fleet presence of a beacon (an iBeacon's or an Eddystone's); empty: gone.
-    private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8]) -> Change {
+    private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8], topic: String, at now: Instant) -> Change {
         if payload.isEmpty {
             presence[ref] = nil
         } else if let value = try? JSONParser(maxDepth: 8).parse(payload),
                   let report = try? FleetPresenceReport(parsing: value, topic: ref) {
             presence[ref] = report
         } else {
-            malformed += 1
-            return Change()
+            return reject(topic, "not a fleet presence report", at: now)
         }
         return Change(stores: [config.store(of: ref)])
     }

@@ -128,7 +128,7 @@ public enum HomeAssistantDiscovery {
                                     model: "Eddystone \(namespace)/\(instance)")
                 tracker(object, device: device, presence: topics.presence(of: ref), zoneName: state.presence[ref]?.zoneName,
                         icon: nil)
-                let telemetry = topics.beacon(ref) + "/telemetry"
+                let telemetry = topics.telemetry(of: .eddystone(namespace: namespace, instance: instance))
                 for (key, name, deviceClass, unit) in [("batteryMv", "Battery", "voltage", "mV"),
                                                       ("temperatureC", "Temperature", "temperature", "°C")] {
                     add("sensor", object + (key == "batteryMv" ? "_battery" : "_temperature")) { o in

@@ -251,6 +251,11 @@ extension FleetState {
             o("brain", brainOnline.map { $0 ? "online" : "offline" } ?? "unknown")
             o("attention", conditions.filter(\.needsAttention).count)
             o("online", conditions.filter { $0 != .offline && $0 != .unknown }.count)
+            // Messages on the fleet's topics that beacon-web could not read, and the last one.
+            o("malformed", malformed)
+            o("lastMalformed", lastMalformed.map { m -> JSONValue in
+                .object(["topic": .string(m.topic), "reason": .string(m.reason), "at": .string(m.at.iso8601)])
+            } ?? .null)
             o("stores", .array(knownStores.map { store in
                 .object(["store": .number(Double(store)), "name": storeName(store).map(JSONValue.string) ?? .null,
                          "customers": .number(Double(customers.customers(inStore: store).count)),

@@ -57,11 +57,13 @@ enum Assets {
                      main: "<h1>BeaconBridge</h1><ul class=\"index\">\(items)</ul>", json: nil)
     }
 
-    static func loginPage(failed: Bool, next: String) -> String {
+    /// The login form; `retryAfter` (s) when attempts are refused for now.
+    static func loginPage(failed: Bool, next: String, retryAfter: Int? = nil) -> String {
         shell(title: "Log in", page: "login", events: nil, nav: "<nav><span class=\"brand\">BeaconBridge</span></nav>", main: """
             <form class="login" method="post" action="/login">
             <h1>Staff login</h1>
             \(failed ? "<p class=\"error\" role=\"alert\">Wrong name or password.</p>" : "")
+            \(retryAfter.map { "<p class=\"error\" role=\"alert\">Too many failed attempts: try again in \($0) s.</p>" } ?? "")
             <label>Name <input name="username" autocomplete="username" required autofocus></label>
             <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
             <input type="hidden" name="next" value="\(escape(next))">
@@ -316,7 +318,12 @@ enum Assets {
           el('div', { 'class': 'summary' },
             el('div', {}, el('b', { id: 'online' }, data.online + ' / ' + data.gateways.length), 'gateways up'),
             el('div', { 'class': data.attention ? 'bad' : '' }, el('b', { id: 'attention' }, data.attention), 'need attention'),
-            el('div', { 'class': data.brain === 'online' ? '' : 'bad' }, el('b', { id: 'brain' }, data.brain), 'brain')),
+            el('div', { 'class': data.brain === 'online' ? '' : 'bad' }, el('b', { id: 'brain' }, data.brain), 'brain'),
+            el('div', { 'class': data.malformed ? 'bad' : '', title: data.lastMalformed ?
+                          'last: ' + data.lastMalformed.topic + ': ' + data.lastMalformed.reason : '' },
+               el('b', { id: 'malformed' }, data.malformed), 'unreadable messages')),
+          data.lastMalformed ? el('p', { 'class': 'malformed' }, 'Last unreadable message (', ago(data.lastMalformed.at),
+                                  '): ', el('code', {}, data.lastMalformed.topic), ' ', data.lastMalformed.reason) : '',
           el('div', { 'class': 'scroll' }, el('table', { 'class': 'gateways' }, el('thead', {}, head), el('tbody', {}, rows))),
           el('h2', {}, 'Stores'),
           el('table', { 'class': 'stores' }, el('thead', {}, storeHead), el('tbody', {}, stores)));

@@ -37,7 +37,15 @@ public final class FleetFeed: Service, Sendable {
         var discoveryDirty = true
         var ledger = DiscoveryLedger()
         var published = 0
+        /// Unreadable messages are logged at most once per `malformedLogInterval`; the
+        /// rest are counted into the next line.
+        var malformedLoggedAt: ContinuousClock.Instant?
+        var malformedUnlogged = 0
     }
+
+    /// Seconds between log lines about unreadable messages (a flood of them is one line
+    /// every so often, with their count; the fleet page counts every one).
+    static let malformedLogInterval: Duration = .seconds(10)
 
     let client: MQTTClient
     let state: Mutex<State>
@@ -134,7 +142,24 @@ public final class FleetFeed: Service, Sendable {
                 return change
             }
             updates.publish(change)
+            if let malformed = change.malformed { logMalformed(malformed) }
         }
+    }
+
+    func logMalformed(_ message: MalformedMessage) {
+        let skipped = state.withLock { s -> Int? in
+            let now = ContinuousClock.now
+            if let last = s.malformedLoggedAt, now - last < Self.malformedLogInterval {
+                s.malformedUnlogged += 1
+                return nil
+            }
+            defer { s.malformedLoggedAt = now; s.malformedUnlogged = 0 }
+            return s.malformedUnlogged
+        }
+        guard let skipped else { return }
+        var metadata: Logger.Metadata = ["topic": "\(message.topic)", "reason": "\(message.reason)"]
+        if skipped > 0 { metadata["unloggedSinceLast"] = "\(skipped)" }
+        logger.warning("ignored an unreadable message", metadata: metadata)
     }
 
     func tick() {

@@ -2,15 +2,44 @@ import BeaconKit
 public import Hummingbird
 public import HummingbirdAuth
 import Logging
-import NIOCore
+public import NIOCore
 import HTTPTypes
 import ServiceLifecycle
+import Synchronization
 import LiveClock
 import SystemCalls
 import WebDisplay
 
-/// The request context: a session holds the staff member's name once logged in.
-public typealias WebContext = BasicSessionRequestContext<String, String>
+/// The request context: a session holds the staff member's name once logged in; the
+/// client's address is what login attempts are counted by.
+public struct WebContext: SessionRequestContext, RemoteAddressRequestContext {
+    public typealias Session = String
+    public var coreContext: CoreRequestContextStorage
+    public let sessions: SessionContext<String>
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        sessions = .init()
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    /// Whom login attempts are counted by: the IPv4 address, or the /64 an IPv6 address
+    /// is in (one host is usually given a whole /64).
+    var clientKey: String {
+        guard let remoteAddress, let text = remoteAddress.ipAddress else { return "local" }
+        guard case .v6 = remoteAddress else { return text }
+        // The first four of the eight groups ("2001:db8::1": 2001:db8:0:0).
+        let (head, tail): ([Substring], [Substring])
+        if let gap = text.firstRange(of: "::") {
+            (head, tail) = (text[..<gap.lowerBound].split(separator: ":"), text[gap.upperBound...].split(separator: ":"))
+        } else {
+            (head, tail) = (text.split(separator: ":"), [])
+        }
+        let groups = head + Array(repeating: "0", count: max(0, 8 - head.count - tail.count)) + tail
+        return groups.prefix(4).joined(separator: ":") + "::/64"
+    }
+}
 
 /// `beacon-web`'s HTTP side: the routes, who may see what, and the live streams.
 ///
@@ -23,6 +52,8 @@ public enum WebApp {
         public var secureCookies = false
         /// How long a login lasts.
         public var sessionLength: Duration = .seconds(12 * 3600)
+        /// How failed logins slow further attempts (per name, per client address).
+        public var loginThrottle = LoginThrottle.Settings()
 
         public init() {}
     }
@@ -40,20 +71,34 @@ public enum WebApp {
         router.get("healthz") { _, _ in "ok\n" }
         router.get("assets/app.js") { _, _ in asset(Assets.script, type: "text/javascript; charset=utf-8") }
         router.get("assets/app.css") { _, _ in asset(Assets.style, type: "text/css; charset=utf-8") }
+        let throttle = Mutex(LoginThrottle(settings: settings.loginThrottle))
         router.get("login") { request, _ in
             html(Assets.loginPage(failed: request.uri.queryParameters["failed"] != nil,
-                                  next: safeNext(request.uri.queryParameters["next"].map(String.init))))
+                                  next: SameOriginPath.orHome(request.uri.queryParameters["next"].map(String.init))))
         }
         router.post("login") { request, context -> Response in
             let body = try await request.body.collect(upTo: 16 * 1024)
             let form = (try? URLEncodedFormDecoder().decode(LoginForm.self, from: String(buffer: body)))
                 ?? LoginForm()
             let name = form.username ?? ""
-            let next = safeNext(form.next)
+            let next = SameOriginPath.orHome(form.next)
+            let client = context.clientKey
+            // Refused before bcrypt: the same quick answer for every name, known or not.
+            if let refusal = throttle.withLock({ $0.check(user: name, address: client, at: WallClock.monotonic()) }) {
+                context.logger.notice("login refused: too many failed attempts",
+                                      metadata: ["user": "\(name)", "client": "\(client)", "limit": "\(refusal.limit)",
+                                                 "retryAfter": "\(refusal.retryAfter)"])
+                var response = html(Assets.loginPage(failed: false, next: next, retryAfter: refusal.retryAfter))
+                response.status = .tooManyRequests
+                response.headers[.retryAfter] = "\(refusal.retryAfter)"
+                return response
+            }
             guard await accounts.verify(name: name, password: form.password ?? "") else {
-                context.logger.notice("failed login", metadata: ["user": "\(name)"])
+                throttle.withLock { $0.failed(user: name, address: client, at: WallClock.monotonic()) }
+                context.logger.notice("failed login", metadata: ["user": "\(name)", "client": "\(client)"])
                 return .redirect(to: "/login?failed=1&next=" + PercentEncoding.encode(next), type: .normal)
             }
+            throttle.withLock { $0.succeeded(user: name, address: client) }
             context.sessions.createSession(name, expiresIn: settings.sessionLength)
             return .redirect(to: next, type: .normal)
         }
@@ -95,12 +140,6 @@ public enum WebApp {
             throw HTTPError(.notFound, message: "no such store")
         }
         return store
-    }
-
-    /// Where to go after logging in: a path on this site only.
-    static func safeNext(_ next: String?) -> String {
-        guard let next, next.hasPrefix("/"), !next.hasPrefix("//"), !next.contains("\\") else { return "/" }
-        return next
     }
 
     static func html(_ text: String) -> Response {

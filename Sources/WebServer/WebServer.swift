@@ -21,6 +21,8 @@ public enum WebServer {
         /// PEM files; both or neither.
         public var tlsCertificate: String?
         public var tlsKey: String?
+        /// How failed logins slow further attempts.
+        public var loginThrottle = LoginThrottle.Settings()
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -42,6 +44,7 @@ public enum WebServer {
         }
         let sessions = MemoryPersistDriver()
         var settings = WebApp.Settings()
+        settings.loginThrottle = options.loginThrottle
         var server = HTTPServerBuilder.http1()
         let scheme: String
         if let certificate = options.tlsCertificate, let key = options.tlsKey {

@@ -44,7 +44,12 @@ struct Serve: AsyncParsableCommand {
         those it published before.
 
         --users FILE lists who may log in, one "name:bcrypt-hash" a line (as made by
-        `beacon-web hash-password`, or `htpasswd -B`). Give the broker user with
+        `beacon-web hash-password`, or `htpasswd -B`). Failed logins are counted per
+        name and per client address: past --login-attempts of either, that name and
+        address wait 1 s, 2 s, 4 s ... (at most 5 min) before the next try; a known
+        and an unknown name take the same time to refuse. After logging in, only a
+        path on this site is followed (?next=/stores/100/greeter); anything else goes
+        to /. Give the broker user with
         --mqtt-user and its password with --mqtt-password-file or
         BEACONBRIDGE_MQTT_PASSWORD: each screen its own login, display-<name>, from
         `beaconctl provision --display NAME`; the login is also its client id, so two
@@ -94,12 +99,20 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The certificate's private key (PEM).", valueName: "PEM"))
     var tlsKey: String?
 
+    @Option(name: .long, help: ArgumentHelp("""
+        Failed logins allowed per user name and per client address before each further \
+        one makes that name and address wait: 1 s, then twice as long after every \
+        failure, at most 5 min (429 with Retry-After meanwhile).
+        """, valueName: "N"))
+    var loginAttempts = LoginThrottle.Settings().freeFailures
+
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port: \(port) is not a port (0-65535)") }
+        if loginAttempts < 1 { throw ValidationError("--login-attempts: \(loginAttempts) must be 1 or more") }
     }
 
     func run() async throws {
@@ -133,6 +146,7 @@ struct Serve: AsyncParsableCommand {
         }
         options.tlsCertificate = tlsCert
         options.tlsKey = tlsKey
+        options.loginThrottle.freeFailures = loginAttempts
         let logger = Logger(label: "beacon-web")
         for risk in fleet.broker.risks(hasPassword: options.mqttPassword != nil) { logger.warning("\(risk)") }
         do {

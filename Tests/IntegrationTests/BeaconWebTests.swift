@@ -15,19 +15,20 @@ struct BeaconWebTests {
     static let password = "correct horse battery staple"
 
     /// A users file with one account, `manager`, hashed by `beacon-web hash-password`.
-    static func usersFile(in dir: TemporaryDirectory) async throws -> String {
+    static func usersFile(in dir: TemporaryDirectory, cost: Int = 4) async throws -> String {
         let input = try dir.write("password.txt", password + "\n")
-        let hasher = try startProgram("beacon-web", ["hash-password", "--cost", "4"], in: dir,
+        let hasher = try startProgram("beacon-web", ["hash-password", "--cost", "\(cost)"], in: dir,
                                       stdin: FileHandle(forReadingAtPath: input))
         #expect(await hasher.waitForExit(timeout: 30) == 0, "\(hasher.diagnostics)")
         let hash = hasher.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(hash.hasPrefix("$2b$04$") && !hash.contains(password))
+        #expect(hash.hasPrefix(String(format: "$2b$%02d$", cost)) && !hash.contains(password))
         return try dir.write("users", "# staff of Main Street\nmanager:\(hash)\n")
     }
 
     /// Starts `beacon-web` on a free port; its base URL once it listens.
-    static func startWeb(config: String, in dir: TemporaryDirectory, extra: [String] = []) async throws -> (ChildProcess, String) {
-        let users = try await usersFile(in: dir)
+    static func startWeb(config: String, in dir: TemporaryDirectory, extra: [String] = [],
+                         cost: Int = 4) async throws -> (ChildProcess, String) {
+        let users = try await usersFile(in: dir, cost: cost)
         let web = try startProgram("beacon-web", ["--config", config, "--users", users, "--port", "0",
                                                   "--client-id", "web-test"] + extra, in: dir)
         var url: String?
@@ -47,10 +48,12 @@ struct BeaconWebTests {
         var text: String { String(decoding: body, as: UTF8.self) }
     }
 
-    static func http(_ url: String, cookies: String? = nil, form: String? = nil, in dir: TemporaryDirectory) async throws -> Exchange {
+    static func http(_ url: String, cookies: String? = nil, form: String? = nil, from address: String? = nil,
+                     in dir: TemporaryDirectory) async throws -> Exchange {
         guard let curl = Programs.system("curl") else { throw TestFailure("curl is not installed: run scripts/install-deps") }
         let out = dir.file("curl-\(UUID().uuidString.prefix(8)).body")
         var arguments = ["-s", "-S", "-D", "-", "-o", out, "--max-time", "20"]
+        if let address { arguments += ["--interface", address] }  // another loopback address: another client
         if url.hasPrefix("https:") { arguments.append("--insecure") }  // the test's own self-signed certificate
         if let cookies { arguments += ["-b", cookies, "-c", cookies] }
         if let form { arguments += ["--data-raw", form] }
@@ -212,11 +215,190 @@ struct BeaconWebTests {
         }
     }
 
+    // MARK: - Login guards
+
+    @Test("after a login only a path on this site is followed: tabs, newlines, encoded slashes and backslashes go home")
+    func nextStaysHere() async throws {
+        let dir = try TemporaryDirectory("web-next")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "store": 100}"#],
+                                    extra: #""stores": [{"major": 100, "name": "Main Street"}]"#)
+        let (web, base) = try await Self.startWeb(config: config, in: dir)
+        defer { Task { await web.stop() } }
+
+        // The issue's attack, as a link to the login page: the form carries "/" on, not the tab path.
+        let page = try await Self.http(base + "/login?next=/%09/evil.example/", in: dir)
+        #expect(page.status == 200 && page.text.contains(#"name="next" value="/">"#), "\(page.text)")
+        #expect(!page.text.contains("evil.example"))
+        let good = try await Self.http(base + "/login?next=/stores/100/floor", in: dir)
+        #expect(good.text.contains(#"name="next" value="/stores/100/floor">"#))
+
+        // Logging in with each: form-encoded as a browser would send them.
+        for (next, location) in [
+            ("%2F%09%2Fevil.example%2F", "/"), ("%2F%0A%2Fevil.example", "/"), ("%2F%0D%0A%2Fevil.example", "/"),
+            ("%2F%2Fevil.example", "/"), ("%2F%5Cevil.example", "/"), ("%5C%5Cevil.example", "/"),
+            ("%2F%252F%2Fevil.example", "/"), ("%2F%255Cevil.example", "/"), ("%2F%2509%2Fevil.example", "/"),
+            ("https%3A%2F%2Fevil.example%2F", "/"), ("%20%2F%2Fevil.example", "/"),
+            ("%2Fstores%2F100%2Fgreeter%3Fview%3Dtablet", "/stores/100/greeter?view=tablet"),
+        ] {
+            let jar = dir.file("cookies-\(UUID().uuidString.prefix(8))")
+            let login = try await Self.http(base + "/login", cookies: jar,
+                                            form: "username=manager&password=correct+horse+battery+staple&next=\(next)", in: dir)
+            let sent = login.headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix("location:") }
+            #expect(login.status == 303 && sent == "Location: \(location)", "\(next): \(login.headers)")
+        }
+        #expect(await web.stop() == 0, "\(web.diagnostics)")
+        await broker.stop()
+    }
+
+    @Test("guessing is slowed per name and per address: past 5 failures 429 with Retry-After, growing; a right password waits too")
+    func guessingSlowed() async throws {
+        let dir = try TemporaryDirectory("web-guessing")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "store": 100}"#],
+                                    extra: #""stores": [{"major": 100, "name": "Main Street"}]"#)
+        let (web, base) = try await Self.startWeb(config: config, in: dir)
+        defer { Task { await web.stop() } }
+        guard let curl = Programs.system("curl") else { throw TestFailure("curl is not installed: run scripts/install-deps") }
+        let right = "correct+horse+battery+staple"
+        /// Login attempts in one curl, back to back (the waits are seconds: a process
+        /// start between attempts could outlast one): each answer's status, Retry-After
+        /// and Location.
+        func attempts(_ tries: [(user: String, password: String, from: String)]) async throws -> [String] {
+            var arguments: [String] = []
+            for attempt in tries {
+                if !arguments.isEmpty { arguments.append("--next") }
+                arguments += ["-s", "-o", "/dev/null", "--interface", attempt.from,
+                              "-w", "%{http_code} %header{retry-after} %header{location}\\n",
+                              "--data-raw", "username=\(attempt.user)&password=\(attempt.password)&next=%2Ffleet",
+                              base + "/login"]
+            }
+            let process = try ChildProcess(curl, arguments, in: dir, name: "curl-logins")
+            guard await process.waitForExit(timeout: 60) == 0 else { throw TestFailure(process.diagnostics) }
+            return process.stdoutLines.map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        let failed = "303  /login?failed=1&next=%2Ffleet"
+
+        // Five wrong passwords are answered as ever, and the sixth; then the name waits 1 s,
+        // even with the right password and from another address; another name does not.
+        let first = try await attempts((1...6).map { ("manager", "guess\($0)", "127.0.0.1") }
+            + [("manager", right, "127.0.0.1"), ("manager", right, "127.0.0.2"), ("ben", "guess", "127.0.0.2")])
+        #expect(first == Array(repeating: failed, count: 6) + ["429 1", "429 1", failed], "\(first)")
+
+        // Once the wait is over one more failure doubles it (2 s), for that name and for this
+        // address, whatever the name.
+        var second: [String] = []
+        #expect(await eventually(timeout: 20, interval: 0.25) {
+            second = (try? await attempts([("manager", "guess7", "127.0.0.1"), ("nobody-at-all", "guess", "127.0.0.1"),
+                                           ("manager", right, "127.0.0.2")])) ?? []
+            return second.first?.hasPrefix("429") == false
+        }, "\(second)")
+        #expect(second == [failed, "429 2", "429 2"], "\(second)")
+
+        // After the wait the right password gets in and clears the count: a wrong one then is
+        // answered at once again.
+        var third: [String] = []
+        #expect(await eventually(timeout: 20, interval: 0.25) {
+            third = (try? await attempts([("manager", right, "127.0.0.1"), ("manager", "guess8", "127.0.0.1")])) ?? []
+            return third.first?.hasPrefix("429") == false
+        }, "\(third)")
+        #expect(third == ["303  /fleet", failed], "\(third)")
+        #expect(web.stderr.contains("login refused: too many failed attempts"), "\(web.diagnostics)")
+        #expect(await web.stop() == 0, "\(web.diagnostics)")
+        await broker.stop()
+    }
+
+    /// bcrypt's cost 8 here, not the decoy's old fixed 10: a decoy of another cost than the
+    /// real hashes would show as a ratio of 4 (or 1/4) between the medians.
+    @Test("a known and an unknown name are refused in the same time (medians over 40 interleaved tries)")
+    func sameTimeForEveryName() async throws {
+        let dir = try TemporaryDirectory("web-timing")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "store": 100}"#],
+                                    extra: #""stores": [{"major": 100, "name": "Main Street"}]"#)
+        let (web, base) = try await Self.startWeb(config: config, in: dir, extra: ["--login-attempts", "1000"], cost: 8)
+        defer { Task { await web.stop() } }
+        guard let curl = Programs.system("curl") else { throw TestFailure("curl is not installed: run scripts/install-deps") }
+
+        // One curl, one connection, the two kinds of try alternating (which goes first alternates too).
+        let tries = 40
+        var arguments: [String] = []
+        for i in 0..<tries {
+            let pair = ["manager", "nobody"]
+            for user in i % 2 == 0 ? pair : pair.reversed() {
+                if !arguments.isEmpty { arguments.append("--next") }
+                arguments += ["-s", "-o", "/dev/null", "-w", "\(user) %{http_code} %{time_total}\\n",
+                              "--data-raw", "username=\(user)&password=wrong\(i)", base + "/login"]
+            }
+        }
+        let process = try ChildProcess(curl, arguments, in: dir, name: "curl-timing")
+        #expect(await process.waitForExit(timeout: 120) == 0, "\(process.diagnostics)")
+        var times: [String: [Double]] = [:]
+        for line in process.stdoutLines {
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, parts[1] == "303", let seconds = Double(parts[2]) else {
+                Issue.record("unexpected answer: \(line)")
+                continue
+            }
+            times[String(parts[0]), default: []].append(seconds)
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        let known = try #require(times["manager"]), unknown = try #require(times["nobody"])
+        #expect(known.count == tries && unknown.count == tries)
+        let ratio = median(unknown) / median(known)
+        let summary = "known: median \(median(known) * 1000) ms \(known.sorted().map { Int($0 * 1000) }); "
+            + "unknown: median \(median(unknown) * 1000) ms \(unknown.sorted().map { Int($0 * 1000) })"
+        print("login timing: \(summary)")
+        #expect(ratio > 0.67 && ratio < 1.5, "\(summary)")
+        // bcrypt is what takes the time (the comparison means something).
+        #expect(median(known) > 0.002, "\(summary)")
+        #expect(await web.stop() == 0, "\(web.diagnostics)")
+        await broker.stop()
+    }
+
+    @Test("unreadable MQTT input is counted and shown on the fleet page, and logged at most once per 10 s")
+    func malformedInput() async throws {
+        let dir = try TemporaryDirectory("web-malformed")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let config = try writeFleet(dir, broker: broker, gateways: [#"{"id": "door", "store": 100}"#],
+                                    extra: #""stores": [{"major": 100, "name": "Main Street"}]"#)
+        let (web, base) = try await Self.startWeb(config: config, in: dir)
+        defer { Task { await web.stop() } }
+        let jar = dir.file("cookies")
+        #expect(try await Self.http(base + "/login", cookies: jar,
+                                    form: "username=manager&password=correct+horse+battery+staple", in: dir).status == 303)
+
+        // 200 broken health reports, then one broken presence report, as fast as mosquitto_pub sends them.
+        let lines = try dir.write("bad.txt", (0..<200).map { "[\($0)" }.joined(separator: "\n") + "\n")
+        let pub = try ChildProcess(try #require(Programs.system("mosquitto_pub")),
+                                   ["-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", "gateways/door/health",
+                                    "-l"], in: dir, name: "mosquitto_pub", stdin: FileHandle(forReadingAtPath: lines))
+        #expect(await pub.waitForExit(timeout: 30) == 0, "\(pub.diagnostics)")
+        try await Self.publish(broker, "beacons/100/1/presence", text: "{", in: dir)
+        var fleet = JSONValue.null
+        #expect(await eventually(timeout: 20, interval: 0.2) {
+            fleet = (try? await Self.http(base + "/api/fleet", cookies: jar, in: dir)).flatMap { try? JSONParser().parse($0.text) }
+                ?? .null
+            return fleet["malformed"] == .number(201)
+        }, "\(fleet)")
+        #expect(fleet["lastMalformed"]?["topic"] == .string("beacons/100/1/presence"))
+        #expect(fleet["lastMalformed"]?["reason"] == .string("not a fleet presence report"))
+        // The page draws it from its embedded data with the site's script.
+        let page = try await Self.http(base + "/fleet", cookies: jar, in: dir)
+        #expect(page.text.contains(#""malformed":201,"lastMalformed":{"#), "\(page.text)")
+        #expect(try await Self.http(base + "/assets/app.js", in: dir).text.contains("unreadable messages"))
+        let logged = (web.stdout + web.stderr).components(separatedBy: "ignored an unreadable message").count - 1
+        #expect((1...3).contains(logged), "\(logged) lines for 201 messages\n\(web.diagnostics)")
+        #expect(await web.stop() == 0, "\(web.diagnostics)")
+        await broker.stop()
+    }
+
     // MARK: - In a browser
 
     /// What one gateway of a small store hears for 20 s (replayed in a loop): Ana's beacon
     /// (100/1) at `ana` dBm and Ben's (100/2) at `ben`, four times a second each; and, at
-    /// `till` dBm, the Eddystone-UID tag 00112233445566778899/aabbccddeeff.
+    /// `till` dBm, the Eddystone-UID tag 00112233445566778899/aabbccddeeff, which also sends
+    /// an unencrypted TLM frame once a second: 2950 mV, 21.5 °C, 1200 adverts, up 3600 s.
     static func capture(ana: Int8, ben: Int8, till: Int8? = nil) throws -> [UInt8] {
         let tag = EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: "00112233445566778899")!,
                                instance: EddystoneInstance(hex: "aabbccddeeff")!)
@@ -229,9 +411,17 @@ struct BeaconWebTests {
             writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 2, txPower: -59),
                                                 address: 0xC0_00_00_64_00_02, rssi: ben + jitter), at: start + t + 0.1)
             if let till {
-                writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: BluetoothAddress(rawValue: 0xE0_00_00_00_00_01),
-                                                                       data: AdvertisingData.eddystoneUID(tag), rssi: till + jitter)]),
-                                   at: start + t + 0.2)
+                // TLM (google/eddystone eddystone-tlm/tlm-plain.md): frame 0x20, version 0,
+                // battery mV, temperature 8.8 °C, advert count, uptime in 0.1 s; big-endian.
+                let tlm: [UInt8] = [0x02, 0x01, 0x06, 0x03, 0x03, 0xAA, 0xFE, 0x11, 0x16, 0xAA, 0xFE, 0x20, 0x00,
+                                    0x0B, 0x86, 0x15, 0x80, 0x00, 0x00, 0x04, 0xB0, 0x00, 0x00, 0x8C, 0xA0]
+                let address = BluetoothAddress(rawValue: 0xE0_00_00_00_00_01)
+                writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: address, data: AdvertisingData.eddystoneUID(tag),
+                                                                       rssi: till + jitter)]), at: start + t + 0.2)
+                if i % 4 == 3 {
+                    writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: address, data: tlm, rssi: till + jitter)]),
+                                       at: start + t + 0.22)
+                }
             }
         }
         return writer.bytes

@@ -68,6 +68,12 @@ public final class ChildProcess: @unchecked Sendable {
     public var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
     public var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
+    /// The signal that ended the process, when one did.
+    public var terminationSignal: Int32? {
+        guard !process.isRunning, process.terminationReason == .uncaughtSignal else { return nil }
+        return process.terminationStatus
+    }
+
     /// Sends `signal` to this process only.
     public func signal(_ signal: Int32) {
         lock.lock()

@@ -166,15 +166,22 @@ struct FleetStateTests {
         #expect(state.parsed(.fleet)["live"] == .bool(false))
     }
 
-    @Test("messages that are not JSON, or not what their topic says, are counted and change nothing")
+    @Test("messages that are not JSON, or not what their topic says, change nothing but the fleet page's count of them")
     func badInput() throws {
         var state = FleetState(config: try fleetConfig())
         for (topic, text) in [("beacons/100/1/presence", "{"), ("gateways/door/health", "[1]"),
                               ("stores/100/roster", #"{"store": 7, "customers": []}"#),
                               ("beacons/100/1/observers/ana", #"{"state":"left"}"#)] {
-            #expect(state.receive(topic, text).isEmpty, "\(topic)")
+            let change = state.receive(topic, text)
+            #expect(change.malformed?.topic == topic && change.affects(.fleet) && change.stores.isEmpty && !change.config,
+                    "\(topic)")
         }
         #expect(state.malformed == 4)
+        // The fleet page counts them and shows the last one.
+        let fleet = state.parsed(.fleet, at: 90)
+        #expect(fleet["malformed"] == .number(4))
+        #expect(fleet["lastMalformed"]?["topic"] == .string("beacons/100/1/observers/ana"))
+        #expect(fleet["lastMalformed"]?["reason"] == .string("not an observer's join"))
         #expect(state.presence.isEmpty && state.gateways.isEmpty)
     }
 }
