@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 
 extension FleetConfig {
     /// Bytes of one retained message the brain reads back (`BrainCore.Limits.maxPayload`):

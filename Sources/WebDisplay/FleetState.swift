@@ -206,8 +206,6 @@ public struct FleetState: Sendable {
     /// The JPEG of a join, when the join is still retained and carries one.
     public func photo(atJoinTopic topic: String) -> [UInt8]? { photos[topic] }
 
-    /// Every store there is something to show for: the config's stores, and those with
-    /// customers or beacons present.
     /// The brain's fleet presence of a beacon (an iBeacon's or an Eddystone's); empty: gone.
     private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8], topic: String, at now: Instant) -> Change {
         if payload.isEmpty {
@@ -221,6 +219,8 @@ public struct FleetState: Sendable {
         return Change(stores: [config.store(of: ref)])
     }
 
+    /// Every store there is something to show for: the config's stores, and those with
+    /// customers or beacons present.
     public var knownStores: [UInt16] {
         var all = Set(config.stores.map(\.major))
         all.formUnion(customers.stores)
