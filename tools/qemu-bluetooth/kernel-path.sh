@@ -116,12 +116,13 @@ kill "$(cat /run/btvirt.pid)"
 sleep 1
 [ -e /sys/class/bluetooth/hci0 ] && fail "hci0 still registered after btvirt ended"
 wait_for "$R/gateway.log" "retrying" 10 || fail "no retrying after the adapter went away"
+# Counted before the adapters come back: the gateway may reopen hci0 before hci1 is up.
+running_before=$(count "$R/gateway.log" "source running")
 btvirt -l2 > /tmp/btvirt2.log 2>&1 &
 echo $! > /run/btvirt.pid
 i=0
 while [ ! -e /sys/class/bluetooth/hci1 ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
 hciconfig hci1 up
-running_before=$(count "$R/gateway.log" "source running")
 i=0
 while [ "$(count "$R/gateway.log" "source running")" -le "$running_before" ] && [ $i -lt 200 ]; do sleep 0.2; i=$((i + 1)); done
 [ "$(count "$R/gateway.log" "source running")" -gt "$running_before" ] || fail "scanning did not resume after the adapters came back"
