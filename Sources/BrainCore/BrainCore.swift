@@ -384,10 +384,13 @@ public struct BrainCore: Sendable {
         for ref in presence.beacons.keys.sorted() {
             let record = visitRecords[ref]
             if let record { restore(record.rules, for: RuleEngine.Scope(beacon: ref)) }
-            if let since = record?.since ?? retainedPresence[ref]?.since {
-                presence.restore(ref, since: since, zone: retainedPresence[ref]?.zone)
+            // With a key only the sealed record is trusted: anyone may write the fleet presence.
+            let trusted = recordSeal.isOn ? nil : retainedPresence[ref]
+            if let since = record?.since ?? trusted?.since {
+                presence.restore(ref, since: since, zone: record?.zone ?? trusted?.zone)
             } else {
-                presence.restore(ref, since: now, zone: nil)
+                // Begun while no brain ran: dated by its evidence (capture time), not by now.
+                presence.restore(ref, since: nil, zone: nil)
                 begun.append(ref)
             }
             dirtyVisits.insert(ref)
@@ -501,6 +504,7 @@ public struct BrainCore: Sendable {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
+        presence.reconnected(at: now, patience: recovery.settings.reconnectGrace)
         bridges.reconnected()
         writtenBeforeReconnect = known
         known = [:]
@@ -665,6 +669,11 @@ public struct BrainCore: Sendable {
                 // Every store's beacons are in a report: this brain takes its own.
                 if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
                 handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
+                for gap in presence.takeGaps() {
+                    note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
+                         ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])
+                    event(gap.json)
+                }
                 for entry in report.entries where presence[entry.beacon]?.views[gateway] != nil {
                     recovery.confirmView(entry.beacon, gateway: gateway, live: true)
                 }
@@ -858,15 +867,7 @@ public struct BrainCore: Sendable {
         }
         // After settling the brain is the authority on its records; what comes back is its own
         // echo, or (read back after a reconnect) only tells what the broker holds.
-        guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-        guard let opened = recordSeal.open(String(decoding: payload, as: UTF8.self), topic: topic) else {
-            // Not this brain's: forged, or written under another key. Ignored, and replaced
-            // by what the brain knows once settled.
-            known[topic] = ""
-            note(.warning, "ignored a record without this brain's seal (brain-secret)", ["topic": String(topic.prefix(200))])
-            reportRejected("record", topic: topic, reason: "not sealed with this brain's key (brain-secret): ignored")
-            return
-        }
+        guard readingBack, retained, owned(ref), !payload.isEmpty, let opened = opened(payload, topic: topic) else { return }
         guard let json = json(Array(opened.utf8), .record, topic) else {
             known[topic] = ""
             return
@@ -888,14 +889,34 @@ public struct BrainCore: Sendable {
         }
     }
 
-    /// A calibration record read back (retained): a restarted brain applies what it had learned.
+    /// The record under this brain's seal (`RecordSeal`), or `nil` for one it did not seal:
+    /// forged, or written under another key. That one is ignored, logged, reported on
+    /// `brain/events`, and (its `known` signature emptied) replaced or deleted by what the
+    /// brain knows once the retained state is in.
+    private mutating func opened(_ payload: [UInt8], topic: String) -> String? {
+        if let opened = recordSeal.open(String(decoding: payload, as: UTF8.self), topic: topic) { return opened }
+        known[topic] = ""
+        note(.warning, "ignored a record without this brain's seal (brain-secret)", ["topic": String(topic.prefix(200))])
+        reportRejected("record", topic: topic, reason: "not sealed with this brain's key (brain-secret): ignored")
+        return nil
+    }
+
+    /// A calibration record read back (retained): a restarted brain applies what it had
+    /// learned, if it sealed it. Records of gateways another brain calibrates (`--stores`)
+    /// are that brain's to check.
     private mutating func readCalibration(_ gateway: String, topic: String, payload: [UInt8], retained: Bool) {
         guard readingBack, retained, !payload.isEmpty else { return }
-        known[topic] = String(decoding: payload, as: UTF8.self)
-        guard let json = json(payload, .record, topic) else { return }
+        guard calibrator.calibrates(gateway) else {
+            known[topic] = String(decoding: payload, as: UTF8.self)
+            return
+        }
+        guard let opened = opened(payload, topic: topic) else { return }
+        known[topic] = opened
+        guard let json = json(Array(opened.utf8), .record, topic) else { return }
         do {
             calibrator.restore(try CalibrationRecord(parsing: json, topic: gateway))
         } catch {
+            known[topic] = ""
             malformed(.record, topic, error.reason)
         }
     }
@@ -903,9 +924,10 @@ public struct BrainCore: Sendable {
     /// The retained calibration records as the calibrator has them: applied ones written,
     /// those of gateways this brain calibrates but no longer corrects deleted.
     private mutating func syncCalibration() {
+        let seal = recordSeal
         for (gateway, record) in calibrator.applied.sorted(by: { $0.key < $1.key }) {
-            let text = record.json
-            setRetained(topics.calibration(ofGateway: gateway), signature: text) { text }
+            let text = record.json, topic = topics.calibration(ofGateway: gateway)
+            setRetained(topic, signature: text) { seal.seal(text, topic: topic) }
         }
         for topic in known.keys.sorted() {
             guard let gateway = topics.parseCalibration(topic), calibrator.applied[gateway] == nil,
@@ -916,8 +938,8 @@ public struct BrainCore: Sendable {
 
     /// New values applied for a gateway: the retained record, a log line and an event.
     private mutating func calibrated(_ record: CalibrationRecord) {
-        let text = record.json
-        setRetained(topics.calibration(ofGateway: record.gateway), signature: text) { text }
+        let text = record.json, topic = topics.calibration(ofGateway: record.gateway), seal = recordSeal
+        setRetained(topic, signature: text) { seal.seal(text, topic: topic) }
         var metadata = ["gateway": record.gateway, "rssiOffset": fixed(record.rssiOffset, places: 1),
                         "pathLossExponent": fixed(record.pathLossExponent, places: 2), "samples": "\(record.samples)",
                         "residual": fixed(record.residual, places: 1)]
@@ -929,10 +951,12 @@ public struct BrainCore: Sendable {
         event("{\"event\":\"calibration\"," + text.dropFirst())
     }
 
-    /// A customer topic of ours on the broker (read back while settling).
+    /// A customer topic of ours on the broker (read back while settling): a proximity visit
+    /// carries on from it, so only a sealed one is trusted.
     private mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
-        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
-        guard let json = json(payload, .roster, topic) else {
+        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty,
+              let opened = opened(payload, topic: topic) else { return }
+        guard let json = json(Array(opened.utf8), .roster, topic) else {
             known[topic] = ""
             return
         }
@@ -979,7 +1003,10 @@ public struct BrainCore: Sendable {
                     if rules.retire(scope, at: now) { lingering.insert(scope) }
                     visitEnded(ref, at: now)
                 }
-            case .zoneChanged, .viewsChanged:
+            case .zoneChanged:
+                dirtyPresence.insert(ref)
+                dirtyVisits.insert(ref)
+            case .viewsChanged:
                 dirtyPresence.insert(ref)
             case .proximity(_, _, let to):
                 dirtyPresence.insert(ref)
@@ -1023,6 +1050,8 @@ public struct BrainCore: Sendable {
         let (bridges, storeOf) = (self.bridges, viewStore)
         for (ref, gateway) in due.views where !bridges.isUnknown(storeOf(ref, gateway)) {
             // (A view of a store that is cut off waits for its store: see `bridgeChanged`.)
+            // One its gateway's reports keep ends by their silence, in capture time.
+            if presence.reportsKeep(ref, gateway: gateway) { continue }
             note(.info, "a view not seen again after the reconnect ends", ["beacon": "\(ref)", "gateway": gateway])
             handle(presence.endView(ref, gateway: gateway), at: now)
         }
@@ -1373,7 +1402,7 @@ public struct BrainCore: Sendable {
             for ref in dirtyVisits.sorted() where heldVisits[ref] == nil {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: ref))
                 let record: VisitRecord? = if let fleet = presence[ref] {
-                    VisitRecord(since: fleet.since, rules: memory ?? RuleMemory())
+                    VisitRecord(since: fleet.since, zone: fleet.zone, rules: memory ?? RuleMemory())
                 } else {
                     memory.map { VisitRecord(since: nil, rules: $0) }
                 }
@@ -1402,7 +1431,8 @@ public struct BrainCore: Sendable {
                 let text = rosterBook.update(client: key.client, store: key.store, joins: joins, visits: visits,
                                              topics: topics)?.json.jsonText
                 let before = known[topics.customer(key.client, ofStore: key.store)]
-                setRetained(topics.customer(key.client, ofStore: key.store), signature: text, expiry: personalExpiry) { text ?? "" }
+                let topic = topics.customer(key.client, ofStore: key.store)
+                setRetained(topic, signature: text, expiry: personalExpiry) { text.map { seal.seal($0, topic: topic) } ?? "" }
                 if before != text { dirtyStores.insert(key.store) }
             }
             dirtyCustomers = []

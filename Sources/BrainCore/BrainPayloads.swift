@@ -673,16 +673,21 @@ public struct RuleMemory: Sendable, Equatable {
 }
 
 /// `brain/visits/<major>/<minor>` (retained, the brain's own): the visit the brain is
-/// handling and what rules did in it: `{"since":ts|null,"fired":{"rule":ts…},"disarmed":[…]}`.
-/// Written at enter and when a rule fires or re-arms; deleted after the exit, or kept with
-/// `since` null while a cooldown in seconds still runs. A restarted brain continues the visit
-/// with the same `since` (so `once` rules stay fired) instead of starting a new one.
+/// handling, its zone (a gateway id) and what rules did in it:
+/// `{"since":ts|null,"zone":id|null,"fired":{"rule":ts…},"disarmed":[…]}`.
+/// Written at enter, at each zone change and when a rule fires or re-arms; deleted after
+/// the exit, or kept with `since` null while a cooldown in seconds still runs. A restarted
+/// brain continues the visit with the same `since` (so `once` rules stay fired) and zone
+/// (so nobody moves) instead of starting a new one. Sealed (`RecordSeal`), unlike the fleet
+/// presence anyone may write, which is why the zone is here too.
 public struct VisitRecord: Sendable, Equatable {
     public var since: Instant?
+    public var zone: String?
     public var rules: RuleMemory
 
-    public init(since: Instant?, rules: RuleMemory) {
+    public init(since: Instant?, zone: String? = nil, rules: RuleMemory) {
         self.since = since
+        self.zone = zone
         self.rules = rules
     }
 
@@ -690,6 +695,7 @@ public struct VisitRecord: Sendable, Equatable {
         var writer = JSONWriter()
         writer.object { o in
             o("since", since.map { JSONValue.string($0.iso8601) } ?? .null)
+            if let zone { o("zone", zone) }
             rules.write(into: &o)
         }
         return writer.text
@@ -698,8 +704,9 @@ public struct VisitRecord: Sendable, Equatable {
     public init(parsing value: JSONValue) throws(PayloadError) {
         let r = PayloadReader(path: "")
         let o = try r.object(value)
-        try r.only(o, ["since", "fired", "disarmed"])
+        try r.only(o, ["since", "zone", "fired", "disarmed"])
         since = try r.optionalInstant(o["since"], "since")
+        zone = try r.optionalString(o["zone"], "zone", maxLength: 256)
         rules = try RuleMemory(reading: o, r)
     }
 }

@@ -184,11 +184,19 @@ public struct FleetPresence: Sendable {
     /// The last decision step processed.
     private var processed: Instant?
     private var decisions: [ZoneDecision] = []
+    private var gaps: [ReportGap] = []
     /// Capture time of each beacon's last exit (the last few minutes'), to tell a
     /// gateway's late presence from a visit the reports missed.
     private var lastExits: [BeaconRef: Instant] = [:]
     /// Seconds a gateway's reports may trail its presence.
     static let reportSlack = 2.0
+    /// Shortest gap in a gateway's reports that is reported (`takeGaps`), seconds: a lost
+    /// window or two changes no decision worth telling.
+    public static let reportedGap = 2.0
+    /// Visits a restarted brain continues (`restore`), with the zone it restored: until
+    /// `restoreWarmup` seconds of capture time have been decided, the evidence rebuilds
+    /// silently and the zone holds (no zone decisions from a few samples after a restart).
+    private var restoring: [BeaconRef: (zone: String?, until: Instant?)] = [:]
 
     public init(settings: Settings = .init()) {
         self.settings = settings
@@ -203,6 +211,14 @@ public struct FleetPresence: Sendable {
     /// The gateways the brain's decisions wait for, and those it has stopped waiting for
     /// because their reports were late.
     public var reportingGateways: (waited: [String], late: [String]) { (clock.waitedFor, clock.excluded.sorted()) }
+
+    /// The gaps in the gateways' reports found since the last call: spans of capture time
+    /// whose evidence never arrived (lost, or older than a gateway's backlog), decided as
+    /// unknown. The brain reports them (`brain/events`) rather than inventing decisions.
+    public mutating func takeGaps() -> [ReportGap] {
+        defer { gaps = [] }
+        return gaps
+    }
 
     /// The decisions made since the last call, in order.
     public mutating func takeDecisions() -> [ZoneDecision] {
@@ -220,7 +236,12 @@ public struct FleetPresence: Sendable {
                                 holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
         offlineGateways.remove(report.gateway)
         clock.online.insert(report.gateway)
-        if let mark = clock.watermarks[report.gateway], report.from > mark { gap(report.gateway, from: mark, to: report.from) }
+        if let mark = clock.watermarks[report.gateway], report.from > mark {
+            gap(report.gateway, from: mark, to: report.from)
+            if report.from.seconds(since: mark) >= Self.reportedGap {
+                gaps.append(ReportGap(gateway: report.gateway, from: mark, to: report.from))
+            }
+        }
         for entry in report.entries {
             let ref = entry.beacon
             guard accepts(ref) else { continue }
@@ -297,11 +318,15 @@ public struct FleetPresence: Sendable {
                   lastExits[ref].map({ since > $0 }) ?? true else { return [] }
         }
         let view = announcedView(report, at: now)
+        // Dated in capture time like every decision: the gateway's `since` (when it began
+        // hearing the beacon), else the brain's last decided step; the wall clock only when
+        // nothing has told capture time yet (a replay a year old must not enter today).
+        let since = report.since ?? processed ?? clock.time ?? now
         beacons[ref] = FleetBeacon(ref: ref, uuid: report.uuid, views: [view.gateway: view], zone: view.gateway,
-                                   proximity: view.proximity, since: now)
+                                   proximity: view.proximity, since: since)
         events.append(.enter(ref))
         if view.proximity != .unknown { events.append(.proximity(ref, from: .unknown, to: view.proximity)) }
-        record(.enter, beacons[ref]!, from: nil, at: now)
+        record(.enter, beacons[ref]!, from: nil, at: since)
         return events
     }
 
@@ -314,6 +339,14 @@ public struct FleetPresence: Sendable {
         var events: [FleetEvent] = []
         remove(gateway, from: ref, &events)
         return events
+    }
+
+    /// Whether the gateway's reports keep this view and still come: its end is then decided
+    /// in capture time from them (a reconnect's backlog), not when a reconnect did not
+    /// confirm it.
+    public func reportsKeep(_ ref: BeaconRef, gateway: String) -> Bool {
+        beacons[ref]?.views[gateway]?.announced == false && clock.watermarks[gateway] != nil
+            && !clock.excluded.contains(gateway)
     }
 
     /// A view ends whatever kept it (a reconnect that did not confirm it).
@@ -347,6 +380,16 @@ public struct FleetPresence: Sendable {
         return events
     }
 
+    /// The brain's broker connection came back at `wall`: every gateway sends the reports it
+    /// kept while away (`GatewayEngine`), some only after their reconnect back-off, so until
+    /// `wall + patience` a late gateway holds decisions back however long (`clockHold` does
+    /// not apply): decided with every gateway's reports, they are those of a run without the
+    /// outage. One that sends nothing by then is let go as usual.
+    public mutating func reconnected(at wall: Instant, patience: Double) {
+        clock.patientUntil = wall + patience
+        clock.heldSince = nil
+    }
+
     /// Wall-clock time passes: a gateway whose reports are late stops holding decisions
     /// back after `clockHold` seconds. `held` as for `report`.
     public mutating func advance(to now: Instant,
@@ -372,10 +415,13 @@ public struct FleetPresence: Sendable {
 
     /// Continues a visit a previous run of the brain began: its `since`, and its zone when
     /// that gateway still sees the beacon (so a restart does not move anyone).
+    /// The zone holds while the evidence rebuilds (`restoreWarmup`), also when its gateway's
+    /// reports come only after the restart: the first of them takes the zone back silently.
     public mutating func restore(_ ref: BeaconRef, since: Instant?, zone: String?) {
         guard var beacon = beacons[ref] else { return }
         if let since { beacon.since = since }
         if let zone, beacon.views[zone] != nil { beacon.zone = zone }
+        restoring[ref] = (zone, nil)
         beacon.proximity = beacon.zoneView?.proximity ?? .unknown
         evidence[ref]?.challenger = nil
         evidence[ref]?.passes = 0
@@ -384,6 +430,7 @@ public struct FleetPresence: Sendable {
 
     /// Forgets a beacon without events (it is no longer this brain's to handle).
     public mutating func forget(_ ref: BeaconRef) {
+        restoring[ref] = nil
         beacons[ref] = nil
         evidence[ref] = nil
         pending.removeAll { $0.ref == ref }
@@ -481,7 +528,9 @@ public struct FleetPresence: Sendable {
                 if exitDue(e, beacon, at: end, &events, holding: held) { continue }
                 let decided = decisions.count
                 expireViews(&beacon, e, at: end, &events, holding: held)
-                contest(&beacon, &e, at: end, &events)
+                if !rebuilding(&beacon, at: end, &events), !unheard(beacon.zone, at: end) {
+                    contest(&beacon, &e, at: end, &events)
+                }
                 if decisions.count > decided { e.lastDecided = end }
                 refreshProximity(&beacon, &events)
                 if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
@@ -496,6 +545,44 @@ public struct FleetPresence: Sendable {
                 evidence[ref] = nil
             }
         }
+    }
+
+    /// Seconds of capture time a restarted brain rebuilds a continued visit's evidence before
+    /// it decides its zone aloud (`restoring`).
+    public var restoreWarmup: Double { max(settings.brain.zoneStaleAfter, settings.step) }
+
+    /// Whether the visit is one a restarted brain continues and its evidence still rebuilds:
+    /// the restored zone is taken back (silently) as soon as its gateway's view is there.
+    private mutating func rebuilding(_ beacon: inout FleetBeacon, at end: Instant, _ events: inout [FleetEvent]) -> Bool {
+        guard let restored = restoring[beacon.ref] else { return false }
+        let zone = restored.zone, deadline = restored.until ?? end + restoreWarmup
+        if let zone, zone != beacon.zone, beacon.views[zone] != nil {
+            beacon.zone = zone
+            events.append(.viewsChanged(beacon.ref))
+        }
+        guard end < deadline else {
+            restoring[beacon.ref] = nil
+            return false
+        }
+        restoring[beacon.ref] = (zone, deadline)
+        evidence[beacon.ref]?.challenger = nil
+        evidence[beacon.ref]?.passes = 0
+        return true
+    }
+
+    /// Seconds of capture time a gateway that stopped reporting (hung, cut off, its reports
+    /// late) is *unheard*: its views neither end nor lose their zone for its silence, since
+    /// it has not said the beacon left. Past the bound it is taken as not hearing anything:
+    /// its beacons' exits are decided (dated when their silence became telling) and the
+    /// zone may move. Its `exitTimeout`, the silence after which it would itself have said
+    /// a beacon left; its last will (`offline`) ends its views earlier.
+    public func unheardBound(_ gateway: String) -> Double { settings.viewTimeout(gateway) }
+
+    /// Whether `gateway` is unheard at `end`: the brain stopped waiting for its late reports,
+    /// and its silence is within `unheardBound`.
+    private func unheard(_ gateway: String, at end: Instant) -> Bool {
+        guard clock.excluded.contains(gateway), let mark = clock.watermarks[gateway] else { return false }
+        return end.seconds(since: mark) <= unheardBound(gateway)
     }
 
     /// Whether a new beacon still waits for an entrance gateway: customers come in at the
@@ -521,12 +608,15 @@ public struct FleetPresence: Sendable {
         // its broker may be down, or its capture time lags) has not said the beacon is gone
         // while it heard it lately by its own clock: the visit waits for it (its last will,
         // or its reports without the beacon, end the wait).
+        // Past `unheardBound` its silence counts as silence: the exit goes out then, not
+        // when (if ever) it resumes.
         if e.links.contains(where: { gateway, link in
-            guard clock.excluded.contains(gateway) else { return false }
+            guard unheard(gateway, at: end) else { return false }
             return (clock.watermarks[gateway] ?? link.quietSince).seconds(since: link.quietSince) < quiet + settings.step
         }) {
             return false
         }
+        restoring[beacon.ref] = nil
         beacons[beacon.ref] = nil
         evidence[beacon.ref] = nil
         events.append(.exit(beacon))
@@ -551,7 +641,7 @@ public struct FleetPresence: Sendable {
                                       _ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
         for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where !view.announced {
             guard let link = e.links[gateway], end.seconds(since: link.quietSince) >= settings.viewTimeout(gateway),
-                  !held(beacon.ref, gateway), beacon.views.count > 1 else { continue }
+                  !held(beacon.ref, gateway), !unheard(gateway, at: end), beacon.views.count > 1 else { continue }
             beacon.views[gateway] = nil
             events.append(.viewsChanged(beacon.ref))
         }
@@ -726,6 +816,7 @@ public struct FleetPresence: Sendable {
         guard !beacon.views.isEmpty else {
             beacons[ref] = nil
             evidence[ref] = nil
+            restoring[ref] = nil
             events.append(.exit(before))
             record(.exit, before, from: nil, at: processed ?? before.since)
             return
@@ -737,3 +828,29 @@ public struct FleetPresence: Sendable {
     }
 }
 
+/// A span of capture time one gateway's reports never covered (`FleetPresence.takeGaps`).
+public struct ReportGap: Sendable, Equatable {
+    public var gateway: String
+    public var from: Instant
+    public var to: Instant
+
+    public init(gateway: String, from: Instant, to: Instant) {
+        self.gateway = gateway
+        self.from = from
+        self.to = to
+    }
+
+    /// `brain/events`: `{"event":"gap","gateway","from","to","seconds"}` (at least `FleetPresence.reportedGap`): what the brain could
+    /// not decide from evidence, said instead of guessed.
+    public var json: String {
+        var writer = JSONWriter(capacity: 128)
+        writer.object { o in
+            o("event", "gap")
+            o("gateway", gateway)
+            o("from", from)
+            o("to", to)
+            o("seconds", to.seconds(since: from), places: 3)
+        }
+        return writer.text
+    }
+}

@@ -150,6 +150,9 @@ struct ReportClock: Sendable, Equatable {
     var excluded: Set<String> = []
     /// Wall-clock time since which the clock has been held back by a late gateway.
     var heldSince: Instant?
+    /// Until then (wall clock) late gateways are waited for however long
+    /// (`FleetPresence.reconnected`).
+    var patientUntil: Instant?
     var lastTime: Instant?
 
     /// The gateways waited for.
@@ -194,7 +197,7 @@ struct ReportClock: Sendable, Equatable {
             heldSince = wall
             return
         }
-        guard wall.seconds(since: since) >= hold else { return }
+        guard wall.seconds(since: since) >= hold, patientUntil.map({ wall >= $0 }) ?? true else { return }
         for gateway in waitedFor {
             guard let mark = watermarks[gateway] else {
                 excluded.insert(gateway)

@@ -112,7 +112,9 @@ extension FleetConfig {
             if case .object(let broker)? = object["broker"], broker["url"] == nil {
                 r.fail(path + ".broker.url", "is required (the store broker's mqtt:// or mqtts:// URL)")
             }
-            var store = StoreEntry(major: major, name: r.string(object["name"], at: path + ".name"),
+            // Named in every roster summary the brain writes and reads back.
+            var store = StoreEntry(major: major, name: r.string(object["name"], at: path + ".name",
+                                                                maxLength: FleetConfig.maxNameLength),
                                    ad: parseAd(object["ad"], at: path + ".ad", &r),
                                    broker: object["broker"].flatMap { parseBroker($0, at: path + ".broker", &r) },
                                    bridge: parseStoreBridge(object["bridge"], at: path + ".bridge", &r))
@@ -177,6 +179,7 @@ extension FleetConfig {
                                  homeAssistant: homeAssistant)
         checkBridging(config, &r)
         checkRosters(config, &r)
+        checkRecordBounds(config, &r)
         checkProofs(config, &r)
         guard r.errors.isEmpty else { throw ConfigErrors(r.errors) }
         return config
@@ -409,7 +412,8 @@ extension FleetConfig {
 
     static func parseRule(_ value: JSONValue, at path: String, _ r: inout ConfigReader) -> Rule? {
         guard let o = r.object(value, at: path, keys: ruleKeys) else { return nil }
-        let name = r.string(o["name"], at: path + ".name") ?? path
+        // The brain's records name the rules that fired (`checkRecordBounds`).
+        let name = r.string(o["name"], at: path + ".name", maxLength: FleetConfig.maxNameLength) ?? path
         let trigger = r.required(o, "when", at: path).flatMap { r.oneOf($0, at: path + ".when", Rule.Trigger.names) }
             .flatMap(Rule.Trigger.init)
         var keys: [Rule.BeaconKey] = []

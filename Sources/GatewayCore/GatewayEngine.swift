@@ -66,6 +66,14 @@ public struct GatewayEngine: Sendable {
     /// The brain's per-window RSSI reports (`gateways/<id>/rssi`).
     private var reporter: RSSIReporter
     private var outbox: Outbox
+    /// The RSSI reports made while the broker is away, oldest first, with the capture time
+    /// each is complete to: the latest `reportBacklogSeconds` are kept and sent first on
+    /// reconnect, so the brain decides the outage from what the gateway heard instead of
+    /// taking it as a gap (docs/presence.md, "Broker outages").
+    private var reportBacklog: [(to: Instant, message: MQTTMessage)] = []
+    /// Seconds of capture time of RSSI reports a disconnected gateway keeps: longer than an
+    /// outage plus the MQTT client's longest reconnect back-off (30 s).
+    public static let reportBacklogSeconds = 120.0
     /// Whether messages go out (`messages`) or wait (`Outbox`).
     public private(set) var isConnected = false
     private var sourceState = SourceState.starting
@@ -168,6 +176,9 @@ public struct GatewayEngine: Sendable {
         isConnected = true
         var out = GatewayOutput()
         send(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "online", qos: 1, retain: true), &out)
+        // The reports first: the presence queued after them is then no news to the brain.
+        out.messages += reportBacklog.map(\.message)
+        reportBacklog.removeAll()
         let queued = outbox.drain()
         // Current presence wins over whatever was queued for the same topic.
         let current = tracks.map(presenceMessage)
@@ -198,7 +209,20 @@ public struct GatewayEngine: Sendable {
     /// connection had gone: they wait for the reconnect like everything after them.
     public mutating func undelivered(_ messages: some Sequence<MQTTMessage>) {
         isConnected = false
-        for message in messages { queue(message) }
+        let reports = topics.rssiReports(ofGateway: gatewayID)
+        var kept: [(to: Instant, message: MQTTMessage)] = []
+        for message in messages {
+            guard message.topic == reports else {
+                queue(message)
+                continue
+            }
+            // Older than any report made from now on: they wait in the backlog, first.
+            if let value = try? JSONParser().parse(message.payload), case .string(let text)? = value["to"],
+               let to = Instant(iso8601: text) {
+                kept.append((to, message))
+            }
+        }
+        reportBacklog.insert(contentsOf: kept, at: 0)
     }
 
     /// A retained presence topic of ours found on the broker. At start-up it waits for one
@@ -383,17 +407,24 @@ public struct GatewayEngine: Sendable {
 
     /// Publishes the report of every window that ended by `now`, at QoS 0 (a stream: QoS 1
     /// would hold presence and exits back behind it in the client's in-flight window).
-    /// Reports are for the brain now: while the broker is away they are dropped, not queued
-    /// (the brain takes the gap as unknown, not as silence).
+    /// While the broker is away they wait in `reportBacklog`, the latest
+    /// `reportBacklogSeconds` of them; older ones are dropped (the brain takes what is
+    /// missing as unknown, not as silence).
     private mutating func report(upTo now: Instant, _ out: inout GatewayOutput) {
         let tracker = self.tracker
         let reports = reporter.close(upTo: now, gateway: gatewayID) { tracker.tracks[$0] }
-        guard isConnected else { return }
         let topic = topics.rssiReports(ofGateway: gatewayID)
         for report in reports {
-            out.messages.append(MQTTMessage(topic: topic, text: report.json, qos: 0, retain: false))
+            let message = MQTTMessage(topic: topic, text: report.json, qos: 0, retain: false)
+            if isConnected { out.messages.append(message) } else { reportBacklog.append((report.to, message)) }
+        }
+        if let first = reportBacklog.first, now.seconds(since: first.to) > Self.reportBacklogSeconds {
+            reportBacklog.removeAll { now.seconds(since: $0.to) > Self.reportBacklogSeconds }
         }
     }
+
+    /// RSSI reports waiting for the broker (`reportBacklog`).
+    public var reportsWaiting: Int { reportBacklog.count }
 
     private mutating func handle(_ timeout: TrackTimeout, _ out: inout GatewayOutput) {
         switch timeout {

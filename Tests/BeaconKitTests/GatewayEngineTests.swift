@@ -115,13 +115,46 @@ import Wire
         #expect(engine.handle(Self.frame(minor: 1, at: 1.5)).messages.isEmpty)
         #expect(engine.statistics.queueDepth == 5, "two presences and three sightings")
         let back = engine.connected(at: Self.t0 + 2)
-        // Online first, the waiting sightings in order, and each presence once: the current one.
+        // Online first, the brain's RSSI report kept meanwhile (up to 1.5 s), the waiting
+        // sightings in order, and each presence once: the current one.
         #expect(Self.summary(back.messages) == [
-            "gateways/door/status r", "beacons/100/1", "beacons/100/2", "beacons/100/1",
+            "gateways/door/status r", "gateways/door/rssi", "beacons/100/1", "beacons/100/2", "beacons/100/1",
             "beacons/100/1/presence/door r", "beacons/100/2/presence/door r",
         ])
-        #expect(engine.statistics.queueDepth == 0)
+        #expect(back.messages[1].text.contains(#""to":"2026-11-21T09:00:01.500Z""#), "\(back.messages[1].text)")
+        #expect(engine.statistics.queueDepth == 0 && engine.reportsWaiting == 0)
     }
+
+    /// Issue 20 item 4: the RSSI reports of an outage are kept (the latest
+    /// `reportBacklogSeconds` of them) and go out first on reconnect, in capture-time order,
+    /// so the brain decides the outage from them instead of taking it as a gap.
+    @Test func rssiReportsOfAnOutageAreKeptBoundedAndSentFirstOnReconnect() throws {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 0))
+        _ = engine.disconnected(reason: "connection lost")
+        let outage = 150.0
+        for i in 1...Int(outage * 4) { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.25)) }
+        let back = engine.connected(at: Self.t0 + outage + 1).messages
+        let reports = back.filter { $0.topic == "gateways/door/rssi" }
+        #expect(back.first?.topic == "gateways/door/status" && back[1].topic == "gateways/door/rssi")
+        #expect(back.lastIndex { $0.topic == "gateways/door/rssi" }! < back.firstIndex { $0.topic.hasPrefix("beacons/") }!,
+                "every report before the sightings and presence")
+        // Capture-time order, contiguous, and only the latest 120 s.
+        let windows = try reports.map { message -> (Instant, Instant) in
+            let o = try JSONParser().parse(message.payload)
+            guard case .string(let from)? = o["from"], case .string(let to)? = o["to"],
+                  let a = Instant(iso8601: from), let b = Instant(iso8601: to) else { throw Failure() }
+            return (a, b)
+        }
+        #expect(zip(windows, windows.dropFirst()).allSatisfy { $0.1 == $1.0 }, "contiguous")
+        #expect(windows.last?.1 == Self.t0 + outage)
+        let kept = windows.last!.1.seconds(since: windows.first!.0)
+        #expect(kept > GatewayEngine.reportBacklogSeconds - 1 && kept <= GatewayEngine.reportBacklogSeconds + 0.5, "\(kept) s kept")
+        #expect(engine.reportsWaiting == 0)
+    }
+
+    struct Failure: Error {}
 
     @Test func sightingsBeyondTheQueueLimitDropTheOldestAndCountThem() {
         var engine = Self.engine(Self.config(#","queueLimit":10,"raw":true"#))
@@ -145,6 +178,15 @@ import Wire
             "gateways/door/status r", "beacons/100/1", "beacons/100/2",
             "beacons/100/1/presence/door r", "beacons/100/2/presence/door r",
         ])
+        // An RSSI report it could not deliver waits with the reports of the outage, first.
+        _ = engine.handle(Self.frame(minor: 1, at: 1))
+        let report = engine.handle(Self.frame(minor: 1, at: 1.6)).messages.filter { $0.topic == "gateways/door/rssi" }
+        #expect(!report.isEmpty)
+        engine.undelivered(report)
+        _ = engine.handle(Self.frame(minor: 1, at: 2.2))
+        let again = engine.connected(at: Self.t0 + 3).messages.filter { $0.topic == "gateways/door/rssi" }
+        #expect(again.count > report.count && Array(again.prefix(report.count)) == report,
+                "the undelivered reports, then those made while away")
     }
 
     @Test func presenceLeftByAnEarlierRunIsDeletedUnlessTheBeaconIsSeenAgain() {

@@ -68,7 +68,9 @@ struct Harness {
     }
 
     mutating func announce(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
-        publish(topics.presence(of: ref, seenBy: gateway), presenceJSON(ref, gateway, rssi: rssi, proximity), retain: true, at: now)
+        // The gateway began hearing the beacon now (its `since`, in capture time).
+        publish(topics.presence(of: ref, seenBy: gateway), presenceJSON(ref, gateway, rssi: rssi, proximity, since: now),
+                retain: true, at: now)
     }
 
     mutating func withdraw(_ ref: BeaconRef, by gateway: String, at now: Instant) {

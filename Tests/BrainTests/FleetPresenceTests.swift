@@ -85,14 +85,66 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         #expect(fleet.reportingGateways.late == ["till"])
         #expect(fleet.reportingGateways.waited == ["door"])
         // The door's reports go on deciding (its view of the beacon ends by silence), but the
-        // till heard the beacon last by its own clock: the visit waits for it, until its last
-        // will says it is gone (the exit comes at the next decision step).
-        let decided = feed(&fleet, gateways: ["door"], from: 10, to: 20) { _, _ in nil } + fleet.advance(to: t(20))
-        #expect(!decided.contains(.exit(try #require(fleet[counter]))))
+        // till heard the beacon last by its own clock: the visit waits for it while it is
+        // unheard, `unheardBound` (its exitTimeout, 10 s) past its last report (1 s).
+        _ = fleet.takeDecisions()
+        feed(&fleet, gateways: ["door"], from: 10, to: 11) { _, _ in nil }
+        #expect(fleet[counter] != nil)
+        #expect(fleet.unheardBound("till") == 10)
+        // Past the bound the exit goes out, dated when the beacon's silence became telling.
         let exit = try #require(fleet[counter])
-        let gone = fleet.gatewayStatus("till", online: false)
-            + feed(&fleet, gateways: ["door"], from: 20, to: 21) { _, _ in nil }
-        #expect(gone == [.exit(exit)])
+        #expect(feed(&fleet, gateways: ["door"], from: 11, to: 12) { _, _ in nil } == [.exit(exit)])
+        let decision = try #require(fleet.takeDecisions().last)
+        #expect(decision.kind == .exit && decision.at < t(5), "\(decision.json)")
+        #expect(fleet.gatewayStatus("till", online: false).isEmpty)
+    }
+
+    /// Issue 20 item 6: a gateway that stops reporting without saying so (SIGSTOP, a hung
+    /// process: no last will until its keepalive runs out) is unheard for `unheardBound`
+    /// seconds of capture time: the beacons it hears neither exit nor move for its silence;
+    /// past the bound the exits go out (dated when their silence became telling) and the
+    /// zones move, without waiting for it to resume.
+    @Test func aHungGatewaysBeaconsNeitherExitNorMoveWithinTheBound() throws {
+        var fleet = newFleet()
+        // The counter beacon stands at the till (−60; the door hears it at −70); the window
+        // beacon is heard by the till alone.
+        func heard(_ gateway: String, _ ref: BeaconRef) -> Double? {
+            switch (gateway, ref) {
+            case ("till", _): -60
+            case ("door", counter): -70
+            default: nil
+            }
+        }
+        func step(_ gateways: [String], _ time: Double) -> [FleetEvent] {
+            gateways.flatMap { gateway in
+                let entries = [counter, window].compactMap { ref in heard(gateway, ref).map { (ref, Optional($0)) } }
+                return fleet.report(rssiReport(gateway, from: time, to: time + 0.5, entries), receivedAt: t(time + 0.5))
+            }
+        }
+        var time = 0.0
+        while time < 2 { _ = step(["door", "till"], time); time += 0.5 }
+        #expect(fleet[counter]?.zone == "till" && fleet[window] != nil)
+        _ = fleet.takeDecisions()
+        // The till hangs at 2 s; the door goes on. After clockHold the brain goes on without it.
+        var events: [FleetEvent] = []
+        while time < 12 {
+            events += step(["door"], time) + fleet.advance(to: t(time + 0.5))
+            time += 0.5
+        }
+        #expect(fleet.reportingGateways.late == ["till"])
+        #expect(fleet[counter]?.zone == "till", "moved for a hung gateway's silence")
+        #expect(fleet[window] != nil, "left for a hung gateway's silence")
+        #expect(fleet.takeDecisions().isEmpty)
+        // Past the bound (2 s + 10 s): the window beacon exits, the counter beacon moves.
+        while time < 13 {
+            events += step(["door"], time)
+            time += 0.5
+        }
+        #expect(fleet[window] == nil)
+        #expect(fleet[counter]?.zone == "door")
+        let decisions = fleet.takeDecisions()
+        #expect(decisions.map(\.kind) == [.exit, .zone] || decisions.map(\.kind) == [.zone, .exit], "\(decisions.map(\.json))")
+        #expect(decisions.first { $0.kind == .exit }.map { $0.at <= t(5) } == true, "dated when its silence became telling")
     }
 
     /// A visit whose exit waited (a gateway's store was cut off, or its reports were late)

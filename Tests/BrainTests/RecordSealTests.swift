@@ -3,6 +3,7 @@ import BrainCore
 import Config
 import Foundation
 import Testing
+import Tracking
 
 /// The brain trusts only records it sealed itself (`RecordSeal`): forged `brain/visits/…`
 /// and `brain/answered/…` records, which anyone may write on an anonymous broker, run no
@@ -92,5 +93,76 @@ import Testing
         #expect(other.log.contains { $0.message.contains("without this brain's seal") })
         let rewritten = other.retained["brain/visits/100/2"] ?? ""
         #expect(rewritten != record && otherKey.open(rewritten, topic: "brain/visits/100/2") != nil)
+    }
+
+    // MARK: - Every record the brain trusts after a restart
+
+    static func calibration(_ gateway: String, offset: Double) -> String {
+        CalibrationRecord(gateway: gateway, values: .init(rssiOffset: offset, pathLossExponent: 2.5, since: t(0)), samples: 900,
+                          links: 3, residual: 1, pinned: false, configuredOffset: 0, before: nil).json
+    }
+
+    /// Issue 20 item 2: a customer standing at the door (−45 dBm there, −75 at the counter)
+    /// and forged calibration records that move the counter up 50 dB and the door down 50.
+    @Test func forgedCalibrationRecordsMoveNobody() throws {
+        let forged = ["gateways/counter/calibration": Self.calibration("counter", offset: 50),
+                      "gateways/door/calibration": Self.calibration("door", offset: -50)]
+        let customer = BeaconRef(major: 100, minor: 5)
+        func zone(_ seal: RecordSeal, retained: [String: String]) throws -> (Harness, String?) {
+            var core = BrainCore(config: try ReferenceStore.config())
+            core.recordSeal = seal
+            var h = Harness(core: core, retained: retained, at: t(1))
+            for second in 2...8 {
+                h.see(customer, by: "door", rssi: -45, at: t(Double(second)))
+                h.see(customer, by: "counter", rssi: -75, at: t(Double(second)))
+            }
+            return (h, h.core.presence[customer]?.zone)
+        }
+        // Without a key the forgery works: the door customer stands at the counter.
+        #expect(try zone(RecordSeal(), retained: forged).1 == "counter")
+        // With the key: ignored, reported on brain/events, deleted; the customer stays at the door.
+        let (sealed, placed) = try zone(Self.key, retained: forged)
+        #expect(placed == "door")
+        #expect(sealed.core.calibrator.applied.isEmpty)
+        let reports = sealed.sent.filter { $0.topic == "brain/events" }.map(\.text)
+        #expect(reports.filter { $0.contains("calibration") && $0.contains("brain-secret") }.count == 2, "\(reports)")
+        #expect(sealed.retained["gateways/counter/calibration"] == nil && sealed.retained["gateways/door/calibration"] == nil)
+        // Its own sealed record is applied again by the next brain with the key.
+        let own = ["gateways/counter/calibration": Self.key.seal(Self.calibration("counter", offset: 3),
+                                                                 topic: "gateways/counter/calibration")]
+        let (again, _) = try zone(Self.key, retained: own)
+        #expect(again.core.calibrator.correction(of: "counter") == 3)
+        #expect(again.sent.filter { $0.topic == "brain/events" && !$0.text.contains(#""event":"gap""#) }.isEmpty)
+        #expect(again.retained["gateways/counter/calibration"] == own["gateways/counter/calibration"])
+    }
+
+    @Test func forgedCustomerEntriesAreIgnoredReportedAndDeleted() {
+        let forged = ["stores/100/customers/mallory": Roster.Customer(
+            client: "mallory", name: "Mallory", favorite: nil, photo: nil, beacon: window, since: t(0)).json.jsonText]
+        let sealed = brain(Self.key, retained: forged, at: t(1))
+        #expect(sealed.log.contains { $0.message.contains("without this brain's seal") })
+        #expect(sealed.sent.contains { $0.topic == "brain/events" && $0.text.contains("stores/100/customers/mallory") })
+        #expect(sealed.retained["stores/100/customers/mallory"] == nil)
+    }
+
+    /// The zone a restarted brain continues with comes from its sealed visit record, not
+    /// from the fleet presence anyone may write.
+    @Test func theZoneComesBackFromTheSealedRecord() throws {
+        let record = Self.key.seal(VisitRecord(since: t(0), zone: "door", rules: RuleMemory()).json,
+                                   topic: "brain/visits/100/2")
+        let presence = FleetPresenceReport(beacon: window, uuid: storeUUID, zone: "till", zoneName: "Counter", gateways: [],
+                                           proximity: .near, since: t(0)).json
+        let retained = [
+            "brain/visits/100/2": record,
+            "beacons/100/2/presence": presence,
+            "beacons/100/2/presence/door": presenceJSON(window, "door", rssi: -62),
+            "beacons/100/2/presence/till": presenceJSON(window, "till", rssi: -58),
+        ]
+        let h = brain(Self.key, retained: retained, at: t(5))
+        #expect(h.core.presence[window]?.zone == "door")
+        #expect(h.core.presence[window]?.since == t(0))
+        #expect(published(h, "log/").isEmpty, "the visit carries on: no enter rule")
+        // Without a key (as before) the fleet presence is all there is to go by.
+        #expect(brain(RecordSeal(), retained: retained, at: t(5)).core.presence[window]?.zone == "till")
     }
 }

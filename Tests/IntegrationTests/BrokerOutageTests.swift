@@ -38,8 +38,13 @@ struct BrokerOutageTests {
         var rules: [String]
         /// Per beacon, its fleet presence as a sequence of zones and `absent`, repeats folded.
         var transitions: [String: [String]]
+        /// Per beacon, every zone decision (`beacons/<major>/<minor>/events`: enter, zone,
+        /// exit) as published, whole: zone, zone name, `from`, `since` and capture time `ts`.
+        var decisions: [String: [String]]
 
-        var description: String { "inbox \(inbox)\nrules \(rules)\ntransitions \(transitions)" }
+        var description: String {
+            "inbox \(inbox)\nrules \(rules)\ntransitions \(transitions)\ndecisions \(decisions)"
+        }
     }
 
     /// The run without an outage, once per capture length, shared by the variants.
@@ -87,7 +92,19 @@ struct BrokerOutageTests {
         #expect(expected.inbox.count == 3, "\(expected)")
         #expect(expected.transitions == ["100/1": ["door", "absent"], "100/2": ["door", "absent"],
                                          "100/3": ["counter", "absent"], "100/9": ["counter", "absent"]])
-        #expect(withOutage == expected, "with a \(fault) outage")
+        #expect(expected.decisions.mapValues { $0.compactMap { (try? JSONParser().parse(Array($0.utf8)))?["event"]?.stringValue } }
+                == ["100/1": ["enter", "exit"], "100/2": ["enter", "exit"], "100/3": ["enter", "exit"], "100/9": ["enter", "exit"]],
+                "\(expected.decisions)")
+        // Every decision (issue 20), not yet equal: a gateway back before the brain has
+        // subscribed again sends the reports it kept to no one (QoS 0, no session across a
+        // broker restart), and the brain dates what happened in the outage when the reports
+        // resume (docs/brain.md, "Broker outages", known gap). Recorded, not hidden.
+        withKnownIssue("outage decisions dated when the reports resume", isIntermittent: true) {
+            #expect(withOutage.decisions == expected.decisions, "every decision, with a \(fault) outage")
+        }
+        #expect(withOutage.inbox == expected.inbox, "with a \(fault) outage")
+        #expect(withOutage.rules == expected.rules, "with a \(fault) outage")
+        #expect(withOutage.transitions == expected.transitions, "with a \(fault) outage")
     }
 
     // MARK: - One run of the store
@@ -138,7 +155,7 @@ struct BrokerOutageTests {
           {"name": "depart", "when": "exit", "then": [{"do": "publish", "topic": "displays/exit/{minor}", "text": "{minor} left"}]}
         ]
         """, defaults: #"{"exitTimeout": 3}"#)
-        let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "brain/status"]
+        let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "beacons/100/+/events", "brain/status"]
         var watchers = [try await MosquittoSubscriber.start(broker: broker, filters: filters, credentials: watcher, in: dir)]
         var processes: [ChildProcess] = []
         func stopAll() async {
@@ -237,7 +254,13 @@ struct BrokerOutageTests {
         var inbox: [String] = []
         var rules: [String] = []
         var transitions: [String: [String]] = [:]
+        var decisions: [String: [String]] = [:]
         for record in watchers.flatMap(\.records) {
+            if record.topic.hasSuffix("/events") {
+                decisions[record.topic.split(separator: "/").dropFirst().prefix(2).joined(separator: "/"), default: []]
+                    .append(record.text)
+                continue
+            }
             if record.topic == "observers/ana/inbox", var json = record.json {
                 json["ts"] = nil
                 inbox.append(JSONValue.object(json).jsonText)
@@ -249,6 +272,6 @@ struct BrokerOutageTests {
                 if transitions[beacon]?.last != state { transitions[beacon, default: []].append(state) }
             }
         }
-        return Effects(inbox: inbox.sorted(), rules: rules.sorted(), transitions: transitions)
+        return Effects(inbox: inbox.sorted(), rules: rules.sorted(), transitions: transitions, decisions: decisions)
     }
 }
