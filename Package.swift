@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "beacon-brain", targets: ["beacon-brain"]),
         .executable(name: "beaconctl", targets: ["beaconctl"]),
         .executable(name: "beacon-web", targets: ["beacon-web"]),
+        .executable(name: "beacon-history", targets: ["beacon-history"]),
         // The pure modules, for Benchmarks/; not a supported API.
         .library(name: "BeaconKit",
                  targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
@@ -33,6 +34,8 @@ let package = Package(
         // The gateway's and brain's Prometheus endpoint (--metrics).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // beacon-history: the store's memory in SQLite (one file, no server).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
@@ -69,6 +72,9 @@ let package = Package(
                        providers: [.apt(["libmosquitto-dev"])]),
         // Which TLS check failed: an info callback on libmosquitto's OpenSSL context.
         .target(name: "CMosquittoTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // HMAC-SHA-256 from OpenSSL's libcrypto (the history's pseudonyms); libssl-dev is
+        // already needed for TLS, and it spares building a second BoringSSL (swift-crypto).
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
@@ -121,6 +127,7 @@ let package = Package(
             name: "beaconctl",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
                            "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls", "LiveClock",
+                           "History", "HistoryStore",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
@@ -132,7 +139,7 @@ let package = Package(
         // The HTTP server over Hummingbird and the MQTT client that feeds it.
         .target(
             name: "WebServer",
-            dependencies: ["WebDisplay", "BeaconKit", "Config", "MQTT", "SystemCalls", "LiveClock",
+            dependencies: ["WebDisplay", "BeaconKit", "Config", "MQTT", "SystemCalls", "LiveClock", "History", "HistoryStore",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdCore", package: "hummingbird"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -164,6 +171,28 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
+        // The store's memory (pure): visits and zone segments from the brain's decisions,
+        // and the figures a shop manager asks for (footfall, dwell, conversion, queue time).
+        .target(name: "History", dependencies: ["BeaconKit", "Config", "BrainCore"], swiftSettings: swiftSettings),
+        // Where the history is kept (SQLite through GRDB, versioned migrations) and the
+        // service that keeps it (beacon-history).
+        .target(
+            name: "HistoryStore",
+            dependencies: ["History", "BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
+                           "CLibCrypto",
+                           .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "CoreMetrics", package: "swift-metrics"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "beacon-history",
+            dependencies: ["History", "HistoryStore", "BeaconKit", "Config", "MQTT", "CommandLineSupport", "SystemCalls",
+                           "LiveClock", "Telemetry",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings),
         // The broker's ceiling in C over libmosquitto, run by `beaconctl bench` (docs/PERFORMANCE.md).
         .executableTarget(
             name: "mqtt-baseline",
@@ -186,9 +215,15 @@ let package = Package(
         .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
                     swiftSettings: swiftSettings),
         .testTarget(
+            name: "HistoryTests",
+            dependencies: ["History", "HistoryStore", "BeaconKit", "Config", "BrainCore", "Simulation", "MQTT", "TestSupport",
+                           "beacon-history"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport", "CommandLineSupport",
-                           "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "mqtt-baseline"],
+                           "History", "HistoryStore",
+                           "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]
 )

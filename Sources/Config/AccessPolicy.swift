@@ -9,8 +9,11 @@ import BeaconKit
 /// never another customer's presence, profile or roster; only the brain writes
 /// `brain/#`, fleet presence, ads, inboxes, rosters and the gateways' calibration records,
 /// and deletes other clients' joins;
-/// the display reads what the store's screens show and writes nothing but its Home
-/// Assistant discovery; the operator pushes config and commands. Anything not listed is
+/// each display (`display-<name>`, one per screen) reads what the store's screens show and
+/// writes nothing but its Home Assistant discovery; Home Assistant reads the discovery
+/// configs and what its entities show, and writes only its birth message; the operator
+/// pushes config and commands and reads everything. Every rule names its user, or `%u`:
+/// Mosquitto warns at every start about a `pattern` without `%u` or `%c`. Anything not listed is
 /// refused: Mosquitto drops the publish and delivers nothing to the subscription.
 ///
 /// `beaconctl provision` writes it; `deploy/mosquitto/beaconbridge.acl` is it for
@@ -22,35 +25,64 @@ public struct AccessPolicy: Sendable {
     /// The brains' user names (one per brain that splits the fleet; `brain` by default).
     public let brains: [String]
 
-    public init(config: FleetConfig, brains: [String] = [BrokerIdentity.brain]) {
+    /// The apps' user names: the registry beacons' owners, then any other observers.
+    public let apps: [String]
+    /// The screens' user names (`display-<name>`, one per `beacon-web`).
+    public let displays: [String]
+
+    /// `observers`: apps besides the beacons' owners. `displays`: the screens' logins
+    /// (by default one per store, `display-<major>`, or `display-main` without stores).
+    public init(config: FleetConfig, brains: [String] = [BrokerIdentity.brain], observers: [String] = [],
+                displays: [String]? = nil) {
         self.config = config
         self.brains = brains
+        var apps: [String] = []
+        for app in config.beacons.compactMap(\.owner) + observers where !apps.contains(app) { apps.append(app) }
+        self.apps = apps
+        self.displays = displays ?? Self.defaultDisplays(config)
+    }
+
+    /// One screen per store (`display-<major>`), or `display-main` for a fleet without stores.
+    public static func defaultDisplays(_ config: FleetConfig) -> [String] {
+        let names = config.stores.isEmpty ? ["main"] : config.stores.map { String($0.major) }
+        return names.map(BrokerIdentity.displayUser)
     }
 
     /// Every user name the policy names, in the order of the file.
     public var users: [String] {
-        config.gateways.map { BrokerIdentity.gatewayUser($0.id) } + brains
-            + [BrokerIdentity.operatorUser, BrokerIdentity.display]
+        var users: [String] = []
+        let all = config.gateways.map { BrokerIdentity.gatewayUser($0.id) } + brains
+            + [BrokerIdentity.operatorUser, BrokerIdentity.homeAssistant] + displays + apps
+        for user in all where !users.contains(user) { users.append(user) }
+        return users
     }
 
     /// The ACL file's text.
     public var text: String {
         let t = config.topics
         func topic(_ tail: String) -> String { t.topic(tail) }
+        let discovery = config.homeAssistant.discoveryPrefix
         var lines = [
             "# BeaconBridge: who may publish and read what (Mosquitto acl_file). Written by",
             "# `beaconctl provision` from the fleet config: provision again after changing its gateways or",
             "# rules. Each identity speaks only for itself; anything not listed is refused.",
             "",
             "# Observers (apps): every user, as itself (%u: the user name is the client id in the topics).",
-            "# They read their own inbox and the public ads, nothing about other customers.",
+            "# They read their own inbox and the public ads (below, per app), nothing about other customers.",
             "pattern write \(topic("beacons/+/+/observers/%u"))",
             "pattern write \(topic("eddystone/+/+/observers/%u"))",
             "pattern write \(topic("observers/%u/status"))",
             "pattern read \(topic("observers/%u/inbox"))",
-            "pattern read \(topic("beacons/+/+/ad"))",
-            "pattern read \(topic("eddystone/+/+/ad"))",
         ]
+        for app in apps {
+            lines += [
+                "",
+                "# App \(app): the public ads (its join, status and inbox: the patterns above).",
+                "user \(app)",
+                "topic read \(topic("beacons/+/+/ad"))",
+                "topic read \(topic("eddystone/+/+/ad"))",
+            ]
+        }
         for gateway in config.gateways {
             let id = gateway.id
             lines += [
@@ -115,26 +147,44 @@ public struct AccessPolicy: Sendable {
             "topic read \(topic("eddystone/#"))",
             "topic read \(topic("brain/#"))",
             "topic read \(topic("stores/#"))",
+            "topic read \(topic("observers/#"))",
+            "topic read \(topic("displays/#"))",
+            "topic read \(discovery)/#",
             "",
-            "# The store's screens (beacon-web: greeter, floor, fleet dashboard; docs/web.md): read-only,",
-            "# but for its Home Assistant discovery configs and trackers' states under its own node id.",
-            "user \(BrokerIdentity.display)",
-            "topic read \(topic("stores/+/roster"))",
-            "topic read \(topic("stores/+/customers/+"))",
-            "topic read \(topic("beacons/+/+/observers/+"))",
-            "topic read \(topic("beacons/+/+/presence"))",
-            "topic read \(topic("eddystone/+/+/observers/+"))",
-            "topic read \(topic("eddystone/+/+/presence"))",
+            "# Home Assistant (its MQTT integration): the discovery configs and what its entities read;",
+            "# it writes nothing but its birth message.",
+            "user \(BrokerIdentity.homeAssistant)",
+            "topic read \(discovery)/#",
+            "topic write \(discovery)/status",
+            "topic read \(topic("beacons/#"))",
+            "topic read \(topic("eddystone/#"))",
             "topic read \(topic("gateways/+/status"))",
             "topic read \(topic("gateways/+/health"))",
-            "topic read \(topic("gateways/+/calibration"))",
+            "topic read \(topic("stores/#"))",
             "topic read \(t.brainStatus)",
-            "topic read \(t.fleetConfig)",
         ]
-        lines += ruleTopics.map { "topic read \(topic($0))" }
-        let discovery = config.homeAssistant.discoveryPrefix
-        lines.append("topic readwrite \(discovery)/+/beaconbridge/+/config")
-        lines.append("topic readwrite \(discovery)/device_tracker/beaconbridge/+/state")
+        for display in displays {
+            lines += [
+                "",
+                "# Screen \(display) (beacon-web: greeter, floor, fleet dashboard; docs/web.md): read-only,",
+                "# but for its Home Assistant discovery configs and trackers' states under its own node id.",
+                "user \(display)",
+                "topic read \(topic("stores/+/roster"))",
+                "topic read \(topic("stores/+/customers/+"))",
+                "topic read \(topic("beacons/+/+/observers/+"))",
+                "topic read \(topic("beacons/+/+/presence"))",
+                "topic read \(topic("eddystone/+/+/observers/+"))",
+                "topic read \(topic("eddystone/+/+/presence"))",
+                "topic read \(topic("gateways/+/status"))",
+                "topic read \(topic("gateways/+/health"))",
+                "topic read \(topic("gateways/+/calibration"))",
+                "topic read \(t.brainStatus)",
+                "topic read \(t.fleetConfig)",
+            ]
+            lines += ruleTopics.map { "topic read \(topic($0))" }
+            lines.append("topic readwrite \(discovery)/+/beaconbridge/+/config")
+            lines.append("topic readwrite \(discovery)/device_tracker/beaconbridge/+/state")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 

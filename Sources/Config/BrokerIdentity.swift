@@ -12,10 +12,32 @@ public enum BrokerIdentity {
     public static let brain = "brain"
     /// The operator's tools: `beaconctl config push`, commands to gateways.
     public static let operatorUser = "operator"
-    /// A read-only screen: rosters, fleet presence, gateway status (the store page).
+    /// A read-only screen: rosters, fleet presence, gateway status (the store page). The
+    /// one shared display login of fleets provisioned before displays had one each
+    /// (`displayUser(_:)`); kept by `beaconctl provision` while its password exists.
     public static let display = "display"
+    /// Home Assistant's login: reads the discovery configs and the topics its entities
+    /// read, writes nothing but its birth message.
+    public static let homeAssistant = "homeassistant"
     /// Names no gateway or observer may take: they belong to the roles above.
-    public static let reserved: Set<String> = [brain, operatorUser, display]
+    public static let reserved: Set<String> = [brain, operatorUser, display, homeAssistant]
+
+    /// Whether `name` belongs to a role: one of `reserved`, or a display's login.
+    public static func isReserved(_ name: String) -> Bool {
+        reserved.contains(name) || name.hasPrefix(displayPrefix)
+    }
+
+    /// The roles' names as a config error lists them.
+    public static var reservedList: String {
+        (reserved.sorted() + [displayPrefix + "<name>"]).sorted().joined(separator: ", ")
+    }
+
+    static let displayPrefix = "display-"
+
+    /// Each screen (one `beacon-web`) logs in as `display-<name>`, and takes that as its
+    /// client id: two screens on one login would knock each other off the broker, which
+    /// uses user names as client ids.
+    public static func displayUser(_ name: String) -> String { displayPrefix + name }
 
     /// A gateway logs in as its id.
     public static func gatewayUser(_ id: String) -> String { id }

@@ -22,6 +22,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var bridge = BridgeSettings()
     /// Home Assistant MQTT discovery (off unless the config turns it on).
     public var homeAssistant = HomeAssistantConfig()
+    /// What beacon-history keeps and for how long (docs/history.md).
+    public var history = HistoryConfig()
 
     public var topics: Topics { Topics(prefix: topicPrefix) }
 

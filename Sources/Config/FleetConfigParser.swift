@@ -3,7 +3,7 @@ import Tracking
 
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain", "bridge", "homeAssistant"]
+                          "stores", "rules", "brain", "bridge", "homeAssistant", "history"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
                              "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
@@ -62,10 +62,10 @@ extension FleetConfig {
             if !gateway.id.isEmpty, gateways.contains(where: { $0.id == gateway.id }) {
                 r.fail(path + ".id", "\"\(gateway.id)\" is used by another gateway")
             }
-            if BrokerIdentity.reserved.contains(gateway.id) {
+            if BrokerIdentity.isReserved(gateway.id) {
                 // A gateway logs in as its id: it must not become the brain or the operator.
                 r.fail(path + ".id", "\"\(gateway.id)\" is the name of another role ("
-                       + BrokerIdentity.reserved.sorted().joined(separator: ", ") + "); pick another id")
+                       + BrokerIdentity.reservedList + "); pick another id")
             }
             if let text = r.string(object["source"], at: path + ".source") {
                 do { gateway.source = try SourceURI(parsing: text) } catch { r.fail(path + ".source", error.reason) }
@@ -173,10 +173,12 @@ extension FleetConfig {
         let bridge = parseBridge(top["bridge"], &r)
         checkPlacement(gateways, stores: stores, &r)
         let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
+        let history = parseHistory(top["history"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
-        let config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
+        var config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
                                  beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
                                  homeAssistant: homeAssistant)
+        config.history = history
         checkBridging(config, &r)
         checkRosters(config, &r)
         checkRecordBounds(config, &r)
@@ -372,7 +374,7 @@ extension FleetConfig {
             r.fail(path + ".measuredPower", "is required for a reference beacon (one with a position): calibration "
                    + "measures the gateways against its power at 1 m")
         }
-        if let owner, BrokerIdentity.reserved.contains(owner) {
+        if let owner, BrokerIdentity.isReserved(owner) {
             r.fail(path + ".owner", "\"\(owner)\" is the name of another role; an owner is an app's user name")
         }
         if (o["latitude"] == nil) != (o["longitude"] == nil) {

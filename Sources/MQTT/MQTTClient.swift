@@ -461,6 +461,7 @@ public final class MQTTClient: Sendable {
         let lowest = max(0.01, options.reconnectDelay.lowerBound)
         let subscriptions = state.withLock { state in
             state.connected = true
+            state.connectedAt = WallClock.monotonic()
             state.lastReason = nil
             state.refusal = nil
             state.errorLog = []
@@ -525,11 +526,19 @@ public final class MQTTClient: Sendable {
     /// Reports a lost connection, or a failed attempt whose reason differs from the last
     /// one, so an outage reads as one event rather than one per retry.
     private func noteDisconnected(reason: String) {
-        let report = state.withLock { state in
+        let (report, reason) = state.withLock { state in
+            var reason = reason
+            if state.connected, let since = state.connectedAt {
+                state.shortConnections = WallClock.monotonic() - since < TakeOver.window ? state.shortConnections + 1 : 0
+                if state.shortConnections >= TakeOver.repeats {
+                    reason += TakeOver.explanation(clientID: options.clientID, username: options.username ?? options.broker.username,
+                                                   times: state.shortConnections)
+                }
+            }
             let report = state.connected || state.lastReason != reason
             state.connected = false
             state.lastReason = reason
-            return report
+            return (report, reason)
         }
         if report { emit(.disconnected(reason: reason)) }
     }
@@ -643,6 +652,10 @@ private struct State {
 
     var phase = Phase.idle
     var connected = false
+    /// When the broker last accepted the connection (monotonic seconds).
+    var connectedAt: Double?
+    /// Connections in a row the broker closed within `TakeOver.window` of accepting them.
+    var shortConnections = 0
     /// Filter → QoS, subscribed again on every connection.
     var subscriptions: [String: Int] = [:]
     var acknowledgements = Acknowledgements()
@@ -664,6 +677,26 @@ private struct State {
     var stopWaiters: [CheckedContinuation<Void, Never>] = []
 
     init(delay: Double) { self.delay = delay }
+}
+
+/// How a connection taken over by another client with the same client id shows on our side.
+///
+/// Mosquitto closes the older of two connections with one client id (and logs "Client X
+/// already connected, closing old connection"); both clients reconnect, each knocking the
+/// other off, about once a second. A broker may say so over MQTT 5 (DISCONNECT 0x8E, reported
+/// as "session taken over"); Mosquitto 2.0.11 just closes the connection, over 5 too. What
+/// we detect: the broker closing the connection within `window` seconds of accepting it,
+/// `repeats` times in a row (a broker restarted that often reads the same).
+enum TakeOver {
+    static let window = 5.0
+    static let repeats = 3
+
+    static func explanation(clientID: String, username: String?, times: Int) -> String {
+        let login = username.map { "; a broker with use_username_as_clientid (as provisioned) uses the user name \"\($0)\"" } ?? ""
+        return "; the broker closed the connection \(times) times in a row within \(Int(window)) s of accepting it: "
+            + "another client is probably connected with the same client id \"\(clientID)\"\(login); "
+            + "give each client its own login and client id"
+    }
 }
 
 /// Message ids of QoS > 0 publishes the broker has not acknowledged yet.

@@ -25,7 +25,7 @@ enum Assets {
     }
 
     static func navigation(_ state: FleetState) -> String {
-        var links = "<a class=\"brand\" href=\"/\">BeaconBridge</a><a href=\"/fleet\">Fleet</a>"
+        var links = "<a class=\"brand\" href=\"/\">BeaconBridge</a><a href=\"/fleet\">Fleet</a><a href=\"/analytics\">Analytics</a>"
         for store in state.knownStores {
             let name = escape(state.storeName(store) ?? "Store \(store)")
             links += "<a href=\"/stores/\(store)/greeter\">\(name)</a><a href=\"/stores/\(store)/floor\">floor</a>"

@@ -9,6 +9,9 @@ import Synchronization
 import LiveClock
 import SystemCalls
 import WebDisplay
+public import Config
+import History
+import HistoryStore
 
 /// The request context: a session holds the staff member's name once logged in; the
 /// client's address is what login attempts are counted by.
@@ -52,6 +55,9 @@ public enum WebApp {
         public var secureCookies = false
         /// How long a login lasts.
         public var sessionLength: Duration = .seconds(12 * 3600)
+        /// Where the analytics page reads the history (beacon-history's file, opened
+        /// read-only); `nil`: the page says there is none.
+        public var history: HistoryConfig?
         /// How failed logins slow further attempts (per name, per client address).
         public var loginThrottle = LoginThrottle.Settings()
 
@@ -120,6 +126,8 @@ public enum WebApp {
         staff.get("events/fleet") { _, _ in events(feed, .fleet) }
         staff.get("events/stores/:store/greeter") { _, context in events(feed, .greeter(store: try store(context))) }
         staff.get("events/stores/:store/floor") { _, context in events(feed, .floor(store: try store(context))) }
+        staff.get("analytics") { request, _ in analytics(request, feed: feed, history: settings.history, csv: false) }
+        staff.get("analytics.csv") { request, _ in analytics(request, feed: feed, history: settings.history, csv: true) }
         staff.get("photos/:store/:client") { _, context -> Response in
             let store = try store(context)
             let client = try context.parameters.require("client")
@@ -134,6 +142,48 @@ public enum WebApp {
     }
 
     // MARK: - Responses
+
+    /// `/analytics` and `/analytics.csv`: `?range=day|week&date=YYYY-MM-DD`.
+    static func analytics(_ request: Request, feed: FleetFeed, history: HistoryConfig?, csv: Bool) -> Response {
+        let offset = history?.utcOffsetMinutes ?? 0
+        let window = AnalyticsPage.Window(range: request.uri.queryParameters["range"].map(String.init),
+                                          date: request.uri.queryParameters["date"].map(String.init),
+                                          now: WallClock.now(), utcOffsetMinutes: offset)
+        var stores: [AnalyticsPage.Store] = []
+        var chain: HistoryFigures?
+        var problem: String?
+        if let history, FileSystem.exists(history.database) {
+            do {
+                let visits = try HistoryDatabase(path: history.database, readOnly: true)
+                    .visits(store: nil, from: window.start, to: window.end)
+                let now = WallClock.now()
+                chain = HistoryFigures(visits: visits, from: window.start, to: window.end, now: now, options: history.figureOptions)
+                for store in Set(visits.map(\.store)).union(feed.withState { $0.knownStores }).sorted() {
+                    let mine = visits.filter { $0.store == store }
+                    guard !mine.isEmpty else { continue }
+                    stores.append(AnalyticsPage.Store(
+                        store: store, name: feed.withState { $0.storeName(store) } ?? "Store \(store)",
+                        figures: HistoryFigures(visits: mine, from: window.start, to: window.end, now: now,
+                                                options: history.figureOptions)))
+                }
+            } catch {
+                problem = "The history cannot be read: \(error)"
+            }
+        } else {
+            problem = "No history here yet: beacon-history keeps it in \(history?.database ?? "history.database") (docs/history.md)."
+        }
+        if csv {
+            let name = "beaconbridge-\(window.range.rawValue)-\(AnalyticsPage.Window.date(window.start, offset: offset)).csv"
+            return Response(status: problem == nil ? .ok : .notFound,
+                            headers: [.contentType: "text/csv; charset=utf-8", .cacheControl: "no-store",
+                                      .contentDisposition: "attachment; filename=\"\(name)\""],
+                            body: .init(byteBuffer: ByteBuffer(string: problem.map { $0 + "\n" } ?? AnalyticsPage.csv(stores: stores))))
+        }
+        return html(feed.withState {
+            AnalyticsPage.page(stores: stores, chain: chain, window: window, offset: offset, nav: Assets.navigation($0),
+                               problem: problem)
+        })
+    }
 
     static func store(_ context: WebContext) throws -> UInt16 {
         guard let text = context.parameters.get("store"), let store = UInt16(text), String(store) == text else {

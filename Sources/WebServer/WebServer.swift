@@ -44,6 +44,7 @@ public enum WebServer {
         }
         let sessions = MemoryPersistDriver()
         var settings = WebApp.Settings()
+        settings.history = config.history
         settings.loginThrottle = options.loginThrottle
         var server = HTTPServerBuilder.http1()
         let scheme: String

@@ -51,7 +51,9 @@ struct Serve: AsyncParsableCommand {
         path on this site is followed (?next=/stores/100/greeter); anything else goes
         to /. Give the broker user with
         --mqtt-user and its password with --mqtt-password-file or
-        BEACONBRIDGE_MQTT_PASSWORD (deploy/mosquitto: the "display" role). With
+        BEACONBRIDGE_MQTT_PASSWORD: each screen its own login, display-<name>, from
+        `beaconctl provision --display NAME`; the login is also its client id, so two
+        screens never share one (the broker would drop one for the other). With
         --tls-cert and --tls-key it serves HTTPS only, and session cookies are Secure.
 
         Prints "listening on URL" on stdout once the port is open (--port 0 picks
@@ -60,7 +62,8 @@ struct Serve: AsyncParsableCommand {
 
         Example:
           beacon-web --config fleet.json --users /etc/beaconbridge/web-users \\
-            --mqtt-user display --mqtt-password-file /etc/beaconbridge/display.pw
+            --mqtt-user display-lobby \\
+            --mqtt-password-file /etc/beaconbridge/display.password
         """)
 
     @Option(name: .long, help: ArgumentHelp("The fleet config (JSON).", valueName: "FLEET.json"))
@@ -79,13 +82,15 @@ struct Serve: AsyncParsableCommand {
                                             valueName: "URL"))
     var broker: String?
 
-    @Option(name: .long, help: ArgumentHelp("The broker user name of this display (read-only).", valueName: "NAME"))
+    @Option(name: .long, help: ArgumentHelp("The broker user name of this display (read-only; one per screen: display-<name>).",
+                                            valueName: "NAME"))
     var mqttUser: String?
 
     @Option(name: .long, help: ArgumentHelp("A file whose first line is that user's password.", valueName: "FILE"))
     var mqttPasswordFile: String?
 
-    @Option(name: .long, help: ArgumentHelp("The MQTT client id (default beacon-web-<host>-<pid>).", valueName: "ID"))
+    @Option(name: .long, help: ArgumentHelp("The MQTT client id (default: the --mqtt-user, else beacon-web-<host>-<pid>).",
+                                            valueName: "ID"))
     var clientId: String?
 
     @Option(name: .long, help: ArgumentHelp("Serve HTTPS with this certificate chain (PEM).", valueName: "PEM"))
@@ -122,10 +127,13 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot read the users file \(users): \(error)")
         }
-        var options = WebServer.Options(clientID: clientId ?? "beacon-web-\(ProcessInfo.hostName)-\(ProcessInfo.id)")
+        let username = mqttUser ?? fleet.broker.url.username
+        // Its login is its client id (the provisioned broker uses user names as client ids
+        // anyway): two screens on one login would knock each other off.
+        var options = WebServer.Options(clientID: clientId ?? username ?? "beacon-web-\(ProcessInfo.hostName)-\(ProcessInfo.id)")
         options.host = host
         options.port = port
-        options.mqttUsername = mqttUser ?? fleet.broker.url.username
+        options.mqttUsername = username
         if let mqttPasswordFile {
             do {
                 let text = try FileSystem.readText(mqttPasswordFile)
@@ -140,6 +148,7 @@ struct Serve: AsyncParsableCommand {
         options.tlsKey = tlsKey
         options.loginThrottle.freeFailures = loginAttempts
         let logger = Logger(label: "beacon-web")
+        for risk in fleet.broker.risks(hasPassword: options.mqttPassword != nil) { logger.warning("\(risk)") }
         do {
             let app = try WebServer.application(config: fleet, accounts: accounts, options: options, logger: logger) { url in
                 printLine("listening on \(url)")

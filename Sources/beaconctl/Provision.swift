@@ -13,18 +13,23 @@ struct Provision: AsyncParsableCommand {
         abstract: "Write a fleet's credentials, the broker's password file, ACL and TLS setup, and a CA.",
         discussion: """
         Every part of the fleet gets an identity of its own: each gateway (user = its id), the
-        brain ("brain", or each --brain), the operator, the read-only display (beacon-web), and
-        every app: the owners of the config's beacons and each --observer. Writes into DIR:
+        brain ("brain", or each --brain), the operator, Home Assistant ("homeassistant"), each
+        screen (beacon-web: "display-<name>" for each --display; by default one per store,
+        display-<major>), and every app: the owners of the config's beacons and each
+        --observer. Writes into DIR:
 
           ca/ca.crt, ca/ca.key          the fleet's certificate authority (keep ca.key off the
                                         broker; provisioning again reuses it)
           broker/beaconbridge.conf      for /etc/mosquitto/conf.d/: TLS on --port, passwords,
                                         the ACL, user names as client ids, no anonymous clients
           broker/passwd                 the password file (mosquitto_passwd's hashes)
-          broker/beaconbridge.acl       who may publish and read what (docs/security.md)
+          broker/beaconbridge.acl       who may publish and read what (docs/security.md), with
+                                        broker/local.acl (yours: hand-added users) at its end
           broker/ca.crt, broker.crt, broker.key
                                         the broker's certificate, for its host name and every
                                         --broker-name (DNS names or IP addresses)
+          web/web.crt, web/web.key      beacon-web's HTTPS certificate, for every --web-name
+                                        (default: the broker's names)
           credentials/<user>.password   one per identity, for /etc/beaconbridge/credentials/
                                         (the units' LoadCredential=mqtt-password:…)
           credentials/brain.secret      the key that signs the brain's records
@@ -32,15 +37,21 @@ struct Provision: AsyncParsableCommand {
                                         each store's proof-of-presence secret (stores[].proof):
                                         install it at its secretFile beside the brain and on
                                         the store's advertising gateways (docs/security.md)
-          clients/ca.crt                for /etc/beaconbridge/ca.crt (broker.tls.caFile)
+          clients/ca.crt                for /etc/beaconbridge/ca.crt (broker.tls.caFile), and
+                                        for browsers and Home Assistant to trust
 
-        Provisioning again keeps every password, secret and the CA, adds what is new (a new
-        gateway, a new owner) and writes the password file and ACL afresh; --renew issues a new
-        broker certificate. Needs openssl and mosquitto_passwd (Debian: openssl, mosquitto).
+        Provisioning again keeps every password, secret, certificate and the CA, adds what is
+        new (a new gateway, a new owner) and writes the password file and ACL afresh: users
+        someone added to broker/passwd by hand (mosquitto_passwd) stay in it, and
+        broker/local.acl is kept and appended. --renew issues new broker and web
+        certificates. When the broker reads broker/ in place (--broker-directory DIR/broker)
+        and this runs as root, broker/ is made readable by the broker's user (mosquitto).
+        Needs openssl and mosquitto_passwd (Debian: openssl, mosquitto).
 
         Example:
           beaconctl provision /etc/beaconbridge/fleet.json --out /root/fleet-secrets \\
-            --broker-name broker.store.lan --broker-name 192.168.1.10
+            --broker-name broker.store.lan --broker-name 192.168.1.10 \\
+            --display lobby --display till
         """)
 
     @Argument(help: ArgumentHelp("The fleet config.", valueName: "FLEET.json"))
@@ -62,6 +73,16 @@ struct Provision: AsyncParsableCommand {
                                valueName: "ID"))
     var observer: [String] = []
 
+    @Option(name: .long, parsing: .singleValue,
+            help: ArgumentHelp("A screen (beacon-web): its user is display-NAME (repeatable; default: one per store).",
+                               valueName: "NAME"))
+    var display: [String] = []
+
+    @Option(name: .long, parsing: .singleValue,
+            help: ArgumentHelp("A name or address of beacon-web's host for its certificate (repeatable; default: the broker's).",
+                               valueName: "NAME"))
+    var webName: [String] = []
+
     @Option(name: .long, help: "The broker's TLS port.")
     var port: UInt16 = 8883
 
@@ -78,7 +99,7 @@ struct Provision: AsyncParsableCommand {
     var renew = false
 
     func validate() throws {
-        for name in brain + observer {
+        for name in brain + observer + display + webName {
             if let problem = Topics.problem(withSegment: name) { throw ValidationError("\"\(name)\" \(problem)") }
         }
         if days < 1 { throw ValidationError("--days must be at least 1") }
@@ -87,13 +108,19 @@ struct Provision: AsyncParsableCommand {
     func run() async throws {
         let config = try ConfigLoading.load(path)
         let brains = brain.isEmpty ? [BrokerIdentity.brain] : brain
-        let policy = AccessPolicy(config: config, brains: brains)
-        let owners = config.beacons.compactMap(\.owner)
-        var users: [String] = []
-        for user in policy.users + owners + observer where !users.contains(user) { users.append(user) }
+        let files = ProvisionFiles(root: out)
+        var displays = display.isEmpty ? AccessPolicy.defaultDisplays(config) : display.map(BrokerIdentity.displayUser)
+        // The one shared "display" login of an earlier provisioning: kept while its password
+        // exists, so screens still using it are not cut off (docs/security.md).
+        if FileSystem.exists(files.credential(BrokerIdentity.display)) { displays.append(BrokerIdentity.display) }
+        let policy = AccessPolicy(config: config, brains: brains, observers: observer, displays: displays)
+        let users = policy.users
         let gateways = Set(config.gateways.map(\.id))
-        for user in observer where gateways.contains(user) || BrokerIdentity.reserved.contains(user) || brains.contains(user) {
+        for user in observer where gateways.contains(user) || BrokerIdentity.isReserved(user) || brains.contains(user) {
             throw CommandFailure("--observer \(user): that name is taken by a gateway or a role")
+        }
+        for user in displays where gateways.contains(user) || policy.apps.contains(user) || brains.contains(user) {
+            throw CommandFailure("--display: \(user) is already the name of a gateway, an app or a brain")
         }
         guard let openssl = Programs.find("openssl") else {
             throw CommandFailure("openssl is not installed (apt install openssl)", status: .failure)
@@ -102,8 +129,8 @@ struct Provision: AsyncParsableCommand {
             throw CommandFailure("mosquitto_passwd is not installed (apt install mosquitto)", status: .failure)
         }
 
-        let files = ProvisionFiles(root: out)
         try files.makeDirectories()
+        let local = try files.localACL()  // checked before anything else is written
         let tool = Tool(directory: files.work)
 
         // Credentials: kept when they exist, so provisioning again changes nobody's password.
@@ -116,14 +143,21 @@ struct Provision: AsyncParsableCommand {
             _ = try files.secret(files.credentials + "/store-\(store.major).proof", bytes: 32)
         }
 
-        // The password file: every user's line, then hashed in place by mosquitto_passwd.
-        try files.writePrivate(files.broker + "/passwd", passwords.map { "\($0.0):\($0.1)\n" }.joined())
-        try await tool.run(passwd, ["-U", files.broker + "/passwd"], "mosquitto_passwd")
-        try files.writePrivate(files.broker + "/beaconbridge.acl", policy.text, mode: 0o644)
+        // The password file: every user's line, hashed by mosquitto_passwd, then the lines of
+        // users added by hand (no credential of ours), kept as they were.
+        let passwordFile = files.broker + "/passwd"
+        let handAdded = files.handAddedUsers(in: passwordFile, provisioned: Set(users))
+        try files.writePrivate(files.work + "/passwd", passwords.map { "\($0.0):\($0.1)\n" }.joined())
+        try await tool.run(passwd, ["-U", files.work + "/passwd"], "mosquitto_passwd")
+        let hashed = try FileSystem.readText(files.work + "/passwd")
+        try files.writePrivate(passwordFile, hashed + handAdded.map { $0 + "\n" }.joined())
+        unlink(files.work + "/passwd")
+        try files.writePrivate(files.broker + "/beaconbridge.acl", policy.text + local, mode: 0o644)
         let security = BrokerSecurityConfig(directory: brokerDirectory, port: port, bind: bind)
         try files.writePrivate(files.broker + "/beaconbridge.conf", security.text, mode: 0o644)
 
-        // The CA, kept once made; the broker's certificate for every name it is reached by.
+        // The CA, kept once made; the broker's and the web page's certificates for every name
+        // they are reached by.
         let ca = files.ca + "/ca.crt", caKey = files.ca + "/ca.key"
         if !FileSystem.exists(ca) || !FileSystem.exists(caKey) {
             try await tool.run(openssl, ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
@@ -135,34 +169,31 @@ struct Provision: AsyncParsableCommand {
         }
         var names: [String] = []
         for name in [config.broker.url.host] + brokerName where !names.contains(name) { names.append(name) }
-        let certificate = files.broker + "/broker.crt", key = files.broker + "/broker.key"
-        if renew || !FileSystem.exists(certificate) || !FileSystem.exists(key) {
-            let request = files.work + "/broker.csr"
-            try await tool.run(openssl, ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                                         "-keyout", key, "-out", request, "-subj", "/CN=\(names[0])"], "openssl-key")
-            chmod(key, 0o600)
-            let alternatives = names.map { Self.isAddress($0) ? "IP:\($0)" : "DNS:\($0)" }.joined(separator: ",")
-            let extensions = files.work + "/broker.ext"
-            try FileSystem.write(extensions, Array("""
-                subjectAltName=\(alternatives)
-                extendedKeyUsage=serverAuth
-                keyUsage=critical,digitalSignature,keyEncipherment
-                basicConstraints=critical,CA:FALSE
-
-                """.utf8))
-            try await tool.run(openssl, ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", caKey,
-                                         "-CAcreateserial", "-CAserial", files.ca + "/ca.srl", "-out", certificate,
-                                         "-days", String(days), "-sha256", "-extfile", extensions], "openssl-sign")
-        }
+        var webNames: [String] = []
+        for name in webName.isEmpty ? names : webName where !webNames.contains(name) { webNames.append(name) }
+        let signer = CertificateSigner(tool: tool, openssl: openssl, ca: ca, caKey: caKey, serial: files.ca + "/ca.srl",
+                                       work: files.work, days: days)
+        try await signer.issue(certificate: files.broker + "/broker.crt", key: files.broker + "/broker.key",
+                               names: names, renew: renew)
+        try await signer.issue(certificate: files.web + "/web.crt", key: files.web + "/web.key",
+                               names: webNames, renew: renew)
         try FileSystem.write(files.broker + "/ca.crt", try FileSystem.read(ca))
         try FileSystem.write(files.clients + "/ca.crt", try FileSystem.read(ca))
         try files.writePrivate(out + "/README.txt", Self.readme(config: config, users: users, brains: brains,
-                                                                names: names, port: port, brokerDirectory: brokerDirectory),
+                                                                displays: displays, names: names, webNames: webNames,
+                                                                port: port, brokerDirectory: brokerDirectory),
                                mode: 0o644)
         files.removeWork()
 
         printLine("provisioned \(users.count) identities in \(out): \(users.joined(separator: ", "))")
-        printLine("broker certificate for \(names.joined(separator: ", ")); where each file goes: \(out)/README.txt")
+        if !handAdded.isEmpty {
+            let kept = handAdded.map { String($0.prefix { $0 != ":" }) }
+            printLine("kept \(kept.count) user(s) added to broker/passwd by hand: \(kept.joined(separator: ", ")) "
+                      + "(their ACL lines belong in \(files.broker)/local.acl)")
+        }
+        printLine("broker certificate for \(names.joined(separator: ", ")), web certificate for "
+                  + "\(webNames.joined(separator: ", ")); where each file goes: \(out)/README.txt")
+        if let note = files.shareWithBroker(brokerDirectory: brokerDirectory) { printLine(note) }
         if !config.broker.usesTLS || config.broker.tls?.caFile == nil {
             printLine("note: \(path) should say \"url\": \"mqtts://\(names[0]):\(port)\" and \"tls\": "
                       + "{\"caFile\": \"/etc/beaconbridge/ca.crt\"} for the parts to use TLS")
@@ -173,8 +204,8 @@ struct Provision: AsyncParsableCommand {
         name.contains(":") || (name.split(separator: ".").count == 4 && name.split(separator: ".").allSatisfy { UInt8($0) != nil })
     }
 
-    static func readme(config: FleetConfig, users: [String], brains: [String], names: [String], port: UInt16,
-                       brokerDirectory: String) -> String {
+    static func readme(config: FleetConfig, users: [String], brains: [String], displays: [String], names: [String],
+                       webNames: [String], port: UInt16, brokerDirectory: String) -> String {
         let gateways = config.gateways.map(\.id)
         return """
         BeaconBridge credentials, written by beaconctl provision. Keep this directory private.
@@ -185,6 +216,9 @@ struct Provision: AsyncParsableCommand {
           install -m 644 broker/beaconbridge.acl broker/ca.crt broker/broker.crt \(brokerDirectory)/
           install -m 644 broker/beaconbridge.conf /etc/mosquitto/conf.d/
           systemctl restart mosquitto         # TLS on port \(port); no anonymous clients
+        (Mosquitto reads the password file and the ACL as its user, mosquitto: hence -g mosquitto.)
+        Users you add by hand (mosquitto_passwd broker/passwd NAME) stay in broker/passwd when
+        provisioning again; give them their rules in broker/local.acl, which is appended to the ACL.
 
         On each gateway's machine (for gateway G of \(gateways.joined(separator: ", "))):
           install -D -m 600 credentials/G.password /etc/beaconbridge/credentials/G.password
@@ -195,14 +229,54 @@ struct Provision: AsyncParsableCommand {
           install -D -m 600 credentials/brain.password credentials/brain.secret /etc/beaconbridge/credentials/
           install -m 644 clients/ca.crt /etc/beaconbridge/ca.crt
 
-        beacon-web: credentials/display.password (read-only user "display").
+        Each screen (beacon-web), one login each (\(displays.joined(separator: ", "))), for screen D:
+          install -m 640 -g beaconbridge credentials/D.password /etc/beaconbridge/display.password
+          install -m 644 web/web.crt /etc/beaconbridge/web.crt     # for \(webNames.joined(separator: ", "))
+          install -m 640 -g beaconbridge web/web.key /etc/beaconbridge/web.key
+          beacon-web … --mqtt-user D --mqtt-password-file /etc/beaconbridge/display.password
+          (browsers trust the page once they trust clients/ca.crt, the fleet's CA)
+        Home Assistant's MQTT integration: user homeassistant, credentials/homeassistant.password,
+          broker certificate checked against clients/ca.crt.
         The operator (beaconctl config push): credentials/operator.password in BEACONBRIDGE_MQTT_PASSWORD.
         Apps: each one's credentials/<user>.password; its user name is its observer client id.
 
         Identities: \(users.joined(separator: ", "))
-        Keep ca/ca.key offline: it signs the broker's certificate (provision again with --renew).
+        Keep ca/ca.key offline: it signs the broker's and the web certificates (provision again with --renew).
 
         """
+    }
+}
+
+/// Issues certificates signed by the fleet's CA, keeping those that exist.
+struct CertificateSigner {
+    let tool: Tool
+    let openssl: String
+    let ca: String
+    let caKey: String
+    let serial: String
+    let work: String
+    let days: Int
+
+    /// A server certificate for `names` (DNS names or IP addresses) in `certificate`, its key
+    /// in `key` (mode 0600); nothing when both exist, unless `renew`.
+    func issue(certificate: String, key: String, names: [String], renew: Bool) async throws {
+        guard renew || !FileSystem.exists(certificate) || !FileSystem.exists(key) else { return }
+        let request = work + "/server.csr"
+        try await tool.run(openssl, ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                     "-keyout", key, "-out", request, "-subj", "/CN=\(names[0])"], "openssl-key")
+        chmod(key, 0o600)
+        let alternatives = names.map { Provision.isAddress($0) ? "IP:\($0)" : "DNS:\($0)" }.joined(separator: ",")
+        let extensions = work + "/server.ext"
+        try FileSystem.write(extensions, Array("""
+            subjectAltName=\(alternatives)
+            extendedKeyUsage=serverAuth
+            keyUsage=critical,digitalSignature,keyEncipherment
+            basicConstraints=critical,CA:FALSE
+
+            """.utf8))
+        try await tool.run(openssl, ["x509", "-req", "-in", request, "-CA", ca, "-CAkey", caKey,
+                                     "-CAcreateserial", "-CAserial", serial, "-out", certificate,
+                                     "-days", String(days), "-sha256", "-extfile", extensions], "openssl-sign")
     }
 }
 
@@ -213,13 +287,14 @@ struct ProvisionFiles {
     var broker: String { root + "/broker" }
     var credentials: String { root + "/credentials" }
     var clients: String { root + "/clients" }
+    var web: String { root + "/web" }
     var work: String { root + "/.work" }
 
     func credential(_ user: String) -> String { credentials + "/\(user).password" }
 
     func makeDirectories() throws {
         do {
-            for directory in [root, ca, broker, credentials, clients, work] {
+            for directory in [root, ca, broker, credentials, clients, web, work] {
                 try FileSystem.makeDirectories(directory, mode: 0o700)
             }
         } catch {
@@ -253,9 +328,93 @@ struct ProvisionFiles {
         }
     }
 
+    /// The lines of `passwordFile` whose users provisioning does not know and never made a
+    /// credential for: users added by hand, kept when the file is written again.
+    func handAddedUsers(in passwordFile: String, provisioned: Set<String>) -> [String] {
+        guard let text = try? FileSystem.readText(passwordFile) else { return [] }
+        return text.split(separator: "\n").map(String.init).filter { line in
+            guard let colon = line.firstIndex(of: ":"), !line.hasPrefix("#") else { return false }
+            let user = String(line[..<colon])
+            return !provisioned.contains(user) && !FileSystem.exists(credential(user))
+        }
+    }
+
+    /// `broker/local.acl`, the operator's own ACL lines (hand-added users), for the end of
+    /// the generated ACL; made with an explanation when missing. Its first rule must follow a
+    /// `user` (or be a `pattern`): otherwise it would extend the generated file's last user.
+    func localACL() throws -> String {
+        let path = broker + "/local.acl"
+        if !FileSystem.exists(path) {
+            try writePrivate(path, """
+                # Your own ACL lines, appended to beaconbridge.acl by every `beaconctl provision`
+                # (which writes beaconbridge.acl afresh). Begin with a user line, e.g.:
+                #   user carla
+                #   topic read beacons/+/+/ad
+
+                """, mode: 0o644)
+            return ""
+        }
+        let text = try FileSystem.readText(path)
+        let rules = text.split(separator: "\n").map { String($0.trimmingBlanks) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        guard let first = rules.first else { return "" }
+        guard first.hasPrefix("user ") || first.hasPrefix("pattern ") else {
+            throw CommandFailure("\(path): its first rule (\"\(first)\") must follow a \"user NAME\" line, "
+                                 + "else it would add to the generated ACL's last user")
+        }
+        return "\n# From \(path) (kept by beaconctl provision):\n" + text + (text.hasSuffix("\n") ? "" : "\n")
+    }
+
+    /// Mosquitto reads its password file and ACL as its own user (`mosquitto`), after
+    /// dropping root. When it reads `broker/` in place (`brokerDirectory` is this
+    /// directory's `broker/`), that user must be able to: as root, `broker/` becomes group
+    /// `mosquitto` (the secrets in it 0640) and the directories above it in `root` are
+    /// opened to that group for passing through only. Returns what was done or what the
+    /// operator must do; `nil` when the broker's files are installed elsewhere.
+    func shareWithBroker(brokerDirectory: String) -> String? {
+        guard let here = realpath(broker, nil) else { return nil }
+        defer { free(here) }
+        guard let there = realpath(brokerDirectory, nil) else { return nil }
+        defer { free(there) }
+        guard strcmp(here, there) == 0 else { return nil }
+        guard let group = getgrnam("mosquitto") else { return nil }
+        let gid = group.pointee.gr_gid
+        guard geteuid() == 0 else {
+            return "note: the broker reads \(broker) in place; Mosquitto reads its password file and ACL as user "
+                + "mosquitto, which cannot read this private directory: run provisioning as root (it then shares "
+                + "broker/ with group mosquitto) or install broker/ as README.txt says"
+        }
+        var failure: SystemError?
+        func share(_ path: String, _ mode: mode_t) {
+            if chown(path, 0, gid) != 0 { failure = SystemError(call: "chown", errno: errno, subject: path) }
+            if chmod(path, mode) != 0 { failure = SystemError(call: "chmod", errno: errno, subject: path) }
+        }
+        share(root, 0o710)
+        share(broker, 0o750)
+        for name in ["passwd", "broker.key"] { share(broker + "/" + name, 0o640) }
+        for name in ["beaconbridge.acl", "beaconbridge.conf", "ca.crt", "broker.crt", "local.acl"] {
+            share(broker + "/" + name, 0o644)
+        }
+        if let failure { return "note: could not share \(broker) with group mosquitto: \(failure)" }
+        // The directories above `root` must let the broker's user pass too.
+        var closed: [String] = []
+        var parent = root
+        while let slash = parent.lastIndex(of: "/"), slash != parent.startIndex {
+            parent = String(parent[..<slash])
+            var info = stat()
+            if stat(parent, &info) == 0, info.st_mode & 0o001 == 0, !(info.st_gid == gid && info.st_mode & 0o010 != 0) {
+                closed.append(parent)
+            }
+        }
+        if !closed.isEmpty {
+            return "note: Mosquitto (user mosquitto) cannot pass through \(closed.joined(separator: ", ")) to reach "
+                + "\(broker): open it (chmod o+x) or install broker/ as README.txt says"
+        }
+        return "shared \(broker) with group mosquitto (passwd and broker.key 0640): the broker reads it in place"
+    }
+
     /// The scratch directory: the certificate request and the tools' output.
     func removeWork() {
-        for name in ["broker.csr", "broker.ext"] + Tool.names.flatMap({ [$0 + ".out", $0 + ".err"] }) {
+        for name in ["server.csr", "server.ext", "passwd"] + Tool.names.flatMap({ [$0 + ".out", $0 + ".err"] }) {
             unlink(work + "/" + name)
         }
         rmdir(work)

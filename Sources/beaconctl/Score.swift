@@ -36,6 +36,12 @@ struct Score: AsyncParsableCommand {
         --in-process runs the gateways' trackers and the brain's fusion in this process, without
         processes or a broker (the same per-frame logic): for trying settings on many seeds quickly.
 
+        --history also keeps each run's decisions in a history (a real beacon-history on a
+        Mosquitto of its own; in this process with --in-process) and compares its figures
+        with the same figures of the truth and of the decisions it was given: footfall,
+        visit and queue time (the counter counts as the queue), per-zone dwell (median,
+        p90), door-to-counter conversion (docs/history.md).
+
         Examples:
           beaconctl score --seeds 1-20                       # the benchmark in docs/PERFORMANCE.md
           beaconctl score --seeds 1-20 --shadowing 6 --loss 0.4
@@ -63,6 +69,9 @@ struct Score: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Print one JSON object instead of the table.")
     var json = false
+
+    @Flag(name: .long, help: "Also keep the brain's decisions in a history (through beacon-history, or in this process with --in-process) and compare its figures with the truth.")
+    var history = false
 
     @Option(name: .long, help: "Longest a seed's replay may take, wall-clock seconds.")
     var timeout = 600.0
@@ -123,6 +132,7 @@ struct Score: AsyncParsableCommand {
         let temporary = try FileSystem.temporaryDirectory(prefix: "beaconctl-score")
         defer { if keep == nil { try? FileSystem.removeTree(temporary) } }
         var results: [SeedResult] = []
+        var histories: [(seed: UInt64, accuracy: HistoryAccuracy)] = []
         for (index, seed) in seeds.enumerated() {
             let simulation = try store.floor(floor, seed: seed)
             if !json { progress("seed \(seed) (\(index + 1) of \(seeds.count)): simulating") }
@@ -147,14 +157,29 @@ struct Score: AsyncParsableCommand {
                 previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)),
                 calibration: run.calibration)
             results.append(result)
+            if history {
+                if !json { progress("seed \(seed): keeping the decisions in a history") }
+                let directory = (keep.map { "\($0)/seed-\(seed)" } ?? temporary + "/seed-\(seed)") + "/history"
+                let configured = try config(for: simulation, directory: directory, broker: "mqtt://127.0.0.1")
+                histories.append((seed, try await HistoryAccuracy(simulation: simulation, decisions: run.decisions,
+                                                                  config: configured.config, configText: configured.text,
+                                                                  directory: directory, process: !inProcess)))
+                if keep == nil { try? FileSystem.removeTree(directory) }
+            }
             if !json { progress("seed \(seed): zone right \(decimal(result.fused.zoneRight, places: 1)) % (strongest "
                                 + "\(decimal(result.strongest.zoneRight, places: 1)) %)") }
         }
         if !json { progress(nil) }
         if json {
-            printLine(ScoreReport(results).json.jsonText)
+            var report = ScoreReport(results).json
+            if history, case .object(var o) = report {
+                o["history"] = HistoryReport(results: histories).json
+                report = .object(o)
+            }
+            printLine(report.jsonText)
         } else {
             printLine(ScoreReport(results).table)
+            if history { printLine(HistoryReport(results: histories).table) }
         }
     }
 

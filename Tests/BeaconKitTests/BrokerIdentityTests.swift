@@ -33,9 +33,12 @@ struct BrokerIdentityTests {
     }
 
     @Test func gatewayIdsCannotTakeTheRolesNames() {
-        #expect(FleetConfigTests.errors(#"{"gateways": [{"id": "brain"}, {"id": "display"}]}"#) == [
-            #"gateways[0].id: "brain" is the name of another role (brain, display, operator); pick another id"#,
-            #"gateways[1].id: "display" is the name of another role (brain, display, operator); pick another id"#,
+        let roles = "brain, display, display-<name>, homeassistant, operator"
+        #expect(FleetConfigTests.errors(#"{"gateways": [{"id": "brain"}, {"id": "display"}, {"id": "display-lobby"}, {"id": "homeassistant"}]}"#) == [
+            #"gateways[0].id: "brain" is the name of another role (\#(roles)); pick another id"#,
+            #"gateways[1].id: "display" is the name of another role (\#(roles)); pick another id"#,
+            #"gateways[2].id: "display-lobby" is the name of another role (\#(roles)); pick another id"#,
+            #"gateways[3].id: "homeassistant" is the name of another role (\#(roles)); pick another id"#,
         ])
     }
 

@@ -210,7 +210,7 @@ struct FleetConfigTests {
          #"beacons[0].colour: unknown key (known: uuid, major, minor, namespace, instance, name, measuredPower, latitude, longitude, heading, floor, store, ad, owner, profile, position)"#),
         (#"{"brain": {"zoneMargn": 1}}"#, #"brain.zoneMargn: unknown key (did you mean "zoneMargin"?)"#),
         (#"{"brain": {"zone": 1}}"#, #"brain.zone: unknown key (known: zoneConfidence, zoneConfidenceWalking, zoneMargin, zoneUpdates, zoneStaleAfter, rssiProcessNoise, rssiTrendNoise, rssiMeasurementNoise, entryWindow, entranceWait, exitSamples, exitMinimum, clockHold, joins, joinMaxAge, shards, calibration)"#),
-        (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant)"#),
+        (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant, history)"#),
     ])
     func unknownKeys(_ json: String, _ error: String) {
         #expect(Self.errors(json) == [error])

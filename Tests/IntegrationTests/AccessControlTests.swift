@@ -10,7 +10,7 @@ import Wire
 /// is tried and refused here; the brain's own checks (joins, records) are in BrainTests.
 @Suite("deploy/mosquitto ACL")
 struct AccessControlTests {
-    static let users = ["door", "counter", "brain", "operator", "display", "ana", "ben", "audit"]
+    static let users = ["door", "counter", "brain", "operator", "display-100", "homeassistant", "ana", "ben", "audit"]
 
     @Test("the shipped ACL and broker security are what provision writes for the example fleet")
     func shippedIsGenerated() throws {
@@ -30,7 +30,10 @@ struct AccessControlTests {
     }
 
     func startBroker(_ dir: TemporaryDirectory) async throws -> MosquittoBroker {
-        var acl = try String(contentsOfFile: Programs.repositoryRoot + "/deploy/mosquitto/beaconbridge.acl", encoding: .utf8)
+        // The shipped ACL with two apps, as `beaconctl provision … --observer ana --observer ben` writes it.
+        let root = Programs.repositoryRoot + "/deploy/"
+        let example = try FleetConfig.parse(String(contentsOfFile: root + "fleet.example.json", encoding: .utf8))
+        var acl = AccessPolicy(config: example, observers: ["ana", "ben"]).text
         acl += "\n# test only: a user that sees everything\nuser audit\ntopic read #\n"
         let aclPath = try dir.write("acl", acl)
         var passwords = ""
@@ -71,16 +74,19 @@ struct AccessControlTests {
             ("brain", "beacons/1/2/observers/ana"), ("brain", "brain/visits/1/2"), ("brain", "displays/100/barista"),
             ("brain", "gateways/door/calibration"),
             ("operator", "fleet/config"), ("operator", "gateways/door/cmd"),
-            ("display", "homeassistant/binary_sensor/beaconbridge/gateway_door_connectivity/config"),
-            ("display", "homeassistant/device_tracker/beaconbridge/beacon_1_2/state"),
+            ("display-100", "homeassistant/binary_sensor/beaconbridge/gateway_door_connectivity/config"),
+            ("display-100", "homeassistant/device_tracker/beaconbridge/beacon_1_2/state"),
+            ("homeassistant", "homeassistant/status"),
         ]
         // Every attack of the table below, and what else no role may write.
         let forbidden = Self.spoofs.map { ($0.user, $0.topic) } + [
             ("door", "beacons/1/2/presence/counter"), ("door", "gateways/counter/status"), ("door", "beacons/1/2/ad"),
-            ("ana", "beacons/1/2/ad"), ("display", "beacons/1/2/observers/ana"), ("display", "stores/1/roster"),
-            ("display", "gateways/door/status"), ("display", "homeassistant/sensor/other/config"),
-            ("display", "homeassistant/sensor/beaconbridge/gateway_door_adverts/state"),
-            ("door", "displays/100/barista"), ("display", "gateways/door/calibration"),
+            ("ana", "beacons/1/2/ad"), ("display-100", "beacons/1/2/observers/ana"), ("display-100", "stores/1/roster"),
+            ("display-100", "gateways/door/status"), ("display-100", "homeassistant/sensor/other/config"),
+            ("display-100", "homeassistant/sensor/beaconbridge/gateway_door_adverts/state"),
+            ("door", "displays/100/barista"), ("display-100", "gateways/door/calibration"),
+            ("homeassistant", "homeassistant/sensor/beaconbridge/gateway_door_status/config"),
+            ("homeassistant", "gateways/door/status"), ("homeassistant", "fleet/config"),
         ]
         for (user, topic) in forbidden { try await publish(broker, as: user, topic, "forbidden", in: dir) }
         for (user, topic) in allowed { try await publish(broker, as: user, topic, "allowed", in: dir) }
@@ -95,7 +101,7 @@ struct AccessControlTests {
         }
         // beacon-web's fleet page shows what the brain's calibration learned. (The user name is
         // the client id: this subscriber starts once no other display connection comes.)
-        let screen = try await MosquittoSubscriberAs.start(broker: broker, user: "display",
+        let screen = try await MosquittoSubscriberAs.start(broker: broker, user: "display-100",
                                                             filters: ["gateways/+/calibration"], in: dir)
         try await publish(broker, as: "brain", "gateways/window/calibration", "learned", in: dir)
         #expect(await eventually(timeout: 10) { screen.stdout.contains("gateways/window/calibration learned") },
@@ -122,7 +128,7 @@ struct AccessControlTests {
         ("a gateway commands another gateway", "door", "gateways/counter/cmd"),
         ("an app overwrites the fleet config", "ana", "fleet/config"),
         ("a gateway overwrites the fleet config", "door", "fleet/config"),
-        ("the display overwrites the fleet config", "display", "fleet/config"),
+        ("the display overwrites the fleet config", "display-100", "fleet/config"),
         ("an app forges a visit record (exit rules on restart)", "ana", "brain/visits/1/2"),
         ("an app forges an answered record", "ana", "brain/answered/1/2/ana"),
         ("a gateway forges a visit record", "door", "brain/visits/1/2"),

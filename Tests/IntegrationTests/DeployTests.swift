@@ -5,7 +5,7 @@ import Testing
 /// The systemd units in deploy/systemd, checked by systemd itself.
 @Suite("deploy: systemd units")
 struct DeployTests {
-    static let units = ["beacon-gateway@.service", "beacon-brain.service", "beacon-web.service"]
+    static let units = ["beacon-gateway@.service", "beacon-brain.service", "beacon-web.service", "beacon-history.service"]
 
     /// `systemd-analyze verify` loads a unit with everything it references: the targets
     /// it orders itself after and the executables of ExecStart=, which must exist. On this
@@ -27,7 +27,7 @@ struct DeployTests {
         try fm.copyItem(atPath: distribution, toPath: root + "/usr/lib/systemd/system")
         try fm.createDirectory(atPath: root + "/etc/systemd/system", withIntermediateDirectories: true)
         try fm.createDirectory(atPath: root + "/usr/local/bin", withIntermediateDirectories: true)
-        for program in ["beacon-gateway", "beacon-brain", "beacon-web"] {
+        for program in ["beacon-gateway", "beacon-brain", "beacon-web", "beacon-history"] {
             let path = root + "/usr/local/bin/" + program
             try "#!/bin/sh\n".write(toFile: path, atomically: true, encoding: .utf8)
             try fm.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
@@ -39,7 +39,8 @@ struct DeployTests {
         let check = try ChildProcess(analyze, ["verify", "--root=\(root)",
                                                "/etc/systemd/system/beacon-gateway@door-1.service",
                                                "/etc/systemd/system/beacon-brain.service",
-                                               "/etc/systemd/system/beacon-web.service"],
+                                               "/etc/systemd/system/beacon-web.service",
+                                               "/etc/systemd/system/beacon-history.service"],
                                      in: dir, name: "systemd-analyze")
         let status = await check.waitForExit(timeout: 60)
         #expect(status == 0, "\(check.diagnostics)")
@@ -49,8 +50,8 @@ struct DeployTests {
 
     /// `systemd-analyze security --offline=true` rates the units as installed (exposure 0–10,
     /// lower is better); `--threshold` makes it fail above the bound.
-    @Test("systemd-analyze security rates the brain and the gateway at most 1.5", arguments: [
-        ("beacon-brain.service", 15), ("beacon-gateway@.service", 15),
+    @Test("systemd-analyze security rates the brain, the gateway and the history at most 1.5", arguments: [
+        ("beacon-brain.service", 15), ("beacon-gateway@.service", 15), ("beacon-history.service", 15),
     ])
     func exposure(_ unit: String, _ threshold: Int) async throws {
         let analyze = try #require(Programs.system("systemd-analyze"), "apt-get install systemd (scripts/install-deps does)")

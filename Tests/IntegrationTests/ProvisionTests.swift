@@ -44,7 +44,7 @@ struct ProvisionTests {
         }
     }
 
-    static func provision(_ label: String, extraBeacons: String = "") async throws -> Store {
+    static func provision(_ label: String, extraBeacons: String = "", extra: [String] = []) async throws -> Store {
         let dir = try TemporaryDirectory(label)
         let port = try FreePort.allocate()
         let capture = try dir.write("door.log", bytes: GatewayTests.capture(beacons: [(1, 0...30)], step: 0.5).bytes)
@@ -57,17 +57,27 @@ struct ProvisionTests {
         """)
         let provision = try startProgram("beaconctl", ["provision", config, "--out", out, "--port", String(port),
                                                        "--bind", "127.0.0.1", "--broker-directory", out + "/broker",
-                                                       "--observer", "ben"], in: dir)
+                                                       "--observer", "ben"] + extra, in: dir)
         try #require(await provision.waitForExit(timeout: 60) == 0, "\(provision.diagnostics)")
         let security = try String(contentsOfFile: out + "/broker/beaconbridge.conf", encoding: .utf8)
         let broker = try await MosquittoBroker.start(in: dir, extraConfig: security)
         return Store(dir: dir, out: out, port: port, config: config, broker: broker)
     }
 
+    /// mosquitto_pub over TLS as `user`; its exit status.
+    static func publish(_ store: Store, as user: String, _ topic: String, _ payload: String) async throws -> Int32? {
+        let process = try ChildProcess(Programs.system("mosquitto_pub")!, [
+            "-h", "127.0.0.1", "-p", String(store.port), "--cafile", store.out + "/clients/ca.crt",
+            "-u", user, "-P", try store.password(user), "-q", "1", "-t", topic, "-m", payload,
+        ], in: store.dir, name: "pub-\(user)")
+        return await process.waitForExit(timeout: 15)
+    }
+
     @Test("gateway, brain, app and operator connect as themselves over TLS; anonymous clients are refused")
     func everyPartIsItself() async throws {
         let store = try await Self.provision("provision-store")
-        let operatorView = try store.subscribe(as: "operator", ["beacons/#", "gateways/#", "brain/status"])
+        let operatorView = try store.subscribe(as: "operator", ["beacons/#", "gateways/#", "brain/status", "homeassistant/#",
+                                                                "observers/#"])
         #expect(await eventually(timeout: 15) { operatorView.stdout.contains("received SUBACK") }, "\(operatorView.diagnostics)")
 
         let gateway = try startProgram("beacon-gateway", ["--config", store.config, "--id", "door"], in: store.dir,
@@ -79,16 +89,33 @@ struct ProvisionTests {
                 && operatorView.stdout.contains("gateways/door/status online") && operatorView.stdout.contains("brain/status online")
         }, "\(operatorView.stdout)\n\(gateway.diagnostics)\n\(brain.diagnostics)\n\(store.broker.diagnostics)")
 
+        // Home Assistant reads what its entities show, writes its birth message and nothing else.
+        let homeAssistant = try store.subscribe(as: "homeassistant", ["homeassistant/#", "gateways/+/status", "gateways/+/health",
+                                                                      "beacons/+/+/presence", "brain/status", "stores/#"])
+        #expect(await eventually(timeout: 30) {
+            homeAssistant.stdout.contains("gateways/door/status online") && homeAssistant.stdout.contains("beacons/7/1/presence {")
+                && homeAssistant.stdout.contains("brain/status online") && homeAssistant.stdout.contains("gateways/door/health {")
+        }, "\(homeAssistant.diagnostics)\n\(store.broker.diagnostics)")
+        await homeAssistant.stop()  // one connection per user: the user name is the client id
+        #expect(try await Self.publish(store, as: "homeassistant", "homeassistant/status", "online") == 0)
+        #expect(try await Self.publish(store, as: "homeassistant", "brain/status", "forged") == 0)  // dropped by the ACL
+        #expect(await eventually(timeout: 10) { operatorView.stdout.contains("homeassistant/status online") },
+                "the operator reads homeassistant/#\n\(operatorView.stdout)")
+        #expect(!operatorView.stdout.contains("brain/status forged"))
+
         // Ana's app joins her own beacon and hears from the brain.
         let app = try startProgram("beaconctl", ["observe", "--config", store.config, "--broker", "mqtts://ana@127.0.0.1:\(store.port)",
                                                  "--client", "ana", "--major", "7", "--minor", "1", "--count", "1"],
                                    in: store.dir, environment: ["BEACONBRIDGE_MQTT_PASSWORD": try store.password("ana")])
         #expect(await app.waitForExit(timeout: 30) == 0, "\(app.diagnostics)\n\(brain.diagnostics)")
         #expect(app.stdout.contains(#""type":"ad""#), "\(app.diagnostics)")
+        #expect(await eventually(timeout: 10) { operatorView.stdout.contains("observers/ana/inbox {") },
+                "the operator reads observers/#\n\(operatorView.stdout)")
 
         // Each under its own user name, which is also its client id (use_username_as_clientid).
         let log = store.broker.log
-        for user in ["door", "brain", "ana", "operator"] {
+        #expect(!log.contains("Warning: ACL pattern"), "\(log.suffix(4000))")
+        for user in ["door", "brain", "ana", "operator", "homeassistant"] {
             #expect(log.contains(" as \(user) ") && log.contains("u'\(user)'"), "\(user) did not log in as itself\n\(log.suffix(4000))")
         }
         #expect(!gateway.stderr.contains("warning"), "no risk to warn about: \(gateway.stderr)")
@@ -169,18 +196,122 @@ struct ProvisionTests {
     func idempotent() async throws {
         let store = try await Self.provision("provision-again")
         let door = try store.password("door"), ca = try String(contentsOfFile: store.out + "/ca/ca.crt", encoding: .utf8)
-        let again = try startProgram("beaconctl", ["provision", store.config, "--out", store.out, "--observer", "carla"],
-                                     in: store.dir)
+        let web = try String(contentsOfFile: store.out + "/web/web.crt", encoding: .utf8)
+        // An operator adds a user by hand, and its rules in local.acl.
+        let hand = try ChildProcess(Programs.system("mosquitto_passwd")!, ["-b", store.out + "/broker/passwd", "dana", "by-hand"],
+                                    in: store.dir)
+        #expect(await hand.waitForExit(timeout: 30) == 0, "\(hand.diagnostics)")
+        let local = "user dana\ntopic read beacons/+/+/ad\ntopic write dana/notes\n"
+        try local.write(toFile: store.out + "/broker/local.acl", atomically: true, encoding: .utf8)
+        let again = try startProgram("beaconctl", ["provision", store.config, "--out", store.out, "--observer", "carla",
+                                                   "--port", String(store.port), "--bind", "127.0.0.1",
+                                                   "--broker-directory", store.out + "/broker"], in: store.dir)
         #expect(await again.waitForExit(timeout: 60) == 0, "\(again.diagnostics)")
         #expect(try store.password("door") == door)
         #expect(try String(contentsOfFile: store.out + "/ca/ca.crt", encoding: .utf8) == ca)
         #expect(try store.password("carla").count == 48)
         let passwd = try String(contentsOfFile: store.out + "/broker/passwd", encoding: .utf8)
         #expect(passwd.contains("carla:$7$") && passwd.contains("door:$7$") && !passwd.contains(door))
-        for file in ["credentials/door.password", "credentials/brain.secret", "broker/passwd", "broker/broker.key", "ca/ca.key"] {
+        #expect(passwd.contains("dana:$7$"), "the hand-added user was erased:\n\(passwd)")
+        #expect(again.stdout.contains("kept 1 user(s) added to broker/passwd by hand: dana"), "\(again.diagnostics)")
+        let acl = try String(contentsOfFile: store.out + "/broker/beaconbridge.acl", encoding: .utf8)
+        #expect(acl.hasSuffix(local), "\(acl.suffix(500))")
+        #expect(try String(contentsOfFile: store.out + "/web/web.crt", encoding: .utf8) == web)
+        for file in ["credentials/door.password", "credentials/brain.secret", "ca/ca.key", "web/web.key"] {
             let mode = try FileManager.default.attributesOfItem(atPath: store.out + "/" + file)[.posixPermissions] as? Int
             #expect(mode == 0o600, "\(file) is \(String(mode ?? 0, radix: 8))")
         }
+        // The broker reads broker/ in place (--broker-directory): shared with its group, no one else.
+        for file in ["broker/passwd", "broker/broker.key"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: store.out + "/" + file)
+            let expected = geteuid() == 0 ? 0o640 : 0o600
+            #expect(attributes[.posixPermissions] as? Int == expected, "\(file): \(attributes)")
+        }
+
+        // The broker, restarted on the new files, lets dana in with her hand-set password.
+        await store.broker.stop()
+        let security = try String(contentsOfFile: store.out + "/broker/beaconbridge.conf", encoding: .utf8)
+        let broker = try await MosquittoBroker.start(in: store.dir, extraConfig: security)  // its listener: store.port
+        let dana = try ChildProcess(Programs.system("mosquitto_pub")!, [
+            "-h", "127.0.0.1", "-p", String(store.port), "--cafile", store.out + "/clients/ca.crt",
+            "-u", "dana", "-P", "by-hand", "-t", "dana/notes", "-m", "hi"], in: store.dir)
+        #expect(await dana.waitForExit(timeout: 15) == 0, "\(dana.diagnostics)\n\(broker.diagnostics)")
+
+        // local.acl must begin with a user: a bare topic line would add to the generated file's last user.
+        try "topic readwrite #\n".write(toFile: store.out + "/broker/local.acl", atomically: true, encoding: .utf8)
+        let refused = try startProgram("beaconctl", ["provision", store.config, "--out", store.out], in: store.dir)
+        #expect(await refused.waitForExit(timeout: 60) == 2, "\(refused.diagnostics)")
+        #expect(refused.stderr.contains("must follow a \"user NAME\" line"), "\(refused.diagnostics)")
+        await broker.stop()
+    }
+
+    @Test("the broker reads the provisioned files in place as its own user, mosquitto, whatever --out's mode")
+    func brokerUserReadsInPlace() async throws {
+        try #require(geteuid() == 0 && getpwnam("mosquitto") != nil, "needs root and the mosquitto user (Debian's mosquitto)")
+        let store = try await Self.provision("provision-in-place")
+        await store.broker.stop()
+        // Mosquitto started as root drops to user mosquitto before it reads the password file
+        // and the ACL (its default `user`); the test's directory lets it pass, nothing more.
+        chmod(store.dir.path, 0o711)
+        let security = try String(contentsOfFile: store.out + "/broker/beaconbridge.conf", encoding: .utf8)
+        let configuration = try store.dir.write("in-place.conf", "log_dest stderr\nlog_type all\n" + security)
+        let broker = try ChildProcess(Programs.system("mosquitto")!, ["-c", configuration], in: store.dir, name: "mosquitto-in-place")
+        var published: Int32?
+        _ = await eventually(timeout: 20, interval: 0.5) {
+            published = try? await Self.publish(store, as: "operator", "gateways/door/cmd", "{}")
+            return published == 0 || !broker.isRunning
+        }
+        #expect(published == 0, "\(broker.diagnostics)")
+        #expect(!broker.stderr.contains("Unable to open"), "\(broker.diagnostics)")
+        _ = await broker.stop()
+    }
+
+    @Test("each screen logs in as itself with the fleet's web certificate; two on one login are told why they drop")
+    func screensAreThemselves() async throws {
+        let store = try await Self.provision("provision-screens", extra: ["--display", "lobby", "--display", "till"])
+        let users = try await BeaconWebTests.usersFile(in: store.dir)
+        func screen(_ user: String?) throws -> ChildProcess {
+            var arguments = ["--config", store.config, "--users", users, "--port", "0",
+                             "--tls-cert", store.out + "/web/web.crt", "--tls-key", store.out + "/web/web.key"]
+            if let user {
+                arguments += ["--mqtt-user", user, "--mqtt-password-file", store.out + "/credentials/\(user).password"]
+            }
+            return try startProgram("beacon-web", arguments, in: store.dir)
+        }
+        let lobby = try screen("display-lobby"), till = try screen("display-till")
+        var url: String?
+        _ = await eventually(timeout: 30) {
+            url = lobby.stdoutLines.first { $0.hasPrefix("listening on ") }.map { String($0.dropFirst(13)) }
+            return url != nil || !lobby.isRunning
+        }
+        // The page's certificate is the fleet CA's, for the broker's name (127.0.0.1 here).
+        let url_ = try #require(url, "\(lobby.diagnostics)")
+        #expect(url_.hasPrefix("https://127.0.0.1:"))
+        let curl = try ChildProcess(Programs.system("curl")!, ["-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                                                               "--cacert", store.out + "/clients/ca.crt", url_ + "/healthz"],
+                                    in: store.dir)
+        #expect(await curl.waitForExit(timeout: 15) == 0, "\(curl.diagnostics)")
+        #expect(curl.stdout == "200", "\(curl.diagnostics)")
+        #expect(await eventually(timeout: 20) {
+            store.broker.log.contains(" as display-lobby (") && store.broker.log.contains(" as display-till (")
+        }, "\(store.broker.diagnostics)")
+        #expect(!lobby.stderr.contains("warning") && !till.stderr.contains("warning"), "\(lobby.stderr)\n\(till.stderr)")
+
+        // A second screen on the lobby's login: the broker drops one for the other, over and over.
+        let twin = try screen("display-lobby")
+        #expect(await eventually(timeout: 45) {
+            (lobby.stderr + twin.stderr).contains("another client is probably connected with the same client id \"display-lobby\"")
+        }, "\(lobby.diagnostics)\n\(twin.diagnostics)\n\(store.broker.log.suffix(3000))")
+        #expect(store.broker.log.contains("already connected, closing old connection"))
+        #expect(!till.stderr.contains("same client id"), "\(till.diagnostics)")
+        await twin.stop()
+
+        // Without a password: said at start-up, as the gateway and the brain say it.
+        let anonymous = try screen(nil)
+        #expect(await eventually(timeout: 20) { anonymous.stderr.contains("no broker password") }, "\(anonymous.diagnostics)")
+        await anonymous.stop()
+        await till.stop()
+        await lobby.stop()
         await store.broker.stop()
     }
 }

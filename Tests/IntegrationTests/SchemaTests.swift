@@ -32,6 +32,7 @@ struct SchemaTests {
         #expect(keys(defs?["store"]?["properties"]?["bridge"]) == Set(FleetConfig.storeBridgeKeys))
         #expect(keys(schema["properties"]?["bridge"]) == Set(FleetConfig.bridgeKeys))
         #expect(keys(schema["properties"]?["brain"]) == Set(FleetConfig.brainKeys))
+        #expect(keys(schema["properties"]?["history"]) == Set(FleetConfig.historyKeys))
         let triggers = defs?["rule"]?["properties"]?["when"]?["enum"]?.arrayValue?.compactMap(\.stringValue)
         #expect(triggers == Rule.Trigger.names)
     }
@@ -75,6 +76,8 @@ struct SchemaTests {
             #"{"stores": [{"major": 1, "broker": {"username": "u"}}]}"#,
             #"{"stores": [{"major": 1, "broker": {"url": "mqtt://s1"}, "bridge": {"passwordFile": "/p"}}]}"#,
             #"{"bridge": {"keepalive": 2}}"#,
+            #"{"history": {"retentionDays": 0}}"#,
+            #"{"history": {"utcOffset": "+1"}}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1}]}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "store": 1}]}"#,
             #"{"beacons": [{"namespace": "0011", "instance": "aabbccddeeff"}]}"#,

@@ -1,0 +1,116 @@
+import ArgumentParser
+import BeaconKit
+import CommandLineSupport
+import Config
+import HistoryStore
+import Logging
+import ServiceLifecycle
+import Telemetry
+
+struct BeaconHistory: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "beacon-history",
+        abstract: "Keep every visit the brain decides: the store's memory (footfall, dwell, conversion, queue time).",
+        discussion: """
+        Reads (QoS 1, a persistent session: the broker keeps what comes while
+        beacon-history is down):
+          beacons/<major>/<minor>/events           the brain's decisions:
+          eddystone/<namespace>/<instance>/events  {"event":"enter"|"zone"|"exit",
+                                                   "zone","zoneName","from"?,
+                                                   "since","ts"} (capture times)
+
+        Keeps, in one SQLite file (the config's history.database, or --database):
+          visits     store, visitor, enter and exit capture times
+          segments   each zone a visit passed through, from when
+          daily      each day's figures, kept after its visits are erased
+        The visitor is a pseudonym: a keyed hash (HMAC-SHA-256) of the beacon's id
+        under the key in history.keyFile (default: the database's path + ".key",
+        created on first start, mode 0600). Names, profiles and photos are never
+        read. Visits older than history.retentionDays (90) are erased hourly.
+
+        Each decision is stored by its natural key (store, visitor, visit start;
+        a segment by visit, time and zone): a redelivered, replayed or re-read
+        decision is stored once. Malformed decisions and decisions about stores
+        the config does not list are skipped and counted; a write that fails (a
+        full disk, a read-only or locked file) is retried with back-off, keeping
+        what waits.
+
+        --metrics HOST:PORT serves, every 15 s, beaconbridge_history_footfall_today
+        and beaconbridge_history_occupancy per store (label store), and the counters
+        (stored, duplicates, write_failures, skipped by reason).
+
+        Figures: beaconctl report --store N --from … --to …   (docs/history.md)
+        Erasing one person: beaconctl forget --beacon MAJOR/MINOR
+
+        Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 on a runtime
+        failure, 2 for bad usage or a bad config.
+
+        Example:
+          beacon-history --config fleet.json --broker mqtt://localhost
+        """)
+
+    @Option(name: .long, help: ArgumentHelp("The fleet config (JSON).", valueName: "FLEET.json"))
+    var config: String
+
+    @Option(name: .long, help: ArgumentHelp("Override the config's broker: mqtt://[user@]host[:port] or mqtts://…",
+                                            valueName: "URL"))
+    var broker: String?
+
+    @Option(name: .long, help: ArgumentHelp("Override the config's history.database (a SQLite file).", valueName: "FILE"))
+    var database: String?
+
+    @Option(name: .long, help: ArgumentHelp("The MQTT client id (default beacon-history); the broker keeps its session.",
+                                            valueName: "ID"))
+    var clientId: String = "beacon-history"
+
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: LogLevelOption = .info
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Serve today's footfall and the occupancy per store as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+        valueName: "HOST:PORT"))
+    var metrics: String?
+
+    func validate() throws {
+        if let metrics, case .failure(let error) = MetricsEndpoint.parse(address: metrics) {
+            throw ValidationError("--metrics: \(error)")
+        }
+    }
+
+    func run() async throws {
+        bootstrapLogging(logLevel)
+        var fleet = try ConfigLoading.load(config)
+        try ConfigLoading.override(&fleet, broker: broker)
+        if let database { fleet.history.database = database }
+        let password = try ConfigLoading.password(for: fleet.broker)
+        let logger = Logger(label: "beacon-history")
+        for risk in fleet.broker.risks(hasPassword: password != nil) { logger.warning("\(risk)") }
+        let store: HistoryDatabase
+        let pseudonyms: Pseudonymizer
+        do {
+            pseudonyms = Pseudonymizer(key: try Pseudonymizer.loadOrCreateKey(at: fleet.history.resolvedKeyFile))
+            store = try HistoryDatabase(path: fleet.history.database)
+        } catch {
+            throw CommandFailure("\(error)", status: .failure)
+        }
+        var options = HistoryService.Options()
+        options.clientID = clientId
+        let service: HistoryService
+        do {
+            service = try HistoryService(config: fleet, password: password, database: store, pseudonyms: pseudonyms,
+                                         logger: logger, options: options)
+        } catch {
+            throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
+        }
+        var endpoints: [any Service] = []
+        if let metrics, case .success(let address) = MetricsEndpoint.parse(address: metrics) {
+            MetricsEndpoint.bootstrap()
+            endpoints.append(MetricsEndpoint.service(host: address.host, port: address.port, logger: logger) { url in
+                logger.info("serving metrics", metadata: ["url": "\(url)"])
+            })
+        }
+        try await runService(service, also: endpoints, logger: logger)
+    }
+}
+
+await runMain(BeaconHistory.self)

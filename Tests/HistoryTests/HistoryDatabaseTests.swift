@@ -1,0 +1,168 @@
+import BeaconKit
+import BrainCore
+import Config
+import Foundation
+import GRDB
+import History
+@testable import HistoryStore
+import TestSupport
+import Testing
+
+@Suite struct HistoryDatabaseTests {
+    /// Three visits in store 100, one in 200; the first visitor comes back.
+    func day() -> [ZoneDecision] {
+        let a = BeaconRef(major: 100, minor: 1), b = BeaconRef(major: 100, minor: 2), c = BeaconRef(major: 200, minor: 3)
+        return decisions(a, since: 0, moves: [(0, "door"), (20, "queue"), (80, "counter")], exit: 100)
+            + decisions(b, since: 10, moves: [(10, "door"), (40, "counter")], exit: 70)
+            + decisions(c, since: 15, moves: [(15, "door-200")], exit: 45)
+            + decisions(a, since: 500, moves: [(500, "door")], exit: nil)
+    }
+
+    func contents(_ db: HistoryDatabase) throws -> [Visit] {
+        try db.visits(store: nil, from: t(-3_600), to: t(3_600)).sorted { ($0.since, $0.visitor) < ($1.since, $1.visitor) }
+    }
+
+    @Test func keepsEachDecisionOnceWhateverTheOrderOrRepetition() throws {
+        let config = try historyFleet()
+        let directory = try TemporaryDirectory("history")
+        let once = try HistoryDatabase(path: directory.file("once.sqlite"))
+        let counted = try once.ingest(events(day(), config: config), pseudonyms: testKey)
+        #expect(counted == .init(stored: 10, duplicates: 0))
+
+        // The same decisions shuffled, twice over, in batches of three: the same history.
+        let twice = try HistoryDatabase(path: directory.file("twice.sqlite"))
+        var generator = SystemRandomNumberGenerator()
+        let replayed = (events(day(), config: config) + events(day(), config: config)).shuffled(using: &generator)
+        var total = HistoryDatabase.IngestCount()
+        for start in stride(from: 0, to: replayed.count, by: 3) {
+            let c = try twice.ingest(Array(replayed[start..<min(start + 3, replayed.count)]), pseudonyms: testKey)
+            total.stored += c.stored
+            total.duplicates += c.duplicates
+        }
+        #expect(total.duplicates == 10)
+        #expect(try contents(twice) == contents(once))
+        let counts = try once.counts()
+        #expect(counts.visits == 4 && counts.segments == 7 && counts.visitors == 3)
+
+        let visits = try contents(once)
+        #expect(visits.map(\.store) == [100, 100, 200, 100])
+        #expect(visits[0].segments.map(\.zone) == ["door", "queue", "counter"])
+        #expect(visits[0].ended == t(100))
+        #expect(visits[3].ended == nil && visits[3].returning && !visits[0].returning)
+        #expect(visits[0].visitor == visits[3].visitor)
+        // A pseudonym, not the beacon.
+        #expect(visits[0].visitor.count == 32 && !visits[0].visitor.contains("100"))
+    }
+
+    @Test func forgetErasesOnePersonsVisitsOnly() throws {
+        let config = try historyFleet()
+        let directory = try TemporaryDirectory("history")
+        let db = try HistoryDatabase(path: directory.file("h.sqlite"))
+        _ = try db.ingest(events(day(), config: config), pseudonyms: testKey)
+        #expect(try db.forget(BeaconRef(major: 100, minor: 1), pseudonyms: testKey) == 2)
+        let left = try contents(db)
+        #expect(left.count == 2)
+        #expect(!left.contains { $0.visitor == testKey.pseudonym(of: BeaconRef(major: 100, minor: 1)) })
+        let counts = try db.counts()
+        #expect(counts.segments == 3 && counts.visitors == 2)
+        #expect(try db.forget(BeaconRef(major: 100, minor: 1), pseudonyms: testKey) == 0)
+    }
+
+    @Test func pruneKeepsTheDaysFiguresAndErasesTheVisits() throws {
+        let config = try historyFleet()
+        let directory = try TemporaryDirectory("history")
+        let db = try HistoryDatabase(path: directory.file("h.sqlite"))
+        _ = try db.ingest(events(day(), config: config), pseudonyms: testKey)
+        let erased = try db.prune(before: t(400), options: config.history.figureOptions, now: t(1_000))
+        #expect(erased == 3)
+        #expect(try contents(db).count == 1)
+        let daily = try db.daily(store: 100, from: t(-86_400), to: t(86_400))
+        #expect(daily.count == 1)
+        #expect(daily.first?.footfall == 3)
+        #expect(daily.first?.reachedCounter == 2)
+        // The visitor of the kept visit remains; the erased ones' visitors are gone.
+        #expect(try db.counts().visitors == 1)
+    }
+
+    @Test func migratesAFileOfThePreviousVersion() throws {
+        let directory = try TemporaryDirectory("history")
+        let path = directory.file("v1.sqlite")
+        // A file as the first version left it, with a visit in it.
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try HistoryDatabase.migrator.migrate(queue, upTo: "v1-visits")
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO visitors (id, pseudonym, firstSeen) VALUES (1, 'p', 0)")
+                try db.execute(sql: "INSERT INTO visits (id, store, visitor, since, ended) VALUES (1, 100, 1, 0, 5000)")
+                try db.execute(sql: "INSERT INTO segments (visit, entered, zone, zoneName) VALUES (1, 0, 'door', 'Entrance')")
+            }
+        }
+        let db = try HistoryDatabase(path: path)
+        #expect(try db.appliedMigrations() == HistoryDatabase.versions.sorted())
+        let visits = try db.visits(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 60))
+        #expect(visits.count == 1 && visits.first?.segments.first?.left == Instant(seconds: 5))
+        #expect(try db.daily(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 86_400)).isEmpty)
+    }
+
+    @Test func aReadOnlyFileSaysSoAndLosesNothing() throws {
+        let config = try historyFleet()
+        let directory = try TemporaryDirectory("history")
+        let path = directory.file("h.sqlite")
+        _ = try HistoryDatabase(path: path)
+        let readOnly = try HistoryDatabase(path: path, readOnly: true)
+        do {
+            _ = try readOnly.ingest(events(day(), config: config), pseudonyms: testKey)
+            Issue.record("a read-only database took a write")
+        } catch {
+            #expect("\(error)".contains("readonly"), "\(error)")
+            #expect("\(error)".contains(path))
+        }
+    }
+
+    @Test func aFullDiskIsAnErrorAndTheBatchGoesInOnceThereIsRoom() throws {
+        let config = try historyFleet()
+        let directory = try TemporaryDirectory("history")
+        let db = try HistoryDatabase(path: directory.file("h.sqlite"))
+        // SQLite's own way of running out of room: no page beyond those in use.
+        let pages = try db.writer.read { try Int.fetchOne($0, sql: "PRAGMA page_count") ?? 0 }
+        try db.writer.writeWithoutTransaction { try $0.execute(sql: "PRAGMA max_page_count = \(pages)") }
+        var many: [ZoneDecision] = []
+        for i in 0..<400 {
+            let start = Double(i)
+            many += decisions(BeaconRef(major: 100, minor: UInt16(i)), since: start, moves: [(start, "door")], exit: start + 30)
+        }
+        do {
+            _ = try db.ingest(events(many, config: config), pseudonyms: testKey)
+            Issue.record("a full database took the batch")
+        } catch {
+            #expect("\(error)".contains("full"), "\(error)")
+        }
+        #expect(try db.counts().visits == 0)
+        try db.writer.writeWithoutTransaction { try $0.execute(sql: "PRAGMA max_page_count = 1073741823") }
+        #expect(try db.ingest(events(many, config: config), pseudonyms: testKey).stored == 800)
+        #expect(try db.counts().visits == 400)
+    }
+}
+
+@Suite struct PseudonymTests {
+    /// Python's hmac.new(key, b"100/7", hashlib.sha256).hexdigest()[:32] computes the same.
+    @Test func aKeyedHashOfTheBeaconsId() {
+        #expect(testKey.pseudonym(of: BeaconRef(major: 100, minor: 7)) == "886c90aaba2ddeaf284cb049f2c5a3c7")
+        let eddystone = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                  instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        #expect(testKey.pseudonym(of: eddystone) == "d6538396aa439a66428f2d6750bbda9f")
+        #expect(Pseudonymizer(key: Array("another key".utf8)).pseudonym(of: BeaconRef(major: 100, minor: 7))
+                != testKey.pseudonym(of: BeaconRef(major: 100, minor: 7)))
+    }
+
+    @Test func aMissingKeyIsCreatedOnceReadableByItsOwnerOnly() throws {
+        let directory = try TemporaryDirectory("history")
+        let path = directory.file("h.key")
+        #expect(throws: HistoryStoreError.self) { try Pseudonymizer.loadKey(at: path) }
+        let key = try Pseudonymizer.loadOrCreateKey(at: path)
+        #expect(key.count == 64)
+        #expect(try Pseudonymizer.loadOrCreateKey(at: path) == key)
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}

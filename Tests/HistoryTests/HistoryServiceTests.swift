@@ -1,0 +1,147 @@
+import BeaconKit
+import BrainCore
+import Config
+import Foundation
+import History
+import HistoryStore
+import MQTT
+import TestSupport
+import Testing
+
+/// beacon-history against a real Mosquitto: the same decisions published once, cleanly, and
+/// once through every fault the service is meant to survive must leave the same history.
+@Suite(.serialized) struct HistoryServiceTests {
+    /// 40 visits over two stores (and one Eddystone beacon of store 100), a few zone changes each.
+    static func workload() -> [ZoneDecision] {
+        var out: [ZoneDecision] = []
+        for i in 0..<40 {
+            let store: UInt16 = i % 4 == 3 ? 200 : 100
+            let zones = store == 100 ? ["door", "queue", "counter", "door"] : ["door-200", "counter-200"]
+            let start = Double(i * 20)
+            let moves = zones.prefix(1 + i % zones.count).enumerated().map { (start + Double($0.offset * 7), $0.element) }
+            out += decisions(BeaconRef(major: store, minor: UInt16(i % 25)), since: start, moves: Array(moves),
+                             exit: i % 10 == 9 ? nil : start + Double(moves.count * 7 + 5))
+        }
+        let eddystone = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                  instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        out += decisions(eddystone, since: 5, moves: [(5, "door"), (9, "counter")], exit: 30)
+        return out
+    }
+
+    /// A probe decision (its own visit): once it is stored, everything published before it is too.
+    static func probe(_ n: Int) -> ZoneDecision {
+        decisions(BeaconRef(major: 100, minor: UInt16(1_000 + n)), since: 5_000 + Double(n), moves: [(5_000 + Double(n), "door")],
+                  exit: nil)[0]
+    }
+
+    struct Rig {
+        let directory: TemporaryDirectory
+        let broker: MosquittoBroker
+        let configPath: String
+        let databasePath: String
+        let publisher: MQTTClient
+
+        static func start(_ label: String, key: String) async throws -> Rig {
+            let directory = try TemporaryDirectory("history-\(label)")
+            // The broker keeps what a persistent session misses, however much (the default keeps 1000).
+            let broker = try await MosquittoBroker.start(in: directory, extraConfig: "max_queued_messages 0")
+            let databasePath = directory.file("history.sqlite")
+            let configPath = try directory.write("fleet.json", """
+            {
+              "broker": {"url": "\(broker.url)", "keepalive": 5},
+              "gateways": [{"id": "door", "store": 100}, {"id": "queue", "store": 100}, {"id": "counter", "store": 100},
+                           {"id": "door-200", "store": 200}, {"id": "counter-200", "store": 200}],
+              "stores": [{"major": 100}, {"major": 200}],
+              "beacons": [{"namespace": "00112233445566778899", "instance": "aabbccddeeff", "store": 100}],
+              "history": {"database": "\(databasePath)", "keyFile": "\(key)"}
+            }
+            """)
+            let publisher = try MQTTClient(MQTTClientOptions(broker: broker.brokerURL, clientID: "test-brain-\(label)"))
+            try publisher.start()
+            return Rig(directory: directory, broker: broker, configPath: configPath, databasePath: databasePath,
+                       publisher: publisher)
+        }
+
+        func startHistory() throws -> ChildProcess {
+            let path = Programs.built("beacon-history")
+            return try ChildProcess(path, ["--config", configPath, "--log-level", "warning"], in: directory, name: "beacon-history")
+        }
+
+        func publish(_ decisions: [ZoneDecision]) async throws {
+            for decision in decisions {
+                try publisher.publish(MQTTMessage(topic: Topics().zoneEvents(of: decision.beacon), text: decision.json, qos: 1))
+            }
+            #expect(await publisher.waitUntilPublished(timeout: 30))
+        }
+
+        /// Publishes probe `n` until the history holds it (the first time, until the service
+        /// has subscribed).
+        func waitForProbe(_ n: Int, history: ChildProcess) async throws {
+            let probe = HistoryServiceTests.probe(n)
+            let stored = await eventually(timeout: 60, interval: 0.5) {
+                try? await publish([probe])
+                guard FileManager.default.fileExists(atPath: databasePath),
+                      let db = try? HistoryDatabase(path: databasePath, readOnly: true),
+                      let visits = try? db.visits(store: 100, from: probe.since, to: probe.since + 1) else { return false }
+                return visits.contains { $0.since == probe.since }
+            }
+            #expect(stored, "probe \(n) not stored: \(history.stderr.suffix(2000))")
+        }
+
+        func history() throws -> [Visit] {
+            try HistoryDatabase(path: databasePath, readOnly: true).visits(store: nil, from: t(-3_600), to: t(86_400))
+                .sorted { ($0.store, $0.since, $0.visitor) < ($1.store, $1.since, $1.visitor) }
+        }
+
+        func stop() async {
+            await publisher.stop()
+            await broker.stop()
+        }
+    }
+
+    @Test func restartsRedeliveryReplaysAndABrokerRestartNeitherLoseNorDouble() async throws {
+        let keys = try TemporaryDirectory("history-key")
+        let key = try keys.write("history.key", "the same key for both runs\n")
+        let all = Self.workload()
+        let third = all.count / 3
+
+        // Without a fault.
+        let clean = try await Rig.start("clean", key: key)
+        var history = try clean.startHistory()
+        try await clean.waitForProbe(0, history: history)
+        try await clean.publish(all)
+        try await clean.waitForProbe(1, history: history)
+        try await clean.waitForProbe(2, history: history)
+        #expect(await history.stop() == 0)
+        let expected = try clean.history()
+        await clean.stop()
+
+        // With faults.
+        let faulty = try await Rig.start("faulty", key: key)
+        history = try faulty.startHistory()
+        try await faulty.waitForProbe(0, history: history)
+        try await faulty.publish(Array(all[..<third]))
+        // Killed without a goodbye while decisions arrive; the broker keeps the session's.
+        history.signal(SIGKILL)
+        _ = await history.waitForExit()
+        try await faulty.publish(Array(all[third..<(2 * third)]))
+        history = try faulty.startHistory()
+        // The middle third reaches it only through the session the broker kept. The rest
+        // comes shuffled with a replay of the first third (stored, or caught in the kill).
+        var generator = SystemRandomNumberGenerator()
+        try await faulty.publish((Array(all[(2 * third)...]) + Array(all[..<third])).shuffled(using: &generator))
+        try await faulty.waitForProbe(1, history: history)
+        // The broker goes away and comes back (without its sessions): the service reconnects and subscribes again.
+        await faulty.broker.kill()
+        try await faulty.broker.restart()
+        try await faulty.waitForProbe(2, history: history)
+        #expect(await history.stop() == 0)
+        let got = try faulty.history()
+        await faulty.stop()
+
+        #expect(got.count == expected.count)
+        #expect(got == expected)
+        #expect(expected.count == 44)
+        #expect(expected.filter { $0.ended == nil }.count == 4 + 3)
+    }
+}
