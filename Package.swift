@@ -221,7 +221,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "GatewayCore", "LiveClock", "TestSupport", "CommandLineSupport",
                            "History", "HistoryStore",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline"],
             swiftSettings: swiftSettings),
