@@ -215,6 +215,11 @@ extension FleetState {
 
         /// Stands out on the dashboard.
         public var needsAttention: Bool { self == .offline || self == .late || self == .stalled }
+
+        /// Its last health is not a current figure: the gateway is offline or its health is
+        /// overdue, so the dashboard greys the figures and dates them instead of showing them
+        /// as now.
+        public var figuresAreStale: Bool { self == .offline || self == .late }
     }
 
     public func condition(ofGateway id: String, at now: Instant) -> GatewayCondition {
@@ -271,6 +276,7 @@ extension FleetState {
                 g("store", gateway?.store.map(Int.init))
                 g("condition", condition.rawValue)
                 g("attention", condition.needsAttention)
+                g("stale", condition.figuresAreStale && health != nil)
                 g("status", status?.online.map { $0 ? "online" : "offline" })
                 g("source", health?.source ?? gateway?.source.map { "\($0)" })
                 g("sourceState", health?.sourceState)

@@ -149,6 +149,21 @@ enum Assets {
     .scroll { overflow-x:auto; }
     tr.attention { background:#fde8e8; } tr.attention td:first-child { border-left:.35rem solid var(--bad); }
     tr.quiet, tr.paused, tr.unknown { background:#fff6e5; }
+    tr.dated td.figure { color:#8a949d; font-style:italic; }
+    /* A tablet (768 px) and narrower: each gateway a block of labelled figures, nothing off-screen. */
+    @media (max-width: 1000px) {
+      table.gateways, table.gateways tbody { display:block; }
+      table.gateways thead { display:none; }
+      table.gateways tr { display:grid; grid-template-columns:repeat(auto-fill, minmax(8.5rem, 1fr));
+                          border-bottom:1px solid #ddd; padding:.3rem 0; }
+      table.gateways td { border:0; white-space:normal; overflow-wrap:anywhere; text-align:left; min-width:0; }
+      table.gateways td.source { max-width:none; grid-column:span 2; }
+      table.gateways tr.attention { border-left:.35rem solid var(--bad); }
+      table.gateways tr.attention td:first-child { border-left:0; }
+      table.gateways td.wrap { grid-column:1 / -1; }
+      table.gateways td::before { content:attr(data-label); display:block; font-size:.75rem; color:var(--muted);
+                                  font-style:normal; }
+    }
     .badge { display:inline-block; padding:.1rem .5rem; border-radius:1rem; font-size:.8rem; font-weight:700; color:#fff; background:var(--accent); }
     .badge.offline, .badge.late, .badge.stalled { background:var(--bad); }
     .badge.quiet, .badge.paused, .badge.unknown { background:var(--warn); }
@@ -290,18 +305,25 @@ enum Assets {
             cal += '; learned ' + (g.learned.pinned ? 'nothing (pinned)' :
               (g.learned.rssiOffset >= 0 ? '+' : '') + g.learned.rssiOffset + ' dB, store n ' + g.learned.pathLossExponent);
           }
-          return el('tr', { 'class': 'gateway ' + g.condition + (g.attention ? ' attention' : ''), 'data-id': g.id,
-                            'data-condition': g.condition },
-            el('td', {}, el('b', {}, g.id)), el('td', {}, g.zone || ''),
-            el('td', {}, el('span', { 'class': 'badge ' + g.condition }, g.condition)),
-            el('td', { 'class': 'source', title: g.source || '' }, (g.sourceState || '—') + (g.source ? ' · ' + g.source : '')),
-            el('td', { 'class': 'num' }, fixed(g.advertsPerSecond, 1)),
-            el('td', { 'class': 'num' }, fixed(g.decodedPerSecond, 1)),
-            el('td', { 'class': 'num' }, fixed(g.malformed, 0)),
-            el('td', { 'class': 'num' }, fixed(g.dropped, 0)),
-            el('td', { 'class': 'num' }, fixed(g.tracked, 0)),
-            el('td', {}, g.lastHealth ? ago(g.lastHealth).replace(/^(\d.*)$/, '$1 ago') : 'never'),
-            el('td', { 'class': 'wrap' }, cal), el('td', {}, g.version || ''));
+          // An offline or late gateway's last figures are not current: greyed, and dated on hover.
+          var heard = g.lastHealth ? ago(g.lastHealth).replace(/^(\d.*)$/, '$1 ago') : 'never';
+          function figure(label, value) {
+            return el('td', g.stale ? { 'class': 'num figure', 'data-label': label, title: 'last heard ' + heard + ', not current' }
+                                    : { 'class': 'num figure', 'data-label': label }, value);
+          }
+          return el('tr', { 'class': 'gateway ' + g.condition + (g.attention ? ' attention' : '') + (g.stale ? ' dated' : ''),
+                            'data-id': g.id, 'data-condition': g.condition },
+            el('td', { 'data-label': 'Gateway' }, el('b', {}, g.id)), el('td', { 'data-label': 'Zone' }, g.zone || ''),
+            el('td', { 'data-label': 'Condition' }, el('span', { 'class': 'badge ' + g.condition }, g.condition)),
+            el('td', { 'class': 'source' + (g.stale ? ' figure' : ''), 'data-label': 'Source', title: g.source || '' },
+               (g.sourceState || '—') + (g.source ? ' · ' + g.source : '')),
+            figure('Adverts/s', fixed(g.advertsPerSecond, 1)),
+            figure('Decoded/s', fixed(g.decodedPerSecond, 1)),
+            figure('Malformed', fixed(g.malformed, 0)),
+            figure('Dropped', fixed(g.dropped, 0)),
+            figure('Tracked', fixed(g.tracked, 0)),
+            el('td', { 'data-label': 'Last health' }, heard),
+            el('td', { 'class': 'wrap', 'data-label': 'Calibration' }, cal), el('td', { 'data-label': 'Version' }, g.version || ''));
         });
         var head = el('tr', {}, 'Gateway,Zone,Condition,Source,Adverts/s,Decoded/s,Malformed,Dropped,Tracked,Last health,Calibration,Version'
           .split(',').map(function (h) { return el('th', {}, h); }));

@@ -25,6 +25,15 @@ struct BeaconWebTests {
         return try dir.write("users", "# staff of Main Street\nmanager:\(hash)\n")
     }
 
+    /// Logs `page`, showing the login form, in as `manager`, as staff do.
+    static func logIn(_ page: BrowserPage) async throws {
+        _ = try await page.evaluate("""
+            document.querySelector('[name=username]').value = 'manager';
+            document.querySelector('[name=password]').value = '\(password)';
+            document.querySelector('form.login').submit(); true
+            """)
+    }
+
     /// Starts `beacon-web` on a free port; its base URL once it listens.
     static func startWeb(config: String, in dir: TemporaryDirectory, extra: [String] = [],
                          cost: Int = 4) async throws -> (ChildProcess, String) {

@@ -117,6 +117,13 @@ struct FleetStateTests {
         #expect(rows[3]["calibration"] == .null, "a gateway outside the config has no calibration")
         #expect(page["attention"] == .number(2))
         #expect(page["brain"] == .string("unknown"))
+        #expect(rows.map { $0["stale"] } == [false, false, false, false].map(JSONValue.bool), "window has no figures to grey")
+
+        // Its last figures stay, but are no longer current: offline, or health overdue (late).
+        state.receive("gateways/counter/status", "offline")
+        let later = try #require(state.parsed(.fleet, at: 80)["gateways"]?.arrayValue)
+        #expect(later.map { $0["stale"] } == [true, true, false, true].map(JSONValue.bool), "\(later)")
+        #expect(later[1]["advertsPerSecond"] == .number(0) && later[1]["condition"] == .string("offline"))
     }
 
     @Test("the dashboard shows what the brain's calibration learned beside the config's values, and forgets a deleted record")
