@@ -99,7 +99,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock",
+            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock", "SystemCalls",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
@@ -115,12 +115,14 @@ let package = Package(
         .executableTarget(
             name: "beacon-gateway",
             dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "GatewayCore", "Wire", "CommandLineSupport", "LiveClock", "SystemCalls",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
             dependencies: ["Telemetry", "Config", "Brain", "BrainCore", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .executableTarget(
@@ -208,7 +210,9 @@ let package = Package(
         .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
-            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport", "Simulation"],
+            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport", "Simulation",
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
@@ -216,12 +220,12 @@ let package = Package(
         .testTarget(
             name: "HistoryTests",
             dependencies: ["History", "HistoryStore", "BeaconKit", "Config", "BrainCore", "Simulation", "MQTT", "TestSupport",
-                           "beacon-history"],
+                           "beacon-history", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport", "CommandLineSupport",
-                           "History", "HistoryStore",
+                           "SystemCalls", "History", "HistoryStore",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline"],
             swiftSettings: swiftSettings),
     ]
