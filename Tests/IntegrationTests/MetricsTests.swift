@@ -64,10 +64,15 @@ struct MetricsTests {
         let connected = #"beaconbridge_history_broker_connected{history="beacon-history"}"#
         let historyUp = try await Self.scrape(historyURL, in: dir) { Self.value(connected, in: $0) == 1 }
         #expect(Self.value(connected, in: historyUp) == 1, "\(historyUp)\n\(history.diagnostics)")
-        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door",
-                                                          "--metrics", "127.0.0.1:\(gatewayPort)"], in: dir)
+        // Then the brain, settled before the gateway starts: a beacon it hears of while it reads
+        // the broker's retained state is taken as already there, with no "enter" decision to keep.
         let brain = try startProgram("beacon-brain", ["--config", config, "--metrics", "127.0.0.1:\(brainPort)"], in: dir)
         let gatewayURL = "http://127.0.0.1:\(gatewayPort)/metrics", brainURL = "http://127.0.0.1:\(brainPort)/metrics"
+        let settled = #"beaconbridge_brain_settled{brain="beacon-brain"}"#
+        let brainUp = try await Self.scrape(brainURL, in: dir) { Self.value(settled, in: $0) == 1 }
+        #expect(Self.value(settled, in: brainUp) == 1, "\(brainUp)\n\(brain.diagnostics)")
+        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door",
+                                                          "--metrics", "127.0.0.1:\(gatewayPort)"], in: dir)
 
         // The raw counters grow from one scrape to the next, long before the first 30 s health.
         let adverts = #"beaconbridge_gateway_adverts_total{gateway="door"}"#
