@@ -228,9 +228,10 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "LiveClock", "TestSupport", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "GatewayCore", "LiveClock", "TestSupport", "CommandLineSupport",
                            "SystemCalls", "History", "HistoryStore",
-                           "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline"],
+                           "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline",
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
     ]
 )
