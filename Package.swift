@@ -118,13 +118,13 @@ let package = Package(
 
         .executableTarget(
             name: "beacon-gateway",
-            dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "CommandLineSupport", "LiveClock", "SystemCalls",
+            dependencies: ["BeaconKit", "Telemetry", "Config", "HCI", "Gateway", "GatewayCore", "Wire", "CommandLineSupport", "LiveClock", "SystemCalls",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beacon-brain",
-            dependencies: ["Telemetry", "Config", "Brain", "CommandLineSupport",
+            dependencies: ["Telemetry", "Config", "Brain", "BrainCore", "CommandLineSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
@@ -158,11 +158,11 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
-        // Health figures as Prometheus metrics, served on /metrics (beacon-gateway, beacon-brain).
+        // Prometheus metrics by their conventions, served on /metrics (beacon-gateway,
+        // beacon-brain, beacon-history), read from the daemons' statistics at each scrape.
         .target(
             name: "Telemetry",
-            dependencies: ["BeaconKit",
-                           .product(name: "Hummingbird", package: "hummingbird"),
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Metrics", package: "swift-metrics"),
                            .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -186,7 +186,6 @@ let package = Package(
             name: "HistoryStore",
             dependencies: ["History", "BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
                            .product(name: "GRDB", package: "GRDB.swift"),
-                           .product(name: "CoreMetrics", package: "swift-metrics"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
