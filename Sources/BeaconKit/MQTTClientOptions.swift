@@ -20,6 +20,12 @@ public struct MQTTClientOptions: Sendable {
     /// Seconds between reconnection attempts: starts at the lower bound, doubles after each
     /// failure up to the upper bound, and starts over after a successful connection.
     public var reconnectDelay: ClosedRange<Double> = 1...30
+    /// Topics (exact names, no wildcards) whose every message replaces the last, as a
+    /// retained config does: they arrive on `MQTTClient.newest(on:)` rather than `events`,
+    /// which holds at most one of each not yet taken, so pushes that come faster than
+    /// they are read wait as one message, not as a queue (the older ones are dropped
+    /// unread and counted: `MQTTClient.supersededMessages`).
+    public var newestOnly: Set<String> = []
 
     /// Whether the connection uses TLS (`mqtts://` or TLS settings).
     public var usesTLS: Bool { broker.tls || tls != nil }

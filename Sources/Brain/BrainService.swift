@@ -169,6 +169,17 @@ public final class BrainService: Service, Sendable {
         }
     }
 
+    /// Beacons present now by store (its major, or `none`) and zone (the gateway holding it).
+    public var occupancy: [String: [String: Int]] {
+        state.withLock { s in
+            var counts: [String: [String: Int]] = [:]
+            for (ref, beacon) in s.core.presence.beacons {
+                counts[s.core.store(of: ref).map(String.init) ?? "none", default: [:]][beacon.zone, default: 0] += 1
+            }
+            return counts
+        }
+    }
+
     public func run() async throws {
         let filters = state.withLock { s in
             s.subscribed = wantedSubscriptions(s)

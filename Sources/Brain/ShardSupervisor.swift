@@ -94,6 +94,13 @@ public final class ShardSupervisor: Service, Sendable {
         state.withLock { ($0.own != nil, $0.covering.keys.sorted()) }
     }
 
+    /// The brains running now: its own shard's, then those it covers for others.
+    public var brains: [BrainService] {
+        state.withLock { s in
+            (s.own.map { [$0.service] } ?? []) + s.covering.keys.sorted().compactMap { s.covering[$0]?.service }
+        }
+    }
+
     public func run() async throws {
         try watcher.subscribe([topics.topic("brain/shards/+/status"), topics.topic("brain/shards/+/holder"),
                                topics.shardSync(shard.name)], qos: 1)

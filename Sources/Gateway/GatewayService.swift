@@ -28,6 +28,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         public var published: Int
         /// Publications the client refused for a reason other than a lost connection.
         public var publishErrors: Int
+        /// `fleet/config` pushes dropped unread because a newer one came before they were read.
+        public var supersededConfigs: Int
     }
 
     struct State {
@@ -36,6 +38,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         var output = GatewayOutput()
         var published = 0
         var publishErrors = 0
+        /// `client.supersededMessages` when the last push was answered.
+        var supersededAnswered = 0
     }
 
     let config: FleetConfig
@@ -74,6 +78,9 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         var options = MQTTClientOptions(broker, identity: BrokerIdentity.gatewayUser(gateway.id),
                                         clientID: clientID ?? BrokerIdentity.gatewayClientID(gateway.id), password: password)
         options.will = MQTTMessage(topic: topics.status(ofGateway: gateway.id), text: "offline", qos: 1, retain: true)
+        // Each push of the fleet config replaces the last: only the newest not yet read
+        // waits (pushes faster than they parse once took a gateway past its MemoryMax).
+        options.newestOnly = [topics.fleetConfig]
         client = try MQTTClient(options)
         var engine = GatewayEngine(config: config, gateway: gateway)
         engine.logsBeacons = logger.logLevel <= .debug
@@ -115,7 +122,11 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// The engine's counters (decoded, tracked, queued) and what was published, for health
     /// checks and benchmarks.
     public var statistics: Statistics {
-        state.withLock { Statistics(engine: $0.engine.statistics, published: $0.published, publishErrors: $0.publishErrors) }
+        let superseded = client.supersededMessages
+        return state.withLock {
+            Statistics(engine: $0.engine.statistics, published: $0.published, publishErrors: $0.publishErrors,
+                       supersededConfigs: superseded)
+        }
     }
 
     public func run() async throws {
@@ -194,6 +205,11 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                     }
                 }
                 group.addTask {
+                    for await message in self.client.newest(on: self.config.topics.fleetConfig) {
+                        self.pushed(message)
+                    }
+                }
+                group.addTask {
                     var nextHealth = WallClock.monotonic() + 1
                     while !Task.isCancelled {
                         timers.beat()
@@ -255,19 +271,33 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         case .message(let message):
             if message.topic == topics.commands(ofGateway: gateway.id) {
                 command(message)
-            } else if message.topic == topics.fleetConfig {
-                guard !message.payload.isEmpty else { return }
-                switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
-                case .success(let new):
-                    // The retained config comes again on every reconnect: only a change is news.
-                    if new != state.withLock({ $0.engine.config }) { apply(new, origin: "fleet/config") }
-                case .failure(let errors):
-                    input { $0.reject(errors.errors.map(\.description), origin: "fleet/config", at: WallClock.now()) }
-                }
             } else if message.retain, !message.payload.isEmpty,
                       case (_, .gatewayPresence(let owner))? = topics.parseBeacon(message.topic), owner == gateway.id {
                 input { $0.inheritedPresence(topic: message.topic) }
             }
+        }
+    }
+
+    /// A push of the fleet config (`client.newest(on:)`: the newest since the last one read).
+    /// Its answer on `gateways/<id>/events` counts the pushes it superseded unread.
+    func pushed(_ message: MQTTMessage) {
+        guard !message.payload.isEmpty else { return }
+        let superseded = { () -> Int in
+            let total = self.client.supersededMessages
+            return self.state.withLock { s in
+                defer { s.supersededAnswered = total }
+                return total - s.supersededAnswered
+            }
+        }
+        switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
+        case .success(let new):
+            // The retained config comes again on every reconnect: only a change is news.
+            if new != state.withLock({ $0.engine.config }) {
+                apply(new, origin: "fleet/config", superseded: superseded())
+            }
+        case .failure(let errors):
+            let count = superseded()
+            input { $0.reject(errors.errors.map(\.description), origin: "fleet/config", superseded: count, at: WallClock.now()) }
         }
     }
 
@@ -389,8 +419,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
 
     /// Applies a new fleet config; a changed `advertise` of this gateway takes effect at
     /// once on its controller (a command's advertising stays until the config changes it).
-    func apply(_ new: FleetConfig, origin: String) {
-        let result = input { $0.apply(new, origin: origin, at: WallClock.now()) }.config
+    func apply(_ new: FleetConfig, origin: String, superseded: Int = 0) {
+        let result = input { $0.apply(new, origin: origin, superseded: superseded, at: WallClock.now()) }.config
         guard case .applied = result, let mine = new.gateway(id: gateway.id) else { return }
         guard configuredAdvertising.replace(with: mine.advertise) else { return }
         let wanted = resolved(mine.advertise)

@@ -311,10 +311,14 @@ public struct GatewayEngine: Sendable {
     /// Applies a new fleet config (from `fleet/config` or a reload) and reports it on
     /// `gateways/<id>/events`. The source and the broker cannot change without a restart;
     /// the report says so.
-    public mutating func apply(_ new: FleetConfig, origin: String, at now: Instant) -> GatewayOutput {
+    ///
+    /// `superseded`: pushes dropped unread because this newer one came first
+    /// (`MQTTClient.newest(on:)`), said in the report.
+    public mutating func apply(_ new: FleetConfig, origin: String, superseded: Int = 0, at now: Instant) -> GatewayOutput {
         var out = GatewayOutput()
         guard let mine = new.gateway(id: gatewayID) else {
-            report(.rejected(["the new config has no gateway \"\(gatewayID)\""]), origin: origin, at: now, &out)
+            report(.rejected(["the new config has no gateway \"\(gatewayID)\""]), origin: origin, superseded: superseded,
+                   at: now, &out)
             return out
         }
         var needsRestart: [String] = []
@@ -344,15 +348,15 @@ public struct GatewayEngine: Sendable {
             // The retained presence names the zone: what is in range now says the new name.
             for track in tracker.tracks.values.sorted(by: { $0.id < $1.id }) { send(presenceMessage(track), &out) }
         }
-        report(.applied(needsRestart: needsRestart), origin: origin, at: now, &out)
+        report(.applied(needsRestart: needsRestart), origin: origin, superseded: superseded, at: now, &out)
         return out
     }
 
     /// A fleet config that did not parse: reported on `gateways/<id>/events`; the last
-    /// good one stays.
-    public mutating func reject(_ errors: [String], origin: String, at now: Instant) -> GatewayOutput {
+    /// good one stays. `superseded` as for `apply`.
+    public mutating func reject(_ errors: [String], origin: String, superseded: Int = 0, at now: Instant) -> GatewayOutput {
         var out = GatewayOutput()
-        report(.rejected(errors), origin: origin, at: now, &out)
+        report(.rejected(errors), origin: origin, superseded: superseded, at: now, &out)
         return out
     }
 
@@ -444,17 +448,20 @@ public struct GatewayEngine: Sendable {
                     qos: 1, retain: true)
     }
 
-    private mutating func report(_ result: ConfigApplyResult, origin: String, at now: Instant, _ out: inout GatewayOutput) {
+    private mutating func report(_ result: ConfigApplyResult, origin: String, superseded: Int, at now: Instant,
+                                 _ out: inout GatewayOutput) {
         out.config = result
+        var metadata = ["origin": origin]
+        if superseded > 0 { metadata["superseded"] = "\(superseded)" }
         switch result {
         case .applied:
-            out.log.append(LogEntry(.info, "applied a new fleet config", ["origin": origin]))
+            out.log.append(LogEntry(.info, "applied a new fleet config", metadata))
         case .rejected(let errors):
-            out.log.append(LogEntry(.error, "rejected a fleet config; keeping the last good one",
-                                    ["origin": origin, "errors": errors.joined(separator: "; ")]))
+            metadata["errors"] = errors.joined(separator: "; ")
+            out.log.append(LogEntry(.error, "rejected a fleet config; keeping the last good one", metadata))
         }
-        send(MQTTMessage(topic: topics.events(ofGateway: gatewayID), text: Payloads.configReport(result, origin: origin, at: now),
-                         qos: 1, retain: false), &out)
+        let text = Payloads.configReport(result, origin: origin, superseded: superseded, at: now)
+        send(MQTTMessage(topic: topics.events(ofGateway: gatewayID), text: text, qos: 1, retain: false), &out)
     }
 
     /// Out now while connected; otherwise kept for the reconnect.

@@ -153,11 +153,13 @@ public enum Payloads {
     /// What became of a new fleet config, on `gateways/<id>/events`:
     /// `{"event":"config","origin","status":"applied","needsRestart"?,"ts"}` or
     /// `{"event":"config","origin","status":"rejected","errors":[…],"ts"}`.
-    public static func configReport(_ result: ConfigApplyResult, origin: String, at time: Instant) -> String {
+    /// `superseded`: pushes dropped unread because this newer one came first (omitted when 0).
+    public static func configReport(_ result: ConfigApplyResult, origin: String, superseded: Int = 0, at time: Instant) -> String {
         var writer = JSONWriter()
         writer.object { o in
             o("event", "config")
             o("origin", origin)
+            if superseded > 0 { o("superseded", superseded) }
             switch result {
             case .applied(let needsRestart):
                 o("status", "applied")

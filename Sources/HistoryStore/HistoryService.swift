@@ -4,7 +4,6 @@ public import History
 public import Logging
 public import MQTT
 public import ServiceLifecycle
-import CoreMetrics
 import LiveClock
 import SystemCalls
 import Synchronization
@@ -20,6 +19,8 @@ import Synchronization
 /// nothing is lost once the cause is gone; while it fails, at most `pendingLimit` decisions
 /// wait (beyond that the oldest are dropped and counted).
 public final class HistoryService: Service, Sendable {
+    public static let version = "0.1.0"
+
     public struct Options: Sendable {
         public var clientID = "beacon-history"
         /// Decisions waiting for the database while it fails.
@@ -30,8 +31,6 @@ public final class HistoryService: Service, Sendable {
         public var pruneInterval: Double = 3600
         /// Seconds between the counters in the log.
         public var reportInterval: Double = 60
-        /// Seconds between updates of the gauges (today's footfall, occupancy per store).
-        public var gaugeInterval: Double = 15
         public init() {}
     }
 
@@ -54,6 +53,7 @@ public final class HistoryService: Service, Sendable {
     let options: Options
     private let pending = Mutex<[HistoryEvent]>([])
     private let state = Mutex(Counters())
+    private let connected = Mutex(false)
     let configuredStores: Set<UInt16>
 
     public init(config: FleetConfig, password: String?, database: HistoryDatabase, pseudonyms: Pseudonymizer,
@@ -77,6 +77,34 @@ public final class HistoryService: Service, Sendable {
 
     public var counters: Counters { state.withLock { $0 } }
 
+    /// Connected to the broker now.
+    public var isConnected: Bool { connected.withLock { $0 } }
+
+    /// One store's figures at a moment.
+    public struct StoreFigures: Sendable, Equatable {
+        public var store: UInt16
+        /// Visits begun since the store's local midnight (`history.utcOffsetMinutes`).
+        public var footfallToday: Int
+        /// Visits begun and not ended.
+        public var occupancy: Int
+    }
+
+    /// Today's footfall and the occupancy of every store the config lists or the history
+    /// holds (a quiet store reads 0, not nothing), read from the database at `now`; `nil`
+    /// when the database cannot be read.
+    public func storeFigures(at now: Instant) -> [StoreFigures]? {
+        let offset = Double(config.utcOffsetMinutes * 60)
+        let midnight = Instant(seconds: ((now.seconds + offset) / 86_400).rounded(.down) * 86_400 - offset)
+        guard let visits = try? database.visits(store: nil, from: midnight, to: now + 60) else { return nil }
+        var stores = Set(visits.map(\.store)).union(configuredStores)
+        if let held = try? database.stores() { stores.formUnion(held) }
+        return stores.sorted().map { store in
+            let mine = visits.filter { $0.store == store }
+            return StoreFigures(store: store, footfallToday: mine.count { $0.since >= midnight },
+                                occupancy: HistoryFigures.occupancy(of: mine, at: now))
+        }
+    }
+
     public func run() async throws {
         try client.subscribe(reader.filters, qos: 1)
         try client.start()
@@ -90,8 +118,10 @@ public final class HistoryService: Service, Sendable {
                         switch event {
                         case .message(let message): self.take(message)
                         case .connected(let sessionPresent):
+                            self.connected.withLock { $0 = true }
                             self.logger.info("connected to the broker", metadata: ["sessionPresent": "\(sessionPresent)"])
                         case .disconnected(let reason):
+                            self.connected.withLock { $0 = false }
                             self.logger.warning("lost the broker; it keeps our decisions until we are back", metadata: ["reason": "\(reason)"])
                         }
                         ring.yield()
@@ -102,7 +132,7 @@ public final class HistoryService: Service, Sendable {
                     for await _ in bell { await self.writePending() }
                 }
                 group.addTask {
-                    var lastPrune = WallClock.monotonic(), lastReport = WallClock.monotonic(), lastGauges = 0.0
+                    var lastPrune = WallClock.monotonic(), lastReport = WallClock.monotonic()
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(1))
                         let now = WallClock.monotonic()
@@ -113,10 +143,6 @@ public final class HistoryService: Service, Sendable {
                         if now - lastReport >= self.options.reportInterval {
                             lastReport = now
                             self.report()
-                        }
-                        if now - lastGauges >= self.options.gaugeInterval {
-                            lastGauges = now
-                            self.updateGauges()
                         }
                     }
                 }
@@ -194,33 +220,6 @@ public final class HistoryService: Service, Sendable {
             if erased > 0 { logger.info("erased visits past the retention", metadata: ["visits": "\(erased)", "days": "\(config.retentionDays)"]) }
         } catch {
             logger.error("cannot prune the history", metadata: ["error": "\(error)"])
-        }
-    }
-
-    /// `beaconbridge_history_footfall_today{store}` (visits begun since the store's
-    /// midnight) and `beaconbridge_history_occupancy{store}` (visits begun and not ended),
-    /// plus the counters: served on `--metrics` (Prometheus) when it is given.
-    func updateGauges() {
-        let now = WallClock.now()
-        let offset = Double(config.utcOffsetMinutes * 60)
-        let midnight = Instant(seconds: ((now.seconds + offset) / 86_400).rounded(.down) * 86_400 - offset)
-        guard let visits = try? database.visits(store: nil, from: midnight, to: now + 60) else { return }
-        // Every store the config lists or the history has seen: a quiet store reads 0, not nothing.
-        var stores = Set(visits.map(\.store)).union(configuredStores)
-        if let held = try? database.stores() { stores.formUnion(held) }
-        for store in stores {
-            let mine = visits.filter { $0.store == store }
-            Gauge(label: "beaconbridge_history_footfall_today", dimensions: [("store", "\(store)")])
-                .record(mine.count { $0.since >= midnight })
-            Gauge(label: "beaconbridge_history_occupancy", dimensions: [("store", "\(store)")])
-                .record(HistoryFigures.occupancy(of: mine, at: now))
-        }
-        let c = counters
-        Gauge(label: "beaconbridge_history_stored", dimensions: []).record(c.stored)
-        Gauge(label: "beaconbridge_history_duplicates", dimensions: []).record(c.duplicates)
-        Gauge(label: "beaconbridge_history_write_failures", dimensions: []).record(c.writeFailures)
-        for skip in HistorySkip.allCases {
-            Gauge(label: "beaconbridge_history_skipped", dimensions: [("reason", skip.rawValue)]).record(c.skipped[skip] ?? 0)
         }
     }
 

@@ -38,6 +38,8 @@ public final class MQTTClient: Sendable {
     private let calls = Mutex<Bool>(false)
     private let stream: AsyncStream<MQTTEvent>
     private let continuation: AsyncStream<MQTTEvent>.Continuation
+    /// One stream per `options.newestOnly` topic, each holding the newest message not yet taken.
+    private let newestStreams: [String: (stream: AsyncStream<MQTTMessage>, continuation: AsyncStream<MQTTMessage>.Continuation)]
     /// Wakes the network thread when a caller has queued a packet (publish, subscribe,
     /// disconnect), so it is written at once rather than at the next round.
     private let wakeup: Wakeup
@@ -78,6 +80,11 @@ public final class MQTTClient: Sendable {
         self.state = Mutex(State(delay: lowest))
         (stream, continuation) = AsyncStream.makeStream(of: MQTTEvent.self,
                                                         bufferingPolicy: .bufferingNewest(Self.eventBufferLimit))
+        var newestStreams: [String: (stream: AsyncStream<MQTTMessage>, continuation: AsyncStream<MQTTMessage>.Continuation)] = [:]
+        for topic in options.newestOnly {
+            newestStreams[topic] = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .bufferingNewest(1))
+        }
+        self.newestStreams = newestStreams
 
         // Callbacks run on the network thread, which holds a strong reference to `self`
         // while it runs, so an unretained pointer is enough.
@@ -106,11 +113,23 @@ public final class MQTTClient: Sendable {
                 destroyed = true
             }
         }
-        continuation.finish()
+        finishStreams()
     }
 
-    /// Every event, for one consumer. Finishes after `stop()`.
+    /// Every event, for one consumer. Finishes after `stop()`. Messages on a
+    /// `newestOnly` topic come on `newest(on:)` instead.
     public var events: AsyncStream<MQTTEvent> { stream }
+
+    /// The messages on `topic`, one of `options.newestOnly`, for one consumer: each is the
+    /// newest that came since the consumer last took one, as the network thread drops
+    /// the one waiting when a newer one comes (`supersededMessages`). Finishes after `stop()`;
+    /// empty for a topic not in `newestOnly`.
+    public func newest(on topic: String) -> AsyncStream<MQTTMessage> {
+        newestStreams[topic]?.stream ?? AsyncStream { $0.finish() }
+    }
+
+    /// Messages on `newestOnly` topics dropped unread because a newer one came first.
+    public var supersededMessages: Int { state.withLock { $0.supersededMessages } }
 
     /// Whether the broker has accepted the connection and it has not been lost since.
     public var isConnected: Bool { state.withLock { $0.connected } }
@@ -322,7 +341,7 @@ public final class MQTTClient: Sendable {
                 destroyed = true
             }
         }
-        continuation.finish()
+        finishStreams()
         let waiters = state.withLock { state in
             state.phase = .stopped
             state.connected = false
@@ -572,7 +591,16 @@ public final class MQTTClient: Sendable {
         } else {
             []
         }
-        emit(.message(MQTTMessage(topic: topic, payload: payload, qos: Int(message.qos), retain: message.retain)))
+        let received = MQTTMessage(topic: topic, payload: payload, qos: Int(message.qos), retain: message.retain)
+        guard let newest = newestStreams[topic] else { return emit(.message(received)) }
+        if case .dropped = newest.continuation.yield(received) {
+            state.withLock { $0.supersededMessages += 1 }
+        }
+    }
+
+    private func finishStreams() {
+        continuation.finish()
+        for (_, newest) in newestStreams { newest.continuation.finish() }
     }
 
     private func emit(_ event: MQTTEvent) {
@@ -686,6 +714,7 @@ private struct State {
     /// Set by a refused CONNACK for the `on_disconnect` that follows.
     var refusal: String?
     var droppedEvents = 0
+    var supersededMessages = 0
     /// Seconds before the next reconnection attempt.
     var delay: Double
     /// The node of a several-host URL tried last (an index of `broker.endpoints`).

@@ -10,8 +10,15 @@ import Synchronization
 /// `--metrics HOST:PORT` asks for it. `bootstrap()` makes swift-metrics record into the
 /// registry this endpoint serves; call it once, before any metric is made.
 public enum MetricsEndpoint {
-    private static let registry = PrometheusCollectorRegistry()
+    static let registry = PrometheusCollectorRegistry()
     private static let bootstrapped = Mutex(false)
+    /// Run before each scrape: they write the daemon's figures of that moment.
+    private static let collectors = Mutex<[@Sendable () -> Void]>([])
+
+    /// Has `body` bring the figures up to date before every scrape.
+    public static func beforeScrape(_ body: @escaping @Sendable () -> Void) {
+        collectors.withLock { $0.append(body) }
+    }
 
     /// Sends swift-metrics to the registry served here (once per process).
     public static func bootstrap() {
@@ -44,7 +51,8 @@ public enum MetricsEndpoint {
                                onListening: @escaping @Sendable (String) -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router()
         router.get("metrics") { _, _ -> Response in
-            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            for collect in collectors.withLock({ $0 }) { collect() }
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                      body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
         }
         return Application(router: router, configuration: .init(address: .hostname(host, port: port)),
@@ -55,13 +63,17 @@ public enum MetricsEndpoint {
     }
 }
 
-/// What `--metrics HOST:PORT` sets up in a daemon: the recorder its health goes through
-/// and the endpoint to run beside it; nothing when the option is absent.
+/// What `--metrics HOST:PORT` sets up in a daemon: the recorder its figures go through
+/// (read from the daemon's statistics at every scrape) and the endpoint to run beside it;
+/// nothing when the option is absent.
 public struct MetricsSetup: Sendable {
-    public var recorder: HealthMetrics?
+    public var recorder: FigureRecorder?
     public var services: [any Service]
 
-    public init(address: String?, kind: HealthMetrics.Kind, id: String, logger: Logger) throws(MetricsEndpoint.AddressError) {
+    /// `label`: the series' own label (`gateway`/`brain` and the id); `info`: the labels of
+    /// `beaconbridge_build_info` (program, version, …).
+    public init(address: String?, label: (String, String), info: [(String, String)],
+                logger: Logger) throws(MetricsEndpoint.AddressError) {
         guard let address else {
             recorder = nil
             services = []
@@ -69,9 +81,27 @@ public struct MetricsSetup: Sendable {
         }
         let (host, port) = try MetricsEndpoint.parse(address: address).get()
         MetricsEndpoint.bootstrap()
-        recorder = HealthMetrics(kind: kind, id: id)
+        recorder = FigureRecorder(registry: MetricsEndpoint.registry, label: label, info: [label] + info)
         services = [MetricsEndpoint.service(host: host, port: port, logger: logger) { url in
             logger.info("serving metrics", metadata: ["url": "\(url)"])
         }]
+    }
+
+    /// Before every scrape, `figures` reads the gateway's statistics, and they are recorded.
+    public func collect(gateway figures: @escaping @Sendable () -> GatewayFigures) {
+        guard let recorder else { return }
+        MetricsEndpoint.beforeScrape { recorder.record(figures()) }
+    }
+
+    /// Before every scrape, `figures` reads the brain's statistics, and they are recorded.
+    public func collect(brain figures: @escaping @Sendable () -> BrainFigures) {
+        guard let recorder else { return }
+        MetricsEndpoint.beforeScrape { recorder.record(figures()) }
+    }
+
+    /// Before every scrape, `figures` reads beacon-history's counters and database.
+    public func collect(history figures: @escaping @Sendable () -> HistoryMetricFigures) {
+        guard let recorder else { return }
+        MetricsEndpoint.beforeScrape { recorder.record(figures()) }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Brain
+import BrainCore
 import CommandLineSupport
 import Logging
 import ServiceLifecycle
@@ -115,7 +116,7 @@ struct BeaconBrain: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
-    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+    @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics on http://HOST:PORT/metrics (off by default; docs/metrics.md).",
                                             valueName: "HOST:PORT"))
     var metrics: String?
 
@@ -170,22 +171,56 @@ struct BeaconBrain: AsyncParsableCommand {
         if options.recordKey == nil {
             logger.warning("no record key (--record-key or the credential brain-secret): the brain's records are not sealed, so whoever may write brain/# on this broker can forge them (beaconctl provision writes brain.secret)")
         }
-        let telemetry = try MetricsSetup(address: metrics, kind: .brain, id: options.clientID, logger: logger)
-        if let recorder = telemetry.recorder { options.onHealth = { recorder.record(healthJSON: $0) } }
+        let telemetry = try MetricsSetup(address: metrics, label: ("brain", options.clientID),
+                                         info: [("program", "beacon-brain"), ("version", BrainService.version)], logger: logger)
         let service: any Service
+        let brains: @Sendable () -> [BrainService]
         do {
             if let shard {
-                service = try ShardSupervisor(config: fleet, shard: shard, password: password, logger: logger,
-                                              options: ShardSupervisor.Options(brain: options))
+                let supervisor = try ShardSupervisor(config: fleet, shard: shard, password: password, logger: logger,
+                                                     options: ShardSupervisor.Options(brain: options))
+                service = supervisor
+                brains = { supervisor.brains }
             } else {
-                service = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
+                let brain = try BrainService(config: fleet, stores: storeSet, password: password, logger: logger, options: options)
+                service = brain
+                brains = { [brain] }
             }
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
+        // At every scrape: the figures of this process's brains (a shard's brain and those it covers, summed).
+        telemetry.collect(brain: { BrainFigures(brains()) })
         try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 
 await runMain(BeaconBrain.self)
 
+
+extension BrainFigures {
+    init(_ brains: [BrainService]) {
+        self.init()
+        settled = !brains.isEmpty
+        connected = !brains.isEmpty
+        for brain in brains {
+            let s = brain.statistics, c = s.counters
+            received += c.received
+            oversized += c.oversized
+            for (input, count) in c.malformed { malformed[input.rawValue, default: 0] += count }
+            joinsAccepted += c.joinsAccepted
+            joinsRejected += c.joinsRejected
+            rulesFired += c.rulesFired
+            inboxMessages += c.inboxMessages
+            published += s.published
+            publishFailures += s.publishFailures
+            beacons += s.beacons
+            joins += s.joins
+            settled = settled && s.settled
+            connected = connected && s.connected
+            for (store, zones) in brain.occupancy {
+                for (zone, count) in zones { occupancy[Zone(store: store, zone: zone), default: 0] += count }
+            }
+        }
+    }
+}

@@ -3,12 +3,13 @@ import BeaconKit
 import Config
 import CommandLineSupport
 import Gateway
+import GatewayCore
 import HCI
 import LiveClock
 import SystemCalls
 import Logging
-import BeaconKit
 import Telemetry
+import Wire
 
 struct BeaconGateway: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -84,7 +85,7 @@ struct BeaconGateway: AsyncParsableCommand {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
 
-    @Option(name: .long, help: ArgumentHelp("Serve the health figures as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+    @Option(name: .long, help: ArgumentHelp("Serve Prometheus metrics on http://HOST:PORT/metrics (off by default; docs/metrics.md).",
                                             valueName: "HOST:PORT"))
     var metrics: String?
 
@@ -161,18 +162,27 @@ struct BeaconGateway: AsyncParsableCommand {
         } catch {
             throw CommandFailure("source \(uri): \(error)")
         }
-        let telemetry = try MetricsSetup(address: metrics, kind: .gateway, id: gateway.id, logger: logger)
-        var onHealth: (@Sendable (String) -> Void)?
-        if let recorder = telemetry.recorder { onHealth = { recorder.record(healthJSON: $0) } }
+        let telemetry = try MetricsSetup(address: metrics, label: ("gateway", gateway.id),
+                                         info: [("program", "beacon-gateway"), ("version", GatewayService.version),
+                                                ("source", advertisingSource.name)], logger: logger)
         let service: GatewayService
         do {
             service = try GatewayService(config: fleet, gateway: gateway, source: advertisingSource,
                                          sourceHasOwnTime: uri.isReplay, password: password, configPath: config,
-                                         logger: logger, onHealth: onHealth, proof: proof,
+                                         logger: logger, proof: proof,
                                          brokerFromCommandLine: broker != nil)
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
+        telemetry.collect(gateway: {
+            let s = service.statistics, engine = s.engine
+            var figures = GatewayFigures()
+            (figures.adverts, figures.decoded, figures.malformed) = (engine.decode.reports, engine.decode.beacons, engine.decode.malformed)
+            (figures.dropped, figures.queueDepth, figures.tracked) = (engine.dropped, engine.queueDepth, engine.tracked)
+            (figures.published, figures.connected) = (s.published, engine.connected)
+            figures.sourceRunning = engine.sourceState == .running
+            return figures
+        })
         try await runService(service, also: telemetry.services, logger: logger)
     }
 }

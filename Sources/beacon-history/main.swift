@@ -2,9 +2,12 @@ import ArgumentParser
 import BeaconKit
 import CommandLineSupport
 import Config
+import History
 import HistoryStore
+import LiveClock
 import Logging
 import ServiceLifecycle
+import SystemCalls
 import Telemetry
 
 struct BeaconHistory: AsyncParsableCommand {
@@ -67,7 +70,7 @@ struct BeaconHistory: AsyncParsableCommand {
     var logLevel: LogLevelOption = .info
 
     @Option(name: .long, help: ArgumentHelp(
-        "Serve today's footfall and the occupancy per store as Prometheus metrics on http://HOST:PORT/metrics (off by default).",
+        "Serve today's footfall, the occupancy per store and the counters as Prometheus metrics on http://HOST:PORT/metrics (off by default; docs/metrics.md).",
         valueName: "HOST:PORT"))
     var metrics: String?
 
@@ -102,14 +105,21 @@ struct BeaconHistory: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot set up the MQTT client: \(error)", status: .failure)
         }
-        var endpoints: [any Service] = []
-        if let metrics, case .success(let address) = MetricsEndpoint.parse(address: metrics) {
-            MetricsEndpoint.bootstrap()
-            endpoints.append(MetricsEndpoint.service(host: address.host, port: address.port, logger: logger) { url in
-                logger.info("serving metrics", metadata: ["url": "\(url)"])
-            })
-        }
-        try await runService(service, also: endpoints, logger: logger)
+        let telemetry = try MetricsSetup(address: metrics, label: ("history", clientId),
+                                         info: [("program", "beacon-history"), ("version", HistoryService.version)], logger: logger)
+        // At every scrape: the counters, and today's footfall and occupancy read from the database.
+        telemetry.collect(history: {
+            var figures = HistoryMetricFigures()
+            let c = service.counters
+            (figures.stored, figures.duplicates, figures.dropped, figures.writeFailures) = (c.stored, c.duplicates, c.dropped, c.writeFailures)
+            for reason in HistorySkip.allCases { figures.skipped[reason.rawValue] = c.skipped[reason] ?? 0 }
+            figures.connected = service.isConnected
+            figures.stores = service.storeFigures(at: WallClock.now())?.map {
+                HistoryMetricFigures.Store(store: String($0.store), footfallToday: $0.footfallToday, occupancy: $0.occupancy)
+            }
+            return figures
+        })
+        try await runService(service, also: telemetry.services, logger: logger)
     }
 }
 

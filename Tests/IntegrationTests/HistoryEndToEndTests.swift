@@ -107,14 +107,19 @@ struct HistoryEndToEndTests {
         #expect(await bad.waitForExit(timeout: 30) == 2)
         #expect(bad.stderr.contains("is not a date"), "\(bad.stderr)")
 
-        // Prometheus: today's footfall and occupancy per store (today has none of these visits).
+        // Prometheus: today's footfall and occupancy per store (today has none of these visits),
+        // read at the scrape; every decision came twice, so the duplicates are counted.
         var metrics = ""
         _ = await eventually(timeout: 40, interval: 0.5) {
             metrics = (try? await BeaconWebTests.http("http://127.0.0.1:\(metricsPort)/metrics", in: dir))?.text ?? ""
             return metrics.contains("beaconbridge_history_footfall_today")
         }
-        #expect(metrics.contains(#"beaconbridge_history_occupancy{store="200"}"#), "\(metrics)")
-        #expect(metrics.contains(#"beaconbridge_history_duplicates"#), "\(metrics)")
+        func value(_ series: String) -> Double? { MetricsTests.value(#"beaconbridge_history_\#(series)"#, in: metrics) }
+        #expect(value(#"footfall_today{history="beacon-history",store="100"}"#) == 0, "\(metrics)")
+        #expect(value(#"occupancy{history="beacon-history",store="200"}"#) != nil, "\(metrics)")
+        #expect((value(#"duplicates_total{history="beacon-history"}"#) ?? 0) > 0, "\(metrics)")
+        #expect((value(#"stored_total{history="beacon-history"}"#) ?? 0) > 0, "\(metrics)")
+        #expect(metrics.contains("# HELP beaconbridge_history_duplicates_total "), "\(metrics)")
 
         // beacon-web: the analytics page, both stores side by side, in a real browser; the CSV.
         if Chromium.executable != nil {

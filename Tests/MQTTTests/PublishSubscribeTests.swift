@@ -221,4 +221,36 @@ struct EventBufferingTests {
         await client.stop()
         await broker.stop()
     }
+
+    @Test("a newest-only topic holds one message for a consumer that does not read: the newest, the others counted")
+    func newestOnly() async throws {
+        let directory = try TemporaryDirectory("mqtt-newest")
+        let broker = try await MosquittoBroker.start(in: directory)
+        var settings = options(broker)
+        settings.newestOnly = ["config"]
+        let (client, log) = try startedClient(settings)
+        try client.subscribe(["config", "other"], qos: 1)
+        #expect(await log.waitForConnection())
+        #expect(await eventually { broker.log.contains("Sending SUBACK") }, "\(broker.diagnostics)")
+
+        // Nobody reads `newest(on: "config")` while 500 pushes come; then a message on
+        // another topic, which the broker delivers after them, so all 500 have arrived.
+        for index in 0..<500 {
+            try client.publish(MQTTMessage(topic: "config", text: "\(index)", qos: 1))
+        }
+        try client.publish(MQTTMessage(topic: "other", text: "after", qos: 1))
+        #expect(await log.waitForMessage(topic: "other") != nil)
+        #expect(client.supersededMessages == 499)
+        #expect(!log.messages.contains { $0.topic == "config" }, "newest-only messages stay off `events`")
+        var pushes = client.newest(on: "config").makeAsyncIterator()
+        #expect(await pushes.next() == MQTTMessage(topic: "config", text: "499", qos: 1))
+
+        // A consumer that reads gets each in turn.
+        try client.publish(MQTTMessage(topic: "config", text: "again", qos: 1))
+        #expect(await pushes.next() == MQTTMessage(topic: "config", text: "again", qos: 1))
+        #expect(client.supersededMessages == 499)
+        await client.stop()
+        #expect(await pushes.next() == nil, "finished with the client")
+        await broker.stop()
+    }
 }
