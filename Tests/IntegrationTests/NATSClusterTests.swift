@@ -221,6 +221,71 @@ struct NATSClusterTests {
         await cluster.stop()
     }
 
+    @Test("the product's retained state is readable from every node, and its last wills come when a part is SIGKILLed")
+    func retainedStateAndWills() async throws {
+        let dir = try TemporaryDirectory("nats-wills")
+        let cluster = try await NATSCluster.start(in: dir)
+        let ports = cluster.nodes.map(\.ports.mqtt)
+        /// The cluster's URL starting at node `first`: each part on a node of its own.
+        func url(from first: Int) -> String {
+            "mqtt://" + (0..<3).map { "127.0.0.1:\(ports[(first + $0) % 3])" }.joined(separator: ",")
+        }
+        let door = try dir.write("door.log", bytes: BrokerOutageTests.capture([(1, 0, 3600)]))
+        let fleet = try dir.write("fleet.json", """
+        {
+          "broker": { "url": "\(cluster.url)", "keepalive": 5 },
+          "centre": { "kind": "nats", "nodes": [\((0..<3).map { #"{"name": "n\#($0 + 1)", "host": "127.0.0.1", "mqttPort": \#(ports[$0]), "clusterPort": \#(cluster.nodes[$0].ports.cluster), "clientPort": \#(cluster.nodes[$0].ports.client)}"# }.joined(separator: ", "))] },
+          "brain": { "joins": "open" },
+          "gateways": [ { "id": "door", "source": "btsnoop:\(door)", "zone": "Entrance", "store": 100 } ],
+          "stores": [ { "major": 100, "name": "Main Street" } ]
+        }
+        """)
+        let statuses = ["brain/status", "gateways/door/status", "observers/ana/status"]
+        var processes: [ChildProcess] = []
+        var watchers: [MosquittoSubscriber] = []
+        do {
+            let watcher = try await MosquittoSubscriber.start(port: ports[2], filters: statuses + ["beacons/100/1/presence", "fleet/config",
+                                                                                                  "stores/100/roster"], in: dir)
+            watchers.append(watcher)
+            processes.append(try startProgram("beacon-brain", ["--config", fleet, "--broker", url(from: 1)], in: dir))
+            processes.append(try startProgram("beacon-gateway", ["--config", fleet, "--id", "door", "--broker", url(from: 0)], in: dir))
+            processes.append(try startProgram("beaconctl", ["observe", "--config", fleet, "--broker", url(from: 2), "--client", "ana",
+                                                            "--major", "100", "--minor", "1"], in: dir))
+            let diagnostics = { processes.map(\.diagnostics).joined(separator: "\n") + "\n" + cluster.diagnostics }
+            for topic in statuses {
+                #expect(await watcher.waitFor(topic: topic, text: "online", timeout: 60) != nil, "\(topic)\n\(diagnostics())")
+            }
+            #expect(await watcher.waitFor(topic: "beacons/100/1/presence", timeout: 60) != nil, "the brain's fleet presence")
+            #expect(await watcher.waitFor(timeout: 60) { $0.topic == "stores/100/roster" && $0.text.contains("ana") } != nil,
+                    "the roster with Ana's join\n\(diagnostics())")
+            let push = try startProgram("beaconctl", ["config", "push", fleet, "--broker", url(from: 1)], in: dir)
+            #expect(await push.waitForExit(timeout: 60) == 0, "\(push.diagnostics)")
+            #expect(await watcher.waitFor(topic: "fleet/config", timeout: 30) != nil)
+
+            // What a restarted brain or a new screen reads first: from every node, retained.
+            for port in ports {
+                let reader = try await MosquittoSubscriber.start(port: port, filters: statuses + ["beacons/100/1/presence", "fleet/config",
+                                                                                                 "stores/100/roster"], in: dir)
+                watchers.append(reader)
+                for topic in statuses + ["beacons/100/1/presence", "fleet/config", "stores/100/roster"] {
+                    #expect(await reader.waitFor(timeout: 30) { $0.topic == topic && $0.retained } != nil, "\(topic) retained on \(port)")
+                }
+            }
+
+            // SIGKILL: no DISCONNECT, so the node each was on publishes its will.
+            for (process, topic) in zip(processes.reversed(), statuses.reversed()) {
+                process.signal(SIGKILL)
+                _ = await process.waitForExit(timeout: 20)
+                #expect(await watcher.waitFor(topic: topic, text: "offline", timeout: 30) != nil, "\(topic)'s will\n\(diagnostics())")
+            }
+        } catch {
+            Issue.record("\(error)\n\(cluster.diagnostics)")
+        }
+        for process in processes { await process.stop() }
+        for watcher in watchers { await watcher.stop() }
+        await cluster.stop()
+    }
+
     actor Received {
         var topics: [String] = []
         var connections = 0
