@@ -25,6 +25,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-numerics", from: "1.0.0"),
+        // HMAC-SHA256 (sealed records, proof of presence, the history's pseudonyms); Hummingbird's
+        // bcrypt already builds it, so it costs the build nothing more.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        // Base64 for profile photos; Hummingbird's auth already builds it.
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.0.0"),
         // beacon-web: the HTTP server, its sessions and bcrypt, TLS (Hummingbird also serves --metrics).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
@@ -43,7 +48,8 @@ let package = Package(
         //
         // The base: Instant, JSON, hex and UUIDs, beacon identities and formats, topics,
         // the one message type.
-        .target(name: "BeaconKit", swiftSettings: swiftSettings),
+        .target(name: "BeaconKit", dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+                swiftSettings: swiftSettings),
         // Bytes on the wire: HCI commands and events, H4 framing, advertising data, the
         // decoder, btsnoop captures.
         .target(name: "Wire", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
@@ -59,7 +65,8 @@ let package = Package(
         // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
         .target(
             name: "BrainCore",
-            dependencies: ["BeaconKit", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics")],
+            dependencies: ["BeaconKit", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics"),
+                           .product(name: "ExtrasBase64", package: "swift-extras-base64")],
             swiftSettings: swiftSettings),
         // A synthetic store as captures, and the benchmarks' workloads.
         .target(
@@ -72,9 +79,6 @@ let package = Package(
                        providers: [.apt(["libmosquitto-dev"])]),
         // Which TLS check failed: an info callback on libmosquitto's OpenSSL context.
         .target(name: "CMosquittoTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
-        // HMAC-SHA-256 from OpenSSL's libcrypto (the history's pseudonyms); libssl-dev is
-        // already needed for TLS, and it spares building a second BoringSSL (swift-crypto).
-        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
 
@@ -181,7 +185,6 @@ let package = Package(
         .target(
             name: "HistoryStore",
             dependencies: ["History", "BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
-                           "CLibCrypto",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],

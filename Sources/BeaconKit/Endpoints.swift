@@ -111,17 +111,54 @@ public enum SourceURI: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// `mqtt://[user@]host[:port]` or `mqtts://…` (TLS). Passwords never appear in URLs.
+///
+/// Several hosts, comma-separated (`mqtt://n1:1883,n2:1883,n3:1883`), name the nodes of one
+/// clustered broker (docs/fleet.md): a client connects to the first and moves to the next
+/// when its node goes away, keeping its session. A host without a port takes the scheme's
+/// default (1883, or 8883 for `mqtts://`); the user name and TLS are the same for all.
 public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
+    /// One node of the broker: a host name or address, and its port.
+    public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+        public var host: String
+        public var port: UInt16
+
+        public init(host: String, port: UInt16) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    }
+
     public var tls: Bool
     public var username: String?
-    public var host: String
-    public var port: UInt16
+    /// The broker's nodes, in the order to try them; never empty.
+    public var endpoints: [Endpoint]
+
+    /// The first node's host (the only one of a single-host URL).
+    public var host: String {
+        get { endpoints[0].host }
+        set { endpoints[0].host = newValue }
+    }
+
+    /// The first node's port.
+    public var port: UInt16 {
+        get { endpoints[0].port }
+        set { endpoints[0].port = newValue }
+    }
 
     public init(tls: Bool = false, username: String? = nil, host: String, port: UInt16? = nil) {
         self.tls = tls
         self.username = username
-        self.host = host
-        self.port = port ?? (tls ? 8883 : 1883)
+        endpoints = [Endpoint(host: host, port: port ?? (tls ? 8883 : 1883))]
+    }
+
+    /// A URL naming several nodes; `endpoints` must not be empty.
+    public init(tls: Bool = false, username: String? = nil, endpoints: [Endpoint]) {
+        precondition(!endpoints.isEmpty, "a broker URL names at least one host")
+        self.tls = tls
+        self.username = username
+        self.endpoints = endpoints
     }
 
     public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -140,7 +177,7 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
             tls = true
             rest = text.dropFirst(8)
         } else {
-            throw fail("expected mqtt://[user@]host[:port] or mqtts://…")
+            throw fail("expected mqtt://[user@]host[:port][,host[:port]…] or mqtts://…")
         }
         var authority = rest
         if authority.hasSuffix("/") { authority = authority.dropLast() }
@@ -152,34 +189,43 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
             guard !user.contains(":") else {
                 throw fail("a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD")
             }
+            guard !user.contains(",") else { throw fail("one user name for all hosts: put it once, before the first host") }
             username = String(user)
             authority = authority[authority.index(after: at)...]
         }
-        var hostPart = authority
-        var portValue: UInt16?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw fail("unclosed '[' in an IPv6 host") }
-            hostPart = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":"), let p = parsePort(after.dropFirst()) else { throw fail("bad port") }
+        let defaultPort: UInt16 = tls ? 8883 : 1883
+        var list: [Endpoint] = []
+        for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
+            var hostPart = part
+            var portValue: UInt16?
+            if part.hasPrefix("[") {
+                guard let close = part.firstIndex(of: "]") else { throw fail("unclosed '[' in an IPv6 host") }
+                hostPart = part[part.index(after: part.startIndex)..<close]
+                let after = part[part.index(after: close)...]
+                if !after.isEmpty {
+                    guard after.hasPrefix(":"), let p = parsePort(after.dropFirst()) else { throw fail("bad port") }
+                    portValue = p
+                }
+            } else if let colon = part.lastIndex(of: ":") {
+                hostPart = part[..<colon]
+                guard let p = parsePort(part[part.index(after: colon)...]) else {
+                    throw fail("port must be 1-65535")
+                }
                 portValue = p
             }
-        } else if let colon = authority.lastIndex(of: ":") {
-            hostPart = authority[..<colon]
-            guard let p = parsePort(authority[authority.index(after: colon)...]) else {
-                throw fail("port must be 1-65535")
+            guard !hostPart.isEmpty else {
+                throw fail(list.isEmpty && !authority.contains(",") ? "missing host" : "an empty host between commas")
             }
-            portValue = p
+            let endpoint = Endpoint(host: String(hostPart), port: portValue ?? defaultPort)
+            guard !list.contains(endpoint) else { throw fail("\(endpoint) is named twice") }
+            list.append(endpoint)
         }
-        guard !hostPart.isEmpty else { throw fail("missing host") }
-        host = String(hostPart)
-        port = portValue ?? (tls ? 8883 : 1883)
+        endpoints = list
     }
 
     public var description: String {
-        let hostText = host.contains(":") ? "[\(host)]" : host
-        return (tls ? "mqtts://" : "mqtt://") + (username.map { $0 + "@" } ?? "") + hostText + ":\(port)"
+        (tls ? "mqtts://" : "mqtt://") + (username.map { $0 + "@" } ?? "")
+            + endpoints.map(\.description).joined(separator: ",")
     }
 }
 

@@ -689,6 +689,11 @@ public struct BrainCore: Sendable {
             case "online":
                 if !retained { recovery.gatewayIsLive(gateway, at: now) }
                 handle(presence.gatewayStatus(gateway, online: true), at: now)
+                // A gateway back after an outage waits for us, subscribed, to ask for the
+                // reports it kept (GatewayEngine.connected); retained, it is one we read back
+                // after our own reconnect. A gateway that does not wait ignores it.
+                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway), text: #"{"reports":"send"}"#,
+                                                qos: 1, retain: false))
             case "offline" where isSettled && retained:
                 // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
                 // Its views wait for the gateway to come back (or the reconnect grace).

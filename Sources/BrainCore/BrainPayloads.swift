@@ -403,8 +403,8 @@ public struct JoinRequest: Sendable, Equatable {
         var profile = ObserverProfile()
         profile.name = try pr.optionalString(p["name"], "name", maxLength: Self.maxTextLength)
         profile.favorite = try pr.optionalString(p["favorite"], "favorite", maxLength: Self.maxTextLength)
-        if let photo = try pr.optionalString(p["photo"], "photo", maxLength: Base64.encodedLength(Self.maxPhotoBytes)) {
-            guard let bytes = Base64.decode(photo) else { throw PayloadError("profile.photo is not valid base64") }
+        if let photo = try pr.optionalString(p["photo"], "photo", maxLength: StrictBase64.encodedLength(Self.maxPhotoBytes)) {
+            guard let bytes = StrictBase64.decode(photo) else { throw PayloadError("profile.photo is not valid base64") }
             guard bytes.count <= Self.maxPhotoBytes else {
                 throw PayloadError("profile.photo is \(bytes.count) bytes; at most \(Self.maxPhotoBytes)")
             }
@@ -425,7 +425,7 @@ public struct JoinRequest: Sendable, Equatable {
                 var object = JSONObject()
                 if let name = profile.name { object["name"] = .string(name) }
                 if let favorite = profile.favorite { object["favorite"] = .string(favorite) }
-                if let photo = profile.photo { object["photo"] = .string(Base64.encode(photo)) }
+                if let photo = profile.photo { object["photo"] = .string(StrictBase64.encode(photo)) }
                 o("profile", .object(object))
             }
         }
@@ -757,71 +757,5 @@ extension JoinRequest {
             hash = hash &* 0x0000_0100_0000_01B3
         }
         return Hex.encode((0..<8).map { UInt8(truncatingIfNeeded: hash >> (56 - 8 * UInt64($0))) })
-    }
-}
-
-// MARK: - Base64
-
-/// RFC 4648 base64 with the standard alphabet and padding, for profile photos.
-public enum Base64 {
-    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    /// Characters needed for `count` bytes.
-    public static func encodedLength(_ count: Int) -> Int { (count + 2) / 3 * 4 }
-
-    public static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(encodedLength(bytes.count))
-        var i = 0
-        while i + 3 <= bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            let n = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
-            out += rest == 2 ? [alphabet[Int(n >> 6 & 63)], UInt8(ascii: "=")] : [UInt8(ascii: "="), UInt8(ascii: "=")]
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Decodes padded base64; `nil` for any character outside the alphabet, a length that is
-    /// not a multiple of 4, misplaced padding or non-zero padding bits.
-    public static func decode(_ text: String) -> [UInt8]? {
-        let input = Array(text.utf8)
-        guard input.count % 4 == 0 else { return nil }
-        func value(_ c: UInt8) -> UInt32? {
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt32(c - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(c - UInt8(ascii: "0") + 52)
-            case UInt8(ascii: "+"): 62
-            case UInt8(ascii: "/"): 63
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(input.count / 4 * 3)
-        var i = 0
-        while i < input.count {
-            let last = i + 4 == input.count
-            let pad = last ? (input[i + 3] == UInt8(ascii: "=") ? (input[i + 2] == UInt8(ascii: "=") ? 2 : 1) : 0) : 0
-            var n: UInt32 = 0
-            for j in 0..<4 {
-                if j >= 4 - pad {
-                    n <<= 6
-                    continue
-                }
-                guard let v = value(input[i + j]) else { return nil }
-                n = n << 6 | v
-            }
-            out.append(UInt8(truncatingIfNeeded: n >> 16))
-            if pad < 2 { out.append(UInt8(truncatingIfNeeded: n >> 8)) } else if n & 0xFFFF != 0 { return nil }
-            if pad < 1 { out.append(UInt8(truncatingIfNeeded: n)) } else if pad == 1, n & 0xFF != 0 { return nil }
-            i += 4
-        }
-        return out
     }
 }

@@ -236,6 +236,9 @@ public struct FleetPresence: Sendable {
                                 holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
         offlineGateways.remove(report.gateway)
         clock.online.insert(report.gateway)
+        // A gateway resends its last reports after a disconnect (they may have been lost in
+        // flight): one whose window this brain already has is no news.
+        if report.resent, let mark = clock.watermarks[report.gateway], report.to <= mark { return [] }
         if let mark = clock.watermarks[report.gateway], report.from > mark {
             gap(report.gateway, from: mark, to: report.from)
             if report.from.seconds(since: mark) >= Self.reportedGap {

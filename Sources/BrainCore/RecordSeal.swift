@@ -41,11 +41,7 @@ public struct RecordSeal: Sendable, Equatable {
         var body = Array(bytes[..<(macStart - 8)])
         if body.last == UInt8(ascii: ",") { body.removeLast() }
         body.append(UInt8(ascii: "}"))
-        let expected = HMACSHA256.mac(key: key, message: Array((topic + "\n").utf8) + body)
-        // Compared in constant time.
-        var difference: UInt8 = 0
-        for (a, b) in zip(expected, mac) { difference |= a ^ b }
-        guard difference == 0 else { return nil }
+        guard HMACSHA256.isValid(mac, key: key, message: Array((topic + "\n").utf8) + body) else { return nil }
         return String(decoding: body, as: UTF8.self)
     }
 

@@ -328,5 +328,6 @@ extension RSSIReport {
                                  proximity: try er.proximity(e["proximity"], "proximity")))
         }
         self.init(gateway: named, from: from, to: to, entries: entries)
+        if case .bool(true)? = o["resent"] { resent = true }
     }
 }

@@ -100,6 +100,8 @@ public struct AccessPolicy: Sendable {
                 "topic write \(topic("gateways/\(id)/rssi"))",
                 "topic read \(topic("gateways/\(id)/cmd"))",
                 "topic read \(t.fleetConfig)",
+                "# whether a brain is about: after an outage the gateway waits for it to ask for its reports",
+                "topic read \(t.brainStatus)",
             ]
         }
         for brain in brains {
@@ -121,6 +123,8 @@ public struct AccessPolicy: Sendable {
                 "topic readwrite \(topic("brain/#"))",
                 "topic read \(topic("gateways/+/status"))",
                 "topic read \(topic("gateways/+/rssi"))",
+                "# asks a gateway back from an outage for the reports it kept ({\"reports\":\"send\"})",
+                "topic write \(topic("gateways/+/cmd"))",
                 "# what calibration learned of each gateway (retained; read back on a restart)",
                 "topic readwrite \(topic("gateways/+/calibration"))",
                 "topic read \(topic("observers/+/status"))",

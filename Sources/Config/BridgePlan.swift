@@ -41,6 +41,8 @@ public struct BridgePlan: Sendable, Equatable {
     public let credentials: StoreBridge?
     /// The store's gateways, whose statuses mark the end of a reconnection's replay.
     public let gateways: [String]
+    /// What the central broker is: a NATS centre refuses Mosquitto's bridge flag.
+    public let centre: CentreConfig.Kind
 
     /// The user name the bridge has on its own (store) broker, for that broker's ACL.
     public static let localUser = "bridge"
@@ -62,6 +64,7 @@ public struct BridgePlan: Sendable, Equatable {
             throw PlanError(description: "store \(major) has no broker of its own (stores[].broker): its gateways use the central broker directly, there is nothing to bridge")
         }
         store = major
+        centre = config.centre.kind
         settings = config.bridge
         address = config.bridgeURL
         tls = config.bridgeTLS
@@ -158,13 +161,25 @@ public struct BridgePlan: Sendable, Equatable {
         line("max_queued_messages \(settings.queueLimit)")
         line()
         line("connection \(remoteClientID)")
-        line("address \(address.host):\(address.port)")
+        if address.endpoints.count > 1 {
+            line("# The centre's nodes: the bridge moves to the next when its node goes away (its session")
+            line("# and what was queued for it follow it there), taking them in turn rather than hurrying")
+            line("# back to the first.")
+        }
+        line("address " + address.endpoints.map(\.description).joined(separator: " "))
+        if address.endpoints.count > 1 { line("round_robin true") }
         line("remote_clientid \(remoteClientID)")
         line("local_clientid \(localClientID)")
         line("local_username \(Self.localUser)")
         line("bridge_protocol_version \(settings.mqttVersion == .v5 ? "mqttv50" : "mqttv311")")
-        line("# Tell the central broker this is a bridge, so nothing is echoed back (loop detection).")
-        line("try_private true")
+        if centre == .nats {
+            line("# NATS refuses Mosquitto's bridge flag (\"unacceptable protocol version\"): the centre echoes")
+            line("# the joins (the one `both` topic) back once; Mosquitto does not send them out again.")
+            line("try_private false")
+        } else {
+            line("# Tell the central broker this is a bridge, so nothing is echoed back (loop detection).")
+            line("try_private true")
+        }
         line("# Persistent sessions on both sides: what changes during an outage is queued and delivered.")
         line("cleansession false")
         line("local_cleansession false")

@@ -78,8 +78,11 @@ extension FleetConfig {
     /// The gateways of a store (`gateways[].store`), in config order.
     public func gateways(ofStore major: UInt16) -> [GatewayConfig] { gateways.filter { $0.store == major } }
 
-    /// The central broker as the stores reach it.
-    public var bridgeURL: BrokerURL { bridge.url ?? broker.url }
+    /// The central broker as the stores reach it: `bridge.url`, else a NATS centre's nodes
+    /// (the bridges fail over between them), else the fleet's broker.
+    public var bridgeURL: BrokerURL {
+        bridge.url ?? (centre.kind == .nats ? centre.mqttURL(tls: broker.url.tls) : nil) ?? broker.url
+    }
 
     /// The CA settings the bridges verify the central broker with: `bridge.tls`, else the
     /// fleet broker's when the bridges reach the same URL.
@@ -155,7 +158,7 @@ extension FleetConfig {
                 if store.bridge != nil { r.fail("stores[\(i)].bridge", "a store without a broker of its own has no bridge") }
                 continue
             }
-            if broker.url.host == config.bridgeURL.host && broker.url.port == config.bridgeURL.port {
+            if config.bridgeURL.endpoints.contains(where: { broker.url.endpoints.contains($0) }) {
                 r.fail("stores[\(i)].broker.url", "is the central broker (\(config.bridgeURL)): a store broker cannot bridge to itself")
             }
             let id = config.bridgeClientID(ofStore: store.major)

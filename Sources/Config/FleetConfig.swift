@@ -24,6 +24,8 @@ public struct FleetConfig: Sendable, Equatable {
     public var homeAssistant = HomeAssistantConfig()
     /// What beacon-history keeps and for how long (docs/history.md).
     public var history = HistoryConfig()
+    /// What the central broker is: one Mosquitto, or a NATS cluster (docs/fleet.md).
+    public var centre = CentreConfig()
 
     public var topics: Topics { Topics(prefix: topicPrefix) }
 

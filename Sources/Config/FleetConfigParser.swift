@@ -3,7 +3,7 @@ import Tracking
 
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
-                          "stores", "rules", "brain", "bridge", "homeAssistant", "history"]
+                          "stores", "rules", "brain", "bridge", "homeAssistant", "history", "centre"]
     static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
                              "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
@@ -174,12 +174,15 @@ extension FleetConfig {
         checkPlacement(gateways, stores: stores, &r)
         let homeAssistant = parseHomeAssistant(top["homeAssistant"], &r)
         let history = parseHistory(top["history"], &r)
+        let centre = parseCentre(top["centre"], &r)
         guard r.errors.isEmpty, let broker else { throw ConfigErrors(r.errors) }
         var config = FleetConfig(broker: broker, topicPrefix: prefix, uuids: uuids, gateways: gateways,
                                  beacons: beacons, stores: stores, rules: rules, brain: brain, bridge: bridge,
                                  homeAssistant: homeAssistant)
         config.history = history
+        config.centre = centre
         checkBridging(config, &r)
+        checkCentre(config, &r)
         checkRosters(config, &r)
         checkRecordBounds(config, &r)
         checkProofs(config, &r)

@@ -40,6 +40,9 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         var publishErrors = 0
         /// `client.supersededMessages` when the last push was answered.
         var supersededAnswered = 0
+        /// Counts connections, so that a wait for the brain (`GatewayEngine.awaitsBrain`)
+        /// timed out for an earlier one ends no later one.
+        var connections = 0
     }
 
     let config: FleetConfig
@@ -132,7 +135,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     public func run() async throws {
         let topics = config.topics
         let readBack = topics.presenceFilter(seenBy: gateway.id)
-        try client.subscribe(readBack + [topics.commands(ofGateway: gateway.id), topics.fleetConfig], qos: 1)
+        try client.subscribe(readBack + [topics.commands(ofGateway: gateway.id), topics.fleetConfig, topics.brainStatus],
+                             qos: 1)
         try client.start()
         logger.info("gateway starting", metadata: [
             "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker(forGateway: gateway.id).url)",
@@ -263,14 +267,30 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         let topics = config.topics
         switch event {
         case .connected:
-            let output = input { $0.connected(at: WallClock.now()) }
+            let (output, connection, waits) = state.withLock { s in
+                s.connections += 1
+                let output = s.engine.connected(at: WallClock.now())
+                emit(&s, output)
+                return (output, s.connections, s.engine.awaitsBrain)
+            }
             // Stale presence a restarted broker brought back is read and deleted again.
             if output.readBackStarted { try? client.subscribe(readBack, qos: 1) }
+            if waits {
+                Task { [self] in
+                    try? await Task.sleep(for: .seconds(GatewayEngine.brainWaitSeconds))
+                    state.withLock { s in
+                        guard s.connections == connection else { return }
+                        emit(&s, s.engine.brainReady(timedOut: true))
+                    }
+                }
+            }
         case .disconnected(let reason):
             input { $0.disconnected(reason: reason) }
         case .message(let message):
             if message.topic == topics.commands(ofGateway: gateway.id) {
                 command(message)
+            } else if message.topic == topics.brainStatus {
+                state.withLock { $0.engine.brainStatus(online: message.text == "online") }
             } else if message.retain, !message.payload.isEmpty,
                       case (_, .gatewayPresence(let owner))? = topics.parseBeacon(message.topic), owner == gateway.id {
                 input { $0.inheritedPresence(topic: message.topic) }
@@ -360,6 +380,10 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             return
         }
         switch (key, value) {
+        case ("reports", .string("send")):
+            // The brain, subscribed again after an outage, asks for what this gateway kept
+            // (GatewayEngine.connected): no reply, it is the brain's own handshake.
+            input { $0.brainReady() }
         case ("scan", .string("pause")), ("scan", .string("resume")):
             let enable = value == .string("resume")
             state.withLock { $0.engine.setScanningPaused(!enable) }

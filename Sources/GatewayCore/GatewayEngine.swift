@@ -74,8 +74,28 @@ public struct GatewayEngine: Sendable {
     /// Seconds of capture time of RSSI reports a disconnected gateway keeps: longer than an
     /// outage plus the MQTT client's longest reconnect back-off (30 s).
     public static let reportBacklogSeconds = 120.0
+    /// The reports sent in the last `resendSeconds` of capture time: handed to a connection
+    /// that then died, they may never have reached the broker (QoS 0; a broker killed or
+    /// cut off loses what was in flight), so a disconnect puts them back in the backlog,
+    /// marked `"resent":true`; the brain skips a resent one it already has.
+    private var recentReports: [(to: Instant, message: MQTTMessage)] = []
+    /// Capture seconds of sent reports kept for a resend: one and a half keepalives (how long
+    /// a cut connection can go unnoticed), at least 10 s, at most the backlog.
+    public let resendSeconds: Double
     /// Whether messages go out (`messages`) or wait (`Outbox`).
     public private(set) var isConnected = false
+    /// Connected again after an outage, with a brain about, and waiting for it to ask for
+    /// what this gateway kept (`brainReady`): everything but `online` waits meanwhile.
+    public private(set) var awaitsBrain = false
+    /// Whether a brain has been online since the gateway started (`brain/status`): a gateway
+    /// waits for the brain after a reconnect only where there is one. Not cleared by the
+    /// brain's `offline`: a broker that stops gracefully publishes the brain's will to us
+    /// just before the outage the brain must then be waited for.
+    private var brainSeen = false
+    /// How long a reconnected gateway waits for the brain's request before it sends what it
+    /// kept anyway (wall seconds, `GatewayService`): the brain's reconnect grace, longer
+    /// than the MQTT client's longest back-off (30 s).
+    public static let brainWaitSeconds = 45.0
     private var sourceState = SourceState.starting
     private var filtered = 0
     /// Our own presence topics found retained on the broker at start-up.
@@ -109,6 +129,7 @@ public struct GatewayEngine: Sendable {
         tracker = Self.tracker(config, gateway)
         reporter = RSSIReporter(interval: gateway.reportInterval)
         outbox = Outbox(sightingLimit: gateway.queueLimit)
+        resendSeconds = min(Self.reportBacklogSeconds, max(10, 1.5 * Double(config.broker(forGateway: gateway.id).keepalive)))
     }
 
     static func registry(_ config: FleetConfig) -> BeaconRegistry { config.registry }
@@ -122,7 +143,8 @@ public struct GatewayEngine: Sendable {
 
     public var statistics: Statistics {
         Statistics(decode: decoder.counters, tracked: tracker.count, dropped: outbox.dropped,
-                   queueDepth: outbox.depth, filtered: filtered, connected: isConnected, sourceState: sourceState)
+                   queueDepth: outbox.depth, filtered: filtered, connected: isConnected || awaitsBrain,
+                   sourceState: sourceState)
     }
 
     /// The tracks in range now, sorted by beacon.
@@ -172,34 +194,76 @@ public struct GatewayEngine: Sendable {
     }
 
     /// The broker connection came up: announce ourselves, send what waited and restore presence.
+    ///
+    /// After an outage, when a brain was online before it, the gateway says `online` and
+    /// waits (`awaitsBrain`) until the brain asks for what it kept (`brainReady`, from the
+    /// brain's `{"reports":"send"}` on `gateways/<id>/cmd`) or `brainWaitSeconds` pass: RSSI
+    /// reports sent while the brain is not yet subscribed again reach no one (QoS 0, and a
+    /// broker restarted without persistence keeps no session), and the brain would decide
+    /// the outage without them (docs/brain.md, "Broker outages").
     public mutating func connected(at now: Instant) -> GatewayOutput {
-        isConnected = true
+        let reconnect = inheritedDeadline != nil
         var out = GatewayOutput()
-        send(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "online", qos: 1, retain: true), &out)
-        // The reports first: the presence queued after them is then no news to the brain.
+        if reconnect && inheritanceSettled {
+            // A reconnect: read our retained presence back again (`inheritedPresence`).
+            if rereadDeadline == nil { out.readBackStarted = true }
+            rereadDeadline = now + gateway.tracker.exitTimeout
+        } else if !reconnect {
+            inheritedDeadline = now + gateway.tracker.exitTimeout
+        }
+        guard reconnect, brainSeen else {
+            isConnected = true
+            awaitsBrain = false
+            send(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "online", qos: 1, retain: true), &out)
+            sendKept(&out)
+            out.log.append(LogEntry(.info, "connected to the broker; presence republished"))
+            return out
+        }
+        awaitsBrain = true
+        out.messages.append(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "online", qos: 1, retain: true))
+        out.log.append(LogEntry(.info, "connected to the broker; waiting for the brain to ask for the reports kept",
+                                ["reports": "\(reportBacklog.count)", "most seconds": "\(Int(Self.brainWaitSeconds))"]))
+        return out
+    }
+
+    /// The brain asked for what this gateway kept while away (or `brainWaitSeconds` passed):
+    /// the reports first, then what was queued, then current presence. Nothing unless the
+    /// gateway waits for it.
+    public mutating func brainReady(timedOut: Bool = false) -> GatewayOutput {
+        var out = GatewayOutput()
+        guard awaitsBrain else { return out }
+        awaitsBrain = false
+        isConnected = true
+        sendKept(&out)
+        out.log.append(LogEntry(timedOut ? .warning : .info,
+                                timedOut ? "the brain did not ask for the reports kept; sent anyway, presence republished"
+                                         : "the brain asked for the reports kept; sent, presence republished",
+                                ["messages": "\(out.messages.count)"]))
+        return out
+    }
+
+    /// A `brain/status` message: `online` says a brain is about.
+    public mutating func brainStatus(online: Bool) { if online { brainSeen = true } }
+
+    /// What waited for the broker: the reports first (the presence queued after them is then
+    /// no news to the brain), then the queue, then current presence, which wins over whatever
+    /// was queued for the same topic.
+    private mutating func sendKept(_ out: inout GatewayOutput) {
         out.messages += reportBacklog.map(\.message)
         reportBacklog.removeAll()
         let queued = outbox.drain()
-        // Current presence wins over whatever was queued for the same topic.
         let current = tracks.map(presenceMessage)
         let currentTopics = Set(current.map(\.topic))
         for message in queued where !(message.retain && currentTopics.contains(message.topic)) {
             send(message, &out)
         }
         for message in current { send(message, &out) }
-        if inheritedDeadline == nil {
-            inheritedDeadline = now + gateway.tracker.exitTimeout
-        } else if inheritanceSettled {
-            // A reconnect: read our retained presence back again (`inheritedPresence`).
-            if rereadDeadline == nil { out.readBackStarted = true }
-            rereadDeadline = now + gateway.tracker.exitTimeout
-        }
-        out.log.append(LogEntry(.info, "connected to the broker; presence republished"))
-        return out
     }
 
     public mutating func disconnected(reason: String) -> GatewayOutput {
         isConnected = false
+        awaitsBrain = false
+        keepRecentReports()
         var out = GatewayOutput()
         out.log.append(LogEntry(.warning, "broker connection lost; queueing", ["reason": reason]))
         return out
@@ -222,7 +286,37 @@ public struct GatewayEngine: Sendable {
                 kept.append((to, message))
             }
         }
-        reportBacklog.insert(contentsOf: kept, at: 0)
+        // Never sent: not a resend, whether or not a disconnect already kept them as one.
+        let payloads = Set(kept.map(\.message.payload))
+        recentReports.removeAll { payloads.contains($0.message.payload) }
+        reportBacklog.removeAll { payloads.contains(Self.unmarked($0.message.payload)) }
+        reportBacklog = Self.inCaptureOrder(kept + reportBacklog)
+        keepRecentReports()
+    }
+
+    /// The recently sent reports back into the backlog, marked as resent (`recentReports`).
+    private mutating func keepRecentReports() {
+        guard !recentReports.isEmpty else { return }
+        let resent = recentReports.map { report -> (to: Instant, message: MQTTMessage) in
+            var message = report.message
+            message.payload = Array(message.payload.dropLast()) + Array(#","resent":true}"#.utf8)
+            return (report.to, message)
+        }
+        recentReports.removeAll()
+        reportBacklog = Self.inCaptureOrder(resent + reportBacklog)
+    }
+
+    /// A resent report's payload as first sent.
+    static func unmarked(_ payload: [UInt8]) -> [UInt8] {
+        let marker = Array(#","resent":true}"#.utf8)
+        guard payload.count > marker.count, Array(payload.suffix(marker.count)) == marker else { return payload }
+        return Array(payload.dropLast(marker.count)) + [UInt8(ascii: "}")]
+    }
+
+    /// Reports by the capture time each is complete to, the order they were made in kept for
+    /// equal times (a busy window's parts).
+    static func inCaptureOrder(_ reports: [(to: Instant, message: MQTTMessage)]) -> [(to: Instant, message: MQTTMessage)] {
+        reports.enumerated().sorted { ($0.element.to, $0.offset) < ($1.element.to, $1.offset) }.map(\.element)
     }
 
     /// A retained presence topic of ours found on the broker. At start-up it waits for one
@@ -420,7 +514,15 @@ public struct GatewayEngine: Sendable {
         let topic = topics.rssiReports(ofGateway: gatewayID)
         for report in reports {
             let message = MQTTMessage(topic: topic, text: report.json, qos: 0, retain: false)
-            if isConnected { out.messages.append(message) } else { reportBacklog.append((report.to, message)) }
+            if isConnected {
+                out.messages.append(message)
+                recentReports.append((report.to, message))
+            } else {
+                reportBacklog.append((report.to, message))
+            }
+        }
+        if let first = recentReports.first, now.seconds(since: first.to) > resendSeconds {
+            recentReports.removeAll { now.seconds(since: $0.to) > resendSeconds }
         }
         if let first = reportBacklog.first, now.seconds(since: first.to) > Self.reportBacklogSeconds {
             reportBacklog.removeAll { now.seconds(since: $0.to) > Self.reportBacklogSeconds }

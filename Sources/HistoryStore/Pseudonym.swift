@@ -1,5 +1,4 @@
 public import BeaconKit
-import CLibCrypto
 import History
 import SystemCalls
 
@@ -12,14 +11,7 @@ public struct Pseudonymizer: Sendable {
     public init(key: [UInt8]) { self.key = key }
 
     public func pseudonym(of beacon: BeaconRef) -> String {
-        let message = Array(HistoryEvent.key(of: beacon).utf8)
-        var code = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        _ = key.withUnsafeBufferPointer { k in
-            message.withUnsafeBufferPointer { m in
-                HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress, m.count, &code, &length)
-            }
-        }
+        let code = HMACSHA256.mac(key: key, message: Array(HistoryEvent.key(of: beacon).utf8))
         return code.prefix(16).map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
     }
 

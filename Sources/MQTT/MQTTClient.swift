@@ -375,7 +375,7 @@ public final class MQTTClient: Sendable {
                     $0.errorLog = []
                 }
                 tlsReport?.reset()
-                let code = mosquitto_reconnect_async(handle.raw)
+                let code = reconnect()
                 watchHandshake()
                 guard code == Mosquitto.success else {
                     noteDisconnected(reason: failureText(code))
@@ -445,16 +445,37 @@ public final class MQTTClient: Sendable {
         return mosquitto_loop_misc(handle.raw)
     }
 
-    /// Waits out the current reconnection delay and doubles it; false when stopping.
+    /// Connects again: to the same broker, or, when the URL names several nodes of a cluster
+    /// (`mqtt://n1,n2,n3`), to the next one in turn. The handle keeps the client id, the
+    /// clean-session flag, the will and the subscriptions to renew, so a client with a
+    /// persistent session finds it on the node it moves to (the cluster shares sessions).
+    private func reconnect() -> Int32 {
+        let endpoints = options.broker.endpoints
+        guard endpoints.count > 1 else { return mosquitto_reconnect_async(handle.raw) }
+        let next = state.withLock { state in
+            state.endpoint = (state.endpoint + 1) % endpoints.count
+            return endpoints[state.endpoint]
+        }
+        return mosquitto_connect_async(handle.raw, next.host, Int32(next.port), Int32(options.keepalive))
+    }
+
+    /// Waits out the current reconnection delay and doubles it; false when stopping. With
+    /// several nodes the delay doubles once every node was tried: a cluster that lost one
+    /// node is reached on the next at the shortest delay.
     ///
     /// Waits on `wakeup`, which `stop()` signals after it has set the phase: a stop that
     /// comes before the wait begins leaves the pipe readable, so it is never missed, and
     /// the phase is read again after every wake.
     private func backOff() -> Bool {
         let highest = max(0.01, options.reconnectDelay.upperBound)
+        let nodes = options.broker.endpoints.count
         let delay = state.withLock { state in
             let delay = state.delay
-            state.delay = min(delay * 2, highest)
+            state.attemptsInRound += 1
+            if state.attemptsInRound >= nodes {
+                state.attemptsInRound = 0
+                state.delay = min(delay * 2, highest)
+            }
             return delay
         }
         let deadline = WallClock.monotonic() + delay
@@ -485,6 +506,7 @@ public final class MQTTClient: Sendable {
             state.refusal = nil
             state.errorLog = []
             state.delay = lowest
+            state.attemptsInRound = 0
             return state.subscriptions
         }
         if tlsReport != nil { captureErrorLog(false) }
@@ -695,6 +717,10 @@ private struct State {
     var supersededMessages = 0
     /// Seconds before the next reconnection attempt.
     var delay: Double
+    /// The node of a several-host URL tried last (an index of `broker.endpoints`).
+    var endpoint = 0
+    /// Failed attempts since the delay last doubled (it doubles once per round of the nodes).
+    var attemptsInRound = 0
     /// The first connection attempt failed at once; the network thread begins by retrying.
     var connectOnStart = false
     /// libmosquitto's error lines since the connection attempt began (TLS failures).

@@ -45,6 +45,9 @@ public struct RSSIReport: Sendable, Equatable {
     public var from: Instant
     public var to: Instant
     public var entries: [Entry]
+    /// Sent again after a disconnect (`"resent":true`): the first sending may have been lost
+    /// in flight, or not; the brain skips one whose window it already has.
+    public var resent = false
 
     public init(gateway: String, from: Instant, to: Instant, entries: [Entry]) {
         self.gateway = gateway

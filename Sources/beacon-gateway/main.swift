@@ -61,7 +61,7 @@ struct BeaconGateway: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Override the config's source.", valueName: "URI"))
     var source: String?
 
-    @Option(name: .long, help: ArgumentHelp("Override the gateway's broker: mqtt://[user@]host[:port] or mqtts://…",
+    @Option(name: .long, help: ArgumentHelp("Override the gateway's broker: mqtt://[user@]host[:port] or mqtts://…; several hosts, comma-separated, for a cluster's nodes",
                                             valueName: "URL"))
     var broker: String?
 

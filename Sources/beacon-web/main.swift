@@ -78,7 +78,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "The port to listen on (0: any free port).")
     var port = 8080
 
-    @Option(name: .long, help: ArgumentHelp("Override the config's broker: mqtt://[user@]host[:port] or mqtts://…",
+    @Option(name: .long, help: ArgumentHelp("Override the config's broker: mqtt://[user@]host[:port] or mqtts://…; several hosts, comma-separated, for a cluster's nodes",
                                             valueName: "URL"))
     var broker: String?
 

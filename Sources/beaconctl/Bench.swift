@@ -103,6 +103,13 @@ struct Bench: AsyncParsableCommand {
     @Option(name: .long, help: "Seconds of the fleet replay, per size.")
     var fleetDuration = 60.0
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Run the bench's broker with this Mosquitto configuration's settings (queue and size limits, client ids), e.g. "
+            + "deploy/mosquitto/mosquitto.conf as a store's broker ships; its listener, persistence, logging and "
+            + "security lines give way to the bench's own (loopback, anonymous, in memory). Without it: no queue limit "
+            + "and TCP_NODELAY.", valueName: "FILE"))
+    var brokerConf: String?
+
     @Flag(name: .long, help: "Small counts, for a smoke test of every phase.")
     var quick = false
 
@@ -177,7 +184,11 @@ struct Bench: AsyncParsableCommand {
         do { directory = try FileSystem.temporaryDirectory(prefix: "beaconctl-bench") } catch {
             throw CommandFailure("\(error)", status: .failure)
         }
-        let broker = try await BenchBroker.start(in: directory)
+        let brokerSettings: [String]?
+        do { brokerSettings = try brokerConf.map { BenchBroker.settings(of: try FileSystem.readText($0)) } } catch {
+            throw CommandFailure("--broker-conf: \(error)", status: .usage)
+        }
+        let broker = try await BenchBroker.start(in: directory, settings: brokerSettings)
         var run = BenchRun(settings: settings, baseline: baseline, directory: directory, broker: broker)
         do {
             try await run.all()
@@ -267,7 +278,9 @@ struct BenchRun {
     mutating func all() async throws {
         let machine = "\(ProcessInfo.hostName), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) CPUs"
         report.add("date", .string(WallClock.now().iso8601), "beaconctl bench, \(WallClock.now().iso8601), \(machine)")
-        report.add("broker", .string(broker.url), "broker: mosquitto on \(broker.url) (max_queued_messages 0)")
+        let brokerSettings = broker.settings ?? ["max_queued_messages 0", "set_tcp_nodelay true"]
+        report.add("broker", .string(broker.url), "broker: mosquitto on \(broker.url) (\(brokerSettings.joined(separator: ", ")))")
+        report.values["brokerSettings"] = .array(brokerSettings.map(JSONValue.string))
         if settings.runs("broker") || settings.runs("gateway") { try await brokerAndGateway() }
         if settings.runs("memory") { try await gatewayMemory() }
         if settings.runs("brain") { try await brain() }

@@ -129,30 +129,33 @@ final class BenchProcess: @unchecked Sendable {
 final class BenchBroker: Sendable {
     let port: UInt16
     let process: BenchProcess
+    /// The `--broker-conf` settings it runs with; nil: the bench's own.
+    let settings: [String]?
 
     /// `max_queued_messages 0` (a precaution): a subscriber that falls behind gets every
     /// message late rather than losing some, so a benchmark counts delivered messages.
     /// `set_tcp_nodelay true`: otherwise Nagle's algorithm in the broker holds a reply back
     /// until the client acknowledges the broker's previous segment (its PUBACK), which the
     /// client's delayed ACK puts off by 40 ms or more (docs/PERFORMANCE.md).
-    /// `extra` goes at the end of its configuration (a store broker's bridge).
-    static func start(in directory: String, extra: String = "") async throws -> BenchBroker {
+    /// `extra` goes at the end of its configuration (a store broker's bridge). `settings`
+    /// (`settings(of:)`, from `--broker-conf`) replace the two above.
+    static func start(in directory: String, extra: String = "", settings: [String]? = nil) async throws -> BenchBroker {
         guard let program = Programs.find("mosquitto") else {
             throw CommandFailure("mosquitto is not installed (apt install mosquitto)", status: .failure)
         }
         var lastError = ""
         for _ in 0..<3 {
             let port = try Loopback.freePort()
-            var lines = ["listener \(port) 127.0.0.1", "allow_anonymous true", "persistence false",
-                         "max_queued_messages 0", "set_tcp_nodelay true",
-                         "log_dest stderr", "log_type error", "log_type warning"]
+            var lines = ["listener \(port) 127.0.0.1", "allow_anonymous true", "persistence false"]
+                + (settings ?? ["max_queued_messages 0", "set_tcp_nodelay true"])
+                + ["log_dest stderr", "log_type error", "log_type warning"]
             if geteuid() == 0 { lines.append("user root") }
             let config = directory + "/mosquitto-\(port).conf"
             try FileSystem.write(config, Array((lines.joined(separator: "\n") + "\n" + extra).utf8))
             let process = try BenchProcess(program, ["-c", config], name: "mosquitto-\(port)", in: directory)
             let deadline = WallClock.monotonic() + 10
             while WallClock.monotonic() < deadline, process.poll() == nil {
-                if Loopback.acceptsConnections(port: port) { return BenchBroker(port: port, process: process) }
+                if Loopback.acceptsConnections(port: port) { return BenchBroker(port: port, process: process, settings: settings) }
                 try await Task.sleep(nanoseconds: 20_000_000)
             }
             lastError = process.errors
@@ -161,9 +164,25 @@ final class BenchBroker: Sendable {
         throw CommandFailure("mosquitto did not start: \(lastError)", status: .failure)
     }
 
-    private init(port: UInt16, process: BenchProcess) {
+    /// The lines of a Mosquitto configuration that shape how it queues and delivers
+    /// (`max_queued_messages`, `message_size_limit`, `set_tcp_nodelay`…): all but comments
+    /// and what the bench sets itself (listeners, persistence, logging, users and TLS).
+    static func settings(of configuration: String) -> [String] {
+        let own: Set<Substring> = ["listener", "port", "bind_address", "persistence", "persistence_location", "persistence_file",
+                                   "autosave_interval", "log_dest", "log_type", "password_file", "acl_file",
+                                   "allow_anonymous", "per_listener_settings", "include_dir", "user", "pid_file", "cafile",
+                                   "capath", "certfile", "keyfile", "require_certificate", "tls_version"]
+        return configuration.split(separator: "\n").compactMap { line in
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard let key = words.first, !key.hasPrefix("#"), !own.contains(key) else { return nil }
+            return words.joined(separator: " ")
+        }
+    }
+
+    private init(port: UInt16, process: BenchProcess, settings: [String]?) {
         self.port = port
         self.process = process
+        self.settings = settings
     }
 
     var url: String { "mqtt://127.0.0.1:\(port)" }

@@ -24,8 +24,10 @@ struct Observe: AsyncParsableCommand {
         from the broker) and the status turns offline.
 
         The profile is personal data: over MQTT 5 (the default; --mqtt-version 3.1.1 for a broker without
-        it) the join carries a message expiry of the fleet's brain.joinMaxAge (default 14400 s), so the
-        broker drops it after that even if this app never leaves (docs/security.md, "Privacy").
+        it, and the default when the fleet's centre is a NATS cluster, which speaks 3.1.1 only) the join
+        carries a message expiry of the fleet's brain.joinMaxAge (default 14400 s), so the broker drops
+        it after that even if this app never leaves (docs/security.md, "Privacy"). Over 3.1.1 the brain
+        deletes it at joinMaxAge; only while no brain runs does it outlive that.
 
         Ways to choose the beacon:
           --major M --minor m   join that beacon and stay until Ctrl-C (or --count).
@@ -70,7 +72,7 @@ struct Observe: AsyncParsableCommand {
         --timeout passes without a message or the broker or the radio cannot be reached, 2 for bad usage.
         """)
 
-    @Option(name: .long, help: ArgumentHelp("mqtt://[user@]host[:port] or mqtts://…", valueName: "URL"))
+    @Option(name: .long, help: ArgumentHelp("mqtt://[user@]host[:port] or mqtts://…; several hosts, comma-separated, for a cluster's nodes", valueName: "URL"))
     var broker: String?
 
     @Option(name: .long, help: ArgumentHelp("Take the broker, TLS, credentials and topic prefix from a fleet config.",
@@ -152,7 +154,8 @@ struct Observe: AsyncParsableCommand {
     var timeout: Double?
 
     @Option(name: .long, help: ArgumentHelp("MQTT 5 (default: the join carries a message expiry of brain.joinMaxAge) "
-                                            + "or 3.1.1 (no expiry: only the brain deletes the join).",
+                                            + "or 3.1.1 (no expiry: only the brain deletes the join; the default "
+                                            + "with centre.kind \"nats\").",
                                             valueName: "5|3.1.1"),
             transform: { text in
                 guard let version = MQTTVersion(rawValue: text) else {
@@ -160,7 +163,7 @@ struct Observe: AsyncParsableCommand {
                 }
                 return version
             })
-    var mqttVersion: MQTTVersion = .v5
+    var mqttVersion: MQTTVersion?
 
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .warning
@@ -248,7 +251,7 @@ struct Observe: AsyncParsableCommand {
             fleet = try FleetConfig.parse(#"{}"#)
         }
         try ConfigLoading.override(&fleet, broker: broker)
-        fleet.broker.mqttVersion = mqttVersion
+        fleet.broker.mqttVersion = mqttVersion ?? (fleet.centre.kind == .nats ? .v311 : .v5)
         let request = try join()
         let radio = try source.map { try ObserverRadio(self, text: $0) }
         let password = try ConfigLoading.password(for: fleet.broker)

@@ -39,6 +39,15 @@ struct Provision: AsyncParsableCommand {
                                         the store's advertising gateways (docs/security.md)
           clients/ca.crt                for /etc/beaconbridge/ca.crt (broker.tls.caFile), and
                                         for browsers and Home Assistant to trust
+          cluster/<node>.conf           when the fleet's centre is a NATS cluster (centre.kind
+                                        "nats"): each node's nats-server configuration, with
+                                        the same users and the same ACL as the Mosquitto files
+                                        (as NATS subjects), the stores' bridge users (their
+                                        stores[].bridge.passwordFile), and TLS with
+                                        broker/broker.crt, which then names every node too
+
+        The cluster's files are written here because they need what provisioning holds: the
+        passwords, the CA and the access policy (docs/fleet.md, "The centre as a NATS cluster").
 
         Provisioning again keeps every password, secret, certificate and the CA, adds what is
         new (a new gateway, a new owner) and writes the password file and ACL afresh: users
@@ -91,6 +100,10 @@ struct Provision: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Where the broker finds broker/'s files.", valueName: "DIR"))
     var brokerDirectory = "/etc/mosquitto/beaconbridge"
+
+    @Option(name: .long, help: ArgumentHelp("Where each NATS node finds broker.crt, broker.key and ca.crt (centre.kind \"nats\").",
+                                            valueName: "DIR"))
+    var clusterDirectory = "/etc/nats/beaconbridge"
 
     @Option(name: .long, help: "Days the broker's certificate is valid.")
     var days = 825
@@ -168,7 +181,10 @@ struct Provision: AsyncParsableCommand {
             chmod(caKey, 0o600)
         }
         var names: [String] = []
-        for name in [config.broker.url.host] + brokerName where !names.contains(name) { names.append(name) }
+        let nodeHosts = config.centre.kind == .nats ? config.centre.nodes.map(\.host) : []
+        for name in config.broker.url.endpoints.map(\.host) + nodeHosts + brokerName where !names.contains(name) {
+            names.append(name)
+        }
         var webNames: [String] = []
         for name in webName.isEmpty ? names : webName where !webNames.contains(name) { webNames.append(name) }
         let signer = CertificateSigner(tool: tool, openssl: openssl, ca: ca, caKey: caKey, serial: files.ca + "/ca.srl",
@@ -177,6 +193,11 @@ struct Provision: AsyncParsableCommand {
                                names: names, renew: renew)
         try await signer.issue(certificate: files.web + "/web.crt", key: files.web + "/web.key",
                                names: webNames, renew: renew)
+        if config.centre.kind == .nats {
+            let acl = policy.text + local
+            let written = try writeCluster(config, files: files, acl: acl, passwords: passwords)
+            printLine("wrote \(written.count) NATS node configurations in \(files.root)/cluster: \(written.joined(separator: ", "))")
+        }
         try FileSystem.write(files.broker + "/ca.crt", try FileSystem.read(ca))
         try FileSystem.write(files.clients + "/ca.crt", try FileSystem.read(ca))
         try files.writePrivate(out + "/README.txt", Self.readme(config: config, users: users, brains: brains,
@@ -200,8 +221,67 @@ struct Provision: AsyncParsableCommand {
         }
     }
 
+    /// The NATS centre's node files: the fleet's users (and each bridged store's bridge user
+    /// with its central ACL lines) under the permissions of the same ACL. Returns the names.
+    func writeCluster(_ config: FleetConfig, files: ProvisionFiles, acl: String,
+                      passwords: [(String, String)]) throws -> [String] {
+        var text = acl
+        var users = passwords
+        for store in config.bridgedStores {
+            let plan: BridgePlan
+            do { plan = try BridgePlan(config: config, store: store.major) } catch {
+                throw CommandFailure("\(path): \(error)")
+            }
+            guard let username = store.bridge?.username, let file = store.bridge?.passwordFile else {
+                throw CommandFailure("store \(store.major)'s bridge needs stores[].bridge.username and passwordFile: "
+                                     + "the NATS centre admits no anonymous client", status: .failure)
+            }
+            let password: String
+            do {
+                password = String(try FileSystem.readText(file).split(separator: "\n").first ?? "")
+            } catch {
+                throw CommandFailure("store \(store.major)'s bridge password: cannot read \(file): \(error)", status: .failure)
+            }
+            guard !password.isEmpty else { throw CommandFailure("store \(store.major)'s bridge password: \(file) is empty", status: .failure) }
+            text += "\n" + plan.centralACL
+            if !users.contains(where: { $0.0 == username }) { users.append((username, password)) }
+        }
+        let grants = ACLGrants(aclText: text)
+        let natsUsers = users.map { NATSNodeConfig.User(name: $0.0, password: $0.1, grants: grants.grants(of: $0.0)) }
+        let tls = config.broker.url.tls
+            ? (certFile: clusterDirectory + "/broker.crt", keyFile: clusterDirectory + "/broker.key", caFile: clusterDirectory + "/ca.crt")
+            : nil
+        let directory = files.root + "/cluster"
+        do { try FileSystem.makeDirectories(directory, mode: 0o700) } catch {
+            throw CommandFailure("cannot create \(directory): \(error)", status: .failure)
+        }
+        for node in config.centre.nodes {
+            let node = NATSNodeConfig(centre: config.centre, node: node, users: natsUsers, tls: tls)
+            try files.writePrivate(directory + "/\(node.node.name).conf", node.text)
+        }
+        return config.centre.nodes.map(\.name)
+    }
+
     static func isAddress(_ name: String) -> Bool {
         name.contains(":") || (name.split(separator: ".").count == 4 && name.split(separator: ".").allSatisfy { UInt8($0) != nil })
+    }
+
+    /// README.txt's part on a NATS centre's nodes; empty for a Mosquitto centre.
+    static func clusterReadme(_ config: FleetConfig) -> String {
+        guard config.centre.kind == .nats else { return "" }
+        let nodes = config.centre.nodes.map(\.name)
+        return """
+        The centre is a NATS cluster (\(nodes.joined(separator: ", "))). On each node N (apt install nats-server):
+          install -d -m 750 -o root -g nats /etc/nats/beaconbridge
+          install -m 640 -g nats cluster/N.conf broker/broker.key /etc/nats/beaconbridge/
+          install -m 644 broker/broker.crt broker/ca.crt /etc/nats/beaconbridge/
+          nats-server -c /etc/nats/beaconbridge/N.conf   (or the nats-server unit, pointed at it)
+        Start all nodes within a minute of each other; later, restart them one at a time, each
+        once the last one is back (docs/fleet.md, "A rolling restart"). The stores' bridges
+        (beaconctl bridge) list every node and move between them.
+
+
+        """
     }
 
     static func readme(config: FleetConfig, users: [String], brains: [String], displays: [String], names: [String],
@@ -240,7 +320,7 @@ struct Provision: AsyncParsableCommand {
         The operator (beaconctl config push): credentials/operator.password in BEACONBRIDGE_MQTT_PASSWORD.
         Apps: each one's credentials/<user>.password; its user name is its observer client id.
 
-        Identities: \(users.joined(separator: ", "))
+        \(clusterReadme(config))Identities: \(users.joined(separator: ", "))
         Keep ca/ca.key offline: it signs the broker's and the web certificates (provision again with --renew).
 
         """

@@ -210,7 +210,7 @@ struct FleetConfigTests {
          #"beacons[0].colour: unknown key (known: uuid, major, minor, namespace, instance, name, measuredPower, latitude, longitude, heading, floor, store, ad, owner, profile, position)"#),
         (#"{"brain": {"zoneMargn": 1}}"#, #"brain.zoneMargn: unknown key (did you mean "zoneMargin"?)"#),
         (#"{"brain": {"zone": 1}}"#, #"brain.zone: unknown key (known: zoneConfidence, zoneConfidenceWalking, zoneMargin, zoneUpdates, zoneStaleAfter, rssiProcessNoise, rssiTrendNoise, rssiMeasurementNoise, entryWindow, entranceWait, exitSamples, exitMinimum, clockHold, joins, joinMaxAge, shards, calibration)"#),
-        (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant, history)"#),
+        (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant, history, centre)"#),
     ])
     func unknownKeys(_ json: String, _ error: String) {
         #expect(Self.errors(json) == [error])
@@ -289,7 +289,7 @@ struct FleetConfigTests {
     @Test func broker() {
         #expect(Self.errors(#"{"broker": {"url": "mqtt://gw:secret@broker"}}"#) == [
             "broker.url: a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD"])
-        #expect(Self.errors(#"{"broker": {"url": "http://broker"}}"#) == ["broker.url: expected mqtt://[user@]host[:port] or mqtts://…"])
+        #expect(Self.errors(#"{"broker": {"url": "http://broker"}}"#) == ["broker.url: expected mqtt://[user@]host[:port][,host[:port]…] or mqtts://…"])
         #expect(Self.errors(#"{"broker": {"url": "mqtt://broker:0"}}"#) == ["broker.url: port must be 1-65535"])
         #expect(Self.errors(#"{"broker": {"tls": {"certFile": "c.pem"}}}"#) == [
             "broker.tls: certFile and keyFile go together (client certificate authentication)",

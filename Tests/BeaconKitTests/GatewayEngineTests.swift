@@ -156,6 +156,49 @@ import Wire
 
     struct Failure: Error {}
 
+    /// Issue 20 item 3: reports sent before the brain is subscribed again reach no one, so a
+    /// gateway back from an outage, where a brain has been online, says `online` and waits:
+    /// its reports, queue and presence go out when the brain asks (`{"reports":"send"}`), or
+    /// when the service's wait (`brainWaitSeconds`) runs out. Without a brain it does not wait.
+    @Test func backFromAnOutageItWaitsForTheBrainToAskForWhatItKept() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.t0)
+        _ = engine.handle(Self.frame(minor: 1, at: 0))
+        engine.brainStatus(online: true)
+        // The broker's graceful stop publishes the brain's will first: still a brain about.
+        engine.brainStatus(online: false)
+        _ = engine.disconnected(reason: "connection lost")
+        for i in 1...40 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.25)) }
+        let waiting = engine.reportsWaiting
+        #expect(waiting > 0)
+
+        let back = engine.connected(at: Self.t0 + 11)
+        #expect(Self.summary(back.messages) == ["gateways/door/status r"], "only online while the brain is away")
+        #expect(engine.awaitsBrain)
+        // What the tracker decides meanwhile waits too.
+        let meanwhile = engine.handle(Self.frame(minor: 2, at: 10.5))
+        #expect(meanwhile.messages.isEmpty)
+        #expect(engine.advance(to: Self.t0 + 12).messages.isEmpty)
+        #expect(engine.reportsWaiting > waiting)
+
+        let asked = engine.brainReady().messages
+        #expect(asked.first?.topic == "gateways/door/rssi", "the reports first")
+        #expect(asked.lastIndex { $0.topic == "gateways/door/rssi" }! < asked.firstIndex { $0.topic.hasPrefix("beacons/") }!)
+        #expect(asked.contains { $0.topic == "beacons/100/2/presence/door" && !$0.payload.isEmpty }, "presence after them")
+        #expect(engine.reportsWaiting == 0 && !engine.awaitsBrain)
+        #expect(engine.brainReady().messages.isEmpty, "a second request is nothing")
+        #expect(!engine.handle(Self.frame(minor: 1, at: 12.5)).messages.isEmpty, "live again")
+
+        // No brain ever online: no wait.
+        var alone = Self.engine()
+        _ = alone.connected(at: Self.t0)
+        _ = alone.disconnected(reason: "connection lost")
+        for i in 1...8 { _ = alone.handle(Self.frame(minor: 1, at: Double(i) * 0.25)) }
+        let aloneBack = alone.connected(at: Self.t0 + 3).messages
+        #expect(aloneBack.count > 1 && aloneBack[1].topic == "gateways/door/rssi")
+        #expect(!alone.awaitsBrain)
+    }
+
     @Test func sightingsBeyondTheQueueLimitDropTheOldestAndCountThem() {
         var engine = Self.engine(Self.config(#","queueLimit":10,"raw":true"#))
         for i in 0..<15 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
@@ -185,8 +228,14 @@ import Wire
         engine.undelivered(report)
         _ = engine.handle(Self.frame(minor: 1, at: 2.2))
         let again = engine.connected(at: Self.t0 + 3).messages.filter { $0.topic == "gateways/door/rssi" }
-        #expect(again.count > report.count && Array(again.prefix(report.count)) == report,
+        // Those sent before it first, resent (they may have been lost in flight), then it,
+        // then those made while away.
+        let resent = again.prefix { $0.text.contains(#""resent":true"#) }
+        #expect(!resent.isEmpty)
+        let fresh = Array(again.dropFirst(resent.count))
+        #expect(fresh.count > report.count && Array(fresh.prefix(report.count)) == report,
                 "the undelivered reports, then those made while away")
+        #expect(!fresh.contains { $0.text.contains(#""resent""#) })
     }
 
     @Test func presenceLeftByAnEarlierRunIsDeletedUnlessTheBeaconIsSeenAgain() {

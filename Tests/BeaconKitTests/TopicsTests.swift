@@ -166,6 +166,12 @@ struct TopicsTests {
         ("mqtts://[fe80::1]", BrokerURL(tls: true, host: "fe80::1"), "mqtts://[fe80::1]:8883"),
         ("mqtt://host/", BrokerURL(host: "host"), "mqtt://host:1883"),
         ("mqtt://first.last@host", BrokerURL(username: "first.last", host: "host"), "mqtt://first.last@host:1883"),
+        // A cluster's nodes (docs/fleet.md): tried in order, each with its own port or the scheme's.
+        ("mqtt://n1:1883,n2:1884,[::1]", BrokerURL(endpoints: [.init(host: "n1", port: 1883), .init(host: "n2", port: 1884),
+                                                                .init(host: "::1", port: 1883)]),
+         "mqtt://n1:1883,n2:1884,[::1]:1883"),
+        ("mqtts://brain@a,b", BrokerURL(tls: true, username: "brain", endpoints: [.init(host: "a", port: 8883), .init(host: "b", port: 8883)]),
+         "mqtts://brain@a:8883,b:8883"),
     ])
     func goodBrokers(_ text: String, _ url: BrokerURL, _ description: String) throws {
         #expect(try BrokerURL(parsing: text) == url)
@@ -174,9 +180,9 @@ struct TopicsTests {
     }
 
     @Test(arguments: [
-        ("tcp://host", "expected mqtt://[user@]host[:port] or mqtts://…"),
-        ("host:1883", "expected mqtt://[user@]host[:port] or mqtts://…"),
-        ("MQTT://host", "expected mqtt://[user@]host[:port] or mqtts://…"),
+        ("tcp://host", "expected mqtt://[user@]host[:port][,host[:port]…] or mqtts://…"),
+        ("host:1883", "expected mqtt://[user@]host[:port][,host[:port]…] or mqtts://…"),
+        ("MQTT://host", "expected mqtt://[user@]host[:port][,host[:port]…] or mqtts://…"),
         ("mqtt://user:secret@host", "a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD"),
         ("mqtts://user:@host", "a password does not belong in the URL; use the config's passwordFile or BEACONBRIDGE_MQTT_PASSWORD"),
         ("mqtt://@host", "empty user name before '@'"),
@@ -184,6 +190,8 @@ struct TopicsTests {
         ("mqtt://host:0", "port must be 1-65535"), ("mqtt://host:65536", "port must be 1-65535"),
         ("mqtt://host:", "port must be 1-65535"), ("mqtt://host:mqtt", "port must be 1-65535"),
         ("mqtt://host/path", "a broker URL has no path or query"), ("mqtt://host?x=1", "a broker URL has no path or query"),
+        ("mqtt://a,,b", "an empty host between commas"), ("mqtt://a:1883,", "an empty host between commas"),
+        ("mqtt://a,b:0", "port must be 1-65535"), ("mqtt://a:1883,a", "a:1883 is named twice"),
         ("mqtt://[::1", "unclosed '[' in an IPv6 host"), ("mqtt://[::1]1883", "bad port"), ("mqtt://[::1]:0", "bad port"),
     ])
     func badBrokers(_ text: String, _ reason: String) {

@@ -34,6 +34,23 @@ import Tracking
                 == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
     }
 
+    /// Records the brain sealed before HMAC-SHA256 moved to swift-crypto (sealed on 2026-11-27
+    /// by the hand-written implementation it replaced; Python's `hmac` agrees): a brain
+    /// upgraded across the change still trusts its retained visits and calibration.
+    @Test func recordsSealedBeforeSwiftCryptoStillOpen() {
+        let key = RecordSeal(key: Array("brain-secret-of-2026-11-26".utf8))
+        let visit = #"{"beacon":"7/1","enter":1795700000.25,"zone":"counter","answered":["deal at the counter"]}"#
+        let calibration = #"{"gateway":"counter","rssiOffset":-3.5}"#
+        let sealedVisit = String(visit.dropLast())
+            + #","seal":"a10f9f1ebeaed0b1f93d5b77b794ba6d4439398a0d2b585a5a792ff33bf1cad2"}"#
+        let sealedCalibration = String(calibration.dropLast())
+            + #","seal":"c0f604d5ed24e018a6c556d7c594e1cbc3f8881b8c6c4a4542009abf5cd62c5a"}"#
+        #expect(key.open(sealedVisit, topic: "brain/visits/7/1") == visit)
+        #expect(key.open(sealedCalibration, topic: "gateways/counter/calibration") == calibration)
+        #expect(key.seal(visit, topic: "brain/visits/7/1") == sealedVisit)
+        #expect(key.open(sealedVisit, topic: "brain/visits/7/2") == nil)
+    }
+
     @Test func aSealOpensOnlyForItsTopicAndKey() throws {
         let record = #"{"since":"2026-11-21T09:00:00.000Z","fired":{}}"#
         let sealed = Self.key.seal(record, topic: "brain/visits/100/9")

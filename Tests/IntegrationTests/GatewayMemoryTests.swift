@@ -113,12 +113,18 @@ struct GatewayMemoryTests {
     }
 
     /// Issue 20 item 10 (must-exist 5): 1,000 pushes as fast as the broker takes them, then
-    /// 20 more one at a time (each answered before the next, so each is parsed), all while
+    /// 10 more one at a time (each answered before the next, so each is parsed), all while
     /// the gateway replays a capture in a loop at full speed. Before the fix (every push
     /// queued on the client's event stream, parsed in turn): RSS 26.5 MiB before, 162.6 MiB
     /// peak, 121.7 MiB after, 330 s for 1,000. `MALLOC_ARENA_MAX` in the environment is
-    /// passed on (to compare with the unit's setting).
-    @Test("1,000 config pushes and 20 paced ones during a full-speed looping replay leave the gateway well under 128 MiB",
+    /// passed on (to compare: 2 arenas made no difference worth a setting, docs/PERFORMANCE.md).
+    ///
+    /// Opt-in (`BEACONBRIDGE_MEMORY_SOAK=1`): 42 s here at load average 4, but 78–168 s at
+    /// 14–17 (each paced push is a debug build parsing up to 2,000 beacons); what keeps it
+    /// bounded is checked on every run by `pushesWhileBusy` above.
+    @Test("1,000 config pushes and 10 paced ones during a full-speed looping replay leave the gateway well under 128 MiB",
+          .enabled(if: ProcessInfo.processInfo.environment["BEACONBRIDGE_MEMORY_SOAK"] != nil,
+                   "a soak of a minute or more; BEACONBRIDGE_MEMORY_SOAK=1 runs it"),
           .timeLimit(.minutes(5)))
     func configPushes() async throws {
         let dir = try TemporaryDirectory("gateway-memory")
@@ -141,8 +147,8 @@ struct GatewayMemoryTests {
                 return events.records.count { $0.topic == "gateways/door/health" } >= seen + count
             }
         }
-        // The replay's working set first: 5 health messages into the full-speed loop.
-        #expect(await replaying(healthMessages: 5), "\(gateway.diagnostics)")
+        // The replay's working set first: 3 health messages into the full-speed loop.
+        #expect(await replaying(healthMessages: 3), "\(gateway.diagnostics)")
         let before = try #require(Self.residentBytes(gateway.pid), "\(gateway.diagnostics)")
 
         var random = SplitMix64(seed: 20)
@@ -173,7 +179,7 @@ struct GatewayMemoryTests {
         let publisher = try MQTTClient(MQTTClientOptions(broker: try BrokerURL(parsing: broker.url), clientID: "operator"))
         try publisher.start()
         #expect(await eventually(timeout: 20) { publisher.isConnected })
-        let paced = 20
+        let paced = 10
         for index in 0..<paced {
             let text = Self.config(pushes + index * 6 + (index.isMultiple(of: 2) ? 0 : 5), broker: broker.url,
                                    capture: capture, random: &random)
@@ -182,8 +188,8 @@ struct GatewayMemoryTests {
         }
         await publisher.stop()
 
-        // The replay goes on for 5 health messages more; then after.
-        #expect(await replaying(healthMessages: 5))
+        // The replay goes on for 3 health messages more; then after.
+        #expect(await replaying(healthMessages: 3))
         let after = try #require(Self.residentBytes(gateway.pid))
         let mib = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
         let summary = "RSS before \(mib(before)), peak \(mib(peak)), after \(mib(after)); "

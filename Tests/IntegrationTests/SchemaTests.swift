@@ -33,6 +33,8 @@ struct SchemaTests {
         #expect(keys(schema["properties"]?["bridge"]) == Set(FleetConfig.bridgeKeys))
         #expect(keys(schema["properties"]?["brain"]) == Set(FleetConfig.brainKeys))
         #expect(keys(schema["properties"]?["history"]) == Set(FleetConfig.historyKeys))
+        #expect(keys(schema["properties"]?["centre"]) == Set(FleetConfig.centreKeys))
+        #expect(keys(schema["properties"]?["centre"]?["properties"]?["nodes"]?["items"]) == Set(FleetConfig.nodeKeys))
         let triggers = defs?["rule"]?["properties"]?["when"]?["enum"]?.arrayValue?.compactMap(\.stringValue)
         #expect(triggers == Rule.Trigger.names)
     }
@@ -90,6 +92,10 @@ struct SchemaTests {
             #"{"stores": [{"major": 1, "roster": {"from": "proximity", "leave": "immediate"}}]}"#,
             #"{"stores": [{"major": 1, "roster": {"enter": "near"}}]}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "profile": {"name": "A"}}]}"#,
+            #"{"centre": {"kind": "nats", "nodes": [{"name": "n1", "host": "a"}, {"name": "n2", "host": "b"}]}}"#,
+            #"{"centre": {"kind": "cluster"}}"#,
+            #"{"centre": {"nodes": [{"name": "n1", "host": "a"}, {"name": "n2", "host": "b"}, {"name": "n3", "host": "c"}]}}"#,
+            #"{"centre": {"kind": "nats", "nodes": [{"name": "n.1", "host": "a"}, {"name": "n2", "host": "b"}, {"name": "n3", "host": "c"}]}}"#,
         ]
         // Accepted by both.
         let accepted = [
@@ -97,6 +103,8 @@ struct SchemaTests {
                 + #""leave": "far", "gateways": ["till"], "enterAfter": 1, "leaveAfter": 5}}, {"major": 2, "roster": "proximity"}], "#
                 + #""beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 9, "minor": 1, "owner": "ada", "#
                 + #""profile": {"name": "Ada", "favorite": "flat white"}}]}"#,
+            #"{"centre": {"kind": "nats", "storeDir": "/srv/nats", "nodes": [{"name": "n1", "host": "10.0.0.1", "mqttPort": 1883}, "#
+                + #"{"name": "n2", "host": "10.0.0.2"}, {"name": "n3", "host": "10.0.0.3", "bind": "10.0.0.3"}]}}"#,
         ]
         for document in rejected {
             #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }

