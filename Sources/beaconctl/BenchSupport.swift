@@ -166,10 +166,13 @@ final class BenchBroker: Sendable {
 
     /// The lines of a Mosquitto configuration that shape how it queues and delivers
     /// (`max_queued_messages`, `message_size_limit`, `set_tcp_nodelay`…): all but comments
-    /// and what the bench sets itself (listeners, persistence, logging, users and TLS).
+    /// and what the bench sets itself (listeners, persistence, logging, users and TLS; a
+    /// client id taken from the user name too: the bench's clients are anonymous, and
+    /// Mosquitto refuses a client without a user name under `use_username_as_clientid`).
     static func settings(of configuration: String) -> [String] {
         let own: Set<Substring> = ["listener", "port", "bind_address", "persistence", "persistence_location", "persistence_file",
                                    "autosave_interval", "log_dest", "log_type", "password_file", "acl_file",
+                                   "use_username_as_clientid",
                                    "allow_anonymous", "per_listener_settings", "include_dir", "user", "pid_file", "cafile",
                                    "capath", "certfile", "keyfile", "require_certificate", "tls_version"]
         return configuration.split(separator: "\n").compactMap { line in
