@@ -299,7 +299,7 @@ public struct GatewayEngine: Sendable {
         guard !recentReports.isEmpty else { return }
         let resent = recentReports.map { report -> (to: Instant, message: MQTTMessage) in
             var message = report.message
-            message.payload = Array(message.payload.dropLast()) + Array(#","resent":true}"#.utf8)
+            message.payload = Array(message.payload.dropLast()) + Self.resentEnding
             return (report.to, message)
         }
         recentReports.removeAll()
@@ -308,10 +308,14 @@ public struct GatewayEngine: Sendable {
 
     /// A resent report's payload as first sent.
     static func unmarked(_ payload: [UInt8]) -> [UInt8] {
-        let marker = Array(#","resent":true}"#.utf8)
-        guard payload.count > marker.count, Array(payload.suffix(marker.count)) == marker else { return payload }
-        return Array(payload.dropLast(marker.count)) + [UInt8(ascii: "}")]
+        guard payload.count > resentEnding.count, payload.suffix(resentEnding.count).elementsEqual(resentEnding) else {
+            return payload
+        }
+        return Array(payload.dropLast(resentEnding.count)) + [UInt8(ascii: "}")]
     }
+
+    /// How a resent report's JSON object ends: the mark replaces its closing brace.
+    static let resentEnding = Array(#","resent":true}"#.utf8)
 
     /// Reports by the capture time each is complete to, the order they were made in kept for
     /// equal times (a busy window's parts).
