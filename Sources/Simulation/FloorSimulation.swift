@@ -33,6 +33,9 @@ public struct FloorSimulation: Sendable {
     /// Gateways advertise an iBeacon of their own (`referenceBeacon(of:)`) once a second,
     /// heard by the other gateways: what auto-calibration learns from.
     public var gatewaysAdvertise = false
+    /// How customers move (`FloorScenario`): `.gateways` is the store of issue 8, whose
+    /// visits and captures stay the same for the same seed.
+    public var scenario: FloorScenario = .gateways
 
     public init(uuid: BeaconUUID = StoreSimulation.defaultUUID, store: UInt16 = 100, layout: StoreLayout = .standard,
                 radio: RadioModel = .init(), crowd: CrowdModel = .init(), seed: UInt64 = 1,
@@ -53,6 +56,7 @@ public struct FloorSimulation: Sendable {
 
     /// The customers' visits for this seed: who comes when, walks where and stays how long.
     public var visits: [Visit] {
+        if scenario != .gateways { return scenarioVisits }
         var random = SplitMix64(seed: seed)
         let c = crowd
         return (0..<c.customers).map { i in
@@ -95,8 +99,26 @@ public struct FloorSimulation: Sendable {
             public var end: Double
             public var from: FloorPoint
             public var to: FloorPoint
+            /// A shuffle: the customer moves a few decimetres but is standing, not walking.
+            public var shuffle = false
+            /// Where a standing customer faces, radians (0: +x); a walker faces where he goes.
+            public var facing = 0.0
 
-            public var isDwell: Bool { from == to }
+            public init(start: Double, end: Double, from: FloorPoint, to: FloorPoint, shuffle: Bool = false, facing: Double = 0) {
+                self.start = start
+                self.end = end
+                self.from = from
+                self.to = to
+                self.shuffle = shuffle
+                self.facing = facing
+            }
+
+            public var isDwell: Bool { shuffle || from == to }
+
+            /// Where the customer faces along this leg, radians.
+            var heading: Double {
+                from == to ? facing : Double.atan2(y: to.y - from.y, x: to.x - from.x)
+            }
 
             func position(at t: Double) -> FloorPoint {
                 guard end > start else { return to }
@@ -108,6 +130,22 @@ public struct FloorSimulation: Sendable {
         public var minor: UInt16
         public var address: BluetoothAddress
         public var legs: [Leg]
+        /// Advertisements per second of this beacon (`nil`: the radio's `rate`).
+        public var rate: Double?
+        /// dB this beacon transmits above (+) or below (−) the measured power it advertises.
+        public var txOffset = 0.0
+        /// dB this customer's body takes from a signal crossing it (the crowd model).
+        public var bodyLoss = 0.0
+
+        public init(minor: UInt16, address: BluetoothAddress, legs: [Leg], rate: Double? = nil, txOffset: Double = 0,
+                    bodyLoss: Double = 0) {
+            self.minor = minor
+            self.address = address
+            self.legs = legs
+            self.rate = rate
+            self.txOffset = txOffset
+            self.bodyLoss = bodyLoss
+        }
 
         /// Seconds into the simulation when the customer comes in and goes out.
         public var arrival: Double { legs.first?.start ?? 0 }
@@ -117,6 +155,13 @@ public struct FloorSimulation: Sendable {
         public func position(at t: Double) -> FloorPoint? {
             guard t >= arrival, t <= departure else { return nil }
             return (legs.first { t <= $0.end } ?? legs[legs.count - 1]).position(at: t)
+        }
+
+        /// Where the customer is and faces at `t`; `nil` outside the visit.
+        func pose(at t: Double) -> (position: FloorPoint, heading: Double)? {
+            guard t >= arrival, t <= departure else { return nil }
+            let leg = legs.first { t <= $0.end } ?? legs[legs.count - 1]
+            return (leg.position(at: t), leg.heading)
         }
 
         /// Whether the customer is walking (not standing) at `t`.
@@ -139,22 +184,7 @@ public struct FloorSimulation: Sendable {
     public func captures() -> [String: BtsnoopWriter] {
         var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
         let visits = self.visits
-        var heard: [[(time: Double, report: HCIEventBuilder.Report)]] = Array(repeating: [], count: layout.gateways.count)
-        let period = 1 / radio.rate
-        for visit in visits {
-            var channel = RadioChannel(radio: radio, layout: layout, random: &random)
-            let beacon = IBeacon(uuid: uuid, major: store, minor: visit.minor, txPower: Int8(radio.measuredPower))
-            let data = AdvertisingData.iBeacon(beacon)
-            var t = visit.arrival + random.uniform(0...period)
-            while t < visit.departure {
-                let position = visit.position(at: t)!
-                for (index, rssi) in channel.sample(at: t, from: position, random: &random) {
-                    heard[index].append((t, .init(address: visit.address, data: data, rssi: rssi)))
-                }
-                // BLE adds 0–10 ms of random delay to every advertising interval.
-                t += period + random.uniform(0...0.01)
-            }
-        }
+        var heard = sightings(of: visits, random: &random)
         if gatewaysAdvertise {
             // Each gateway as a fixed beacon, heard by the others once a second.
             for (index, gateway) in layout.gateways.enumerated() {
@@ -201,6 +231,39 @@ public struct FloorSimulation: Sendable {
             writers[gateway.id] = writer
         }
         return writers
+    }
+    /// What each gateway hears of `visits` (by gateway index, in the order sent; no
+    /// bystanders, no reference beacons): seconds into the simulation, minor and RSSI.
+    public func heard(_ visits: [Visit]) -> [[(time: Double, minor: UInt16, rssi: Int8)]] {
+        var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
+        let minors = Dictionary(visits.map { ($0.address, $0.minor) }, uniquingKeysWith: { a, _ in a })
+        return sightings(of: visits, random: &random).map { list in
+            list.map { ($0.time, minors[$0.report.address] ?? 0, $0.report.rssi ?? 127) }
+        }
+    }
+
+    /// Every advertisement of `visits` each gateway hears, by gateway index.
+    func sightings(of visits: [Visit], random: inout SplitMix64) -> [[(time: Double, report: HCIEventBuilder.Report)]] {
+        var heard: [[(time: Double, report: HCIEventBuilder.Report)]] = Array(repeating: [], count: layout.gateways.count)
+        let bodies = radio.bodies
+        for (v, visit) in visits.enumerated() {
+            let period = 1 / (visit.rate ?? radio.rate)
+            var channel = RadioChannel(radio: radio, layout: layout, random: &random)
+            let beacon = IBeacon(uuid: uuid, major: store, minor: visit.minor, txPower: Int8(radio.measuredPower))
+            let data = AdvertisingData.iBeacon(beacon)
+            var t = visit.arrival + random.uniform(0...period)
+            while t < visit.departure {
+                let position = visit.position(at: t)!
+                let extra = bodies == nil && visit.txOffset == 0 ? nil
+                    : layout.gateways.map { visit.txOffset - Self.bodyLoss(visits, v, at: t, to: $0.position, model: bodies) }
+                for (index, rssi) in channel.sample(at: t, from: position, extra: extra, random: &random) {
+                    heard[index].append((t, .init(address: visit.address, data: data, rssi: rssi)))
+                }
+                // BLE adds 0–10 ms of random delay to every advertising interval.
+                t += period + random.uniform(0...0.01)
+            }
+        }
+        return heard
     }
 }
 
@@ -370,8 +433,30 @@ public struct RadioModel: Sendable, Equatable {
     public var loss: Double = 0.2
     /// Weakest RSSI a gateway hears, dBm.
     public var sensitivity: Double = -95
-    /// Advertisements per second per beacon.
+    /// Advertisements per second per beacon (unless its visit says otherwise).
     public var rate: Double = 2
+    /// Each beacon transmits up to this many dB above or below its advertised power
+    /// (uniformly; 0: every beacon exactly its measured power).
+    public var txSpread: Double = 0
+    /// Bodies in the way (`nil`: none): the carrier's own, by where he faces, and (with
+    /// `others`) every other customer standing in the line of sight.
+    public var bodies: BodyModel?
+
+    /// How much a human body takes from a 2.4 GHz signal crossing it.
+    public struct BodyModel: Sendable, Equatable {
+        /// dB lost through the carrier's own body: the low bound with the gateway square to
+        /// the side, the high one with it straight behind; nothing while it is in front.
+        public var own: ClosedRange<Double> = 3...10
+        /// Whether other customers in the line of sight take their `bodyLoss` too.
+        public var others = false
+        /// Most dB all bodies together take.
+        public var most = 20.0
+
+        public init(own: ClosedRange<Double> = 3...10, others: Bool = false) {
+            self.own = own
+            self.others = others
+        }
+    }
 
     public init() {}
 }
@@ -411,7 +496,8 @@ struct RadioChannel {
 
     /// One advertisement sent at `t` from `position`: (gateway index, RSSI) for each
     /// gateway that hears it.
-    mutating func sample(at t: Double, from position: FloorPoint, random: inout SplitMix64) -> [(Int, Int8)] {
+    mutating func sample(at t: Double, from position: FloorPoint, extra: [Double]? = nil,
+                         random: inout SplitMix64) -> [(Int, Int8)] {
         if let last {
             let moved = last.position.distance(to: position)
             let rho = Double.exp(-moved / max(radio.shadowingDistance, 1e-6) - (t - last.time) / max(radio.shadowingTime, 1e-6))
@@ -424,6 +510,7 @@ struct RadioChannel {
             let distance = max(gateway.position.distance(to: position), 0.3)
             let rssi = radio.measuredPower - 10 * radio.pathLossExponent * Double.log10(distance) + shadow[i]
                 + random.gaussian(deviation: radio.fading) + gateway.rssiOffset - layout.wallLoss(position, gateway.position)
+                + (extra?[i] ?? 0)
             let lost = random.uniform(0...1) < radio.loss
             if !lost, rssi >= radio.sensitivity { out.append((i, Int8(clamping: Int(rssi.rounded())))) }
         }

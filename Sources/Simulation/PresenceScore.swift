@@ -74,6 +74,7 @@ public struct ZoneTimeline: Sendable, Equatable {
 ///   exit: later than the last advertisements before it can explain (the brain decides a
 ///   report window after the evidence).
 /// - `missed`: visits never detected.
+/// - `followDelay`: median s until the decided zone follows a true change made walking.
 public struct PresenceScore: Sendable, Equatable {
     public var visits = 0
     public var zoneRight = 0.0
@@ -91,6 +92,10 @@ public struct PresenceScore: Sendable, Equatable {
     public var flapsAtEntry = 0.0
     public var flapsWalking = 0.0
     public var flapsStanding = 0.0
+    /// Median s from a true zone change while walking (into a zone the customer then stays
+    /// in for at least 3 s) until the decided zone is the new one; a change never followed within
+    /// that stay counts its whole length.
+    public var followDelay = 0.0
 
     /// Seconds between samples of the zone comparison.
     static let step = 0.05
@@ -109,7 +114,7 @@ public struct PresenceScore: Sendable, Equatable {
         var right = 0.0, total = 0.0, walkRight = 0.0, walkTotal = 0.0, dwellRight = 0.0, dwellTotal = 0.0
         var flaps = 0, changes = 0, trueChanges = 0, ghosts = 0
         var entryFlaps = 0, walkFlaps = 0, standFlaps = 0
-        var entries: [Double] = [], exits: [Double] = []
+        var entries: [Double] = [], exits: [Double] = [], follows: [Double] = []
         var falsePresence = 0.0
         var visitsByBeacon: [UInt32: [GroundTruth.Visit]] = [:]
         for visit in visits { visitsByBeacon[Self.key(visit.major, visit.minor), default: []].append(visit) }
@@ -133,6 +138,13 @@ public struct PresenceScore: Sendable, Equatable {
                     if ok { dwellRight += 1 }
                 }
                 t += Self.step
+            }
+            // How soon the decided zone follows each true change.
+            for interval in visit.zones.dropFirst()
+            where interval.to - interval.from >= 3 && visit.walking.contains(where: { $0.contains(interval.from) }) {
+                var t = interval.from
+                while t < interval.to, timeline.zone(at: t) != interval.zone { t += Self.step }
+                follows.append(min(t, interval.to) - interval.from)
             }
             // The presence covering this visit.
             let spans = timeline.presence.filter { $0.from < visit.exit && $0.to > visit.enter - 30 }
@@ -191,6 +203,7 @@ public struct PresenceScore: Sendable, Equatable {
         flapsAtEntry = Double(entryFlaps) / n
         flapsWalking = Double(walkFlaps) / n
         flapsStanding = Double(standFlaps) / n
+        followDelay = Summary(follows).median
     }
 
     public static func key(_ major: UInt16, _ minor: UInt16) -> UInt32 { UInt32(major) << 16 | UInt32(minor) }

@@ -29,6 +29,7 @@ struct Score: AsyncParsableCommand {
           walk / dwell    % of walking and of standing time that is wrong
           flaps/visit     zone changes no true change explains (the true one 15 s before to 3 s after)
           changes/visit   zone changes decided (and true ones, in the header)
+          follow delay    median s from a true zone change to the brain's zone following it
           entry, exit     median delay, s (exit: end of the presence covering the true exit)
           false presence  s per visit present while the customer was not in the store
           ghosts/visit    zone changes after the customer left
@@ -45,6 +46,8 @@ struct Score: AsyncParsableCommand {
         Examples:
           beaconctl score --seeds 1-20                       # the benchmark in docs/PERFORMANCE.md
           beaconctl score --seeds 1-20 --shadowing 6 --loss 0.4
+          beaconctl score --seeds 1-20 --in-process --layout all   # every named store, then one line each
+          beaconctl score --seeds 301-320 --in-process --layout queue,spots
           beaconctl score --seeds 1-20 --offsets door:+6,counter:-6
           beaconctl score --seeds 1,2 --customers 8 --duration 300 --json
         """)
@@ -84,6 +87,7 @@ struct Score: AsyncParsableCommand {
     func validate() throws {
         _ = try seedList()
         _ = try store.floor(floor, seed: 1)
+        if history, try floor.scenarios().count > 1 { throw ValidationError("--history: one --layout at a time") }
         guard replaySpeed >= 0, replaySpeed <= 1000 else { throw ValidationError("--replay-speed must be 0…1000") }
         if let brain { _ = try brainObject(brain) }
     }
@@ -129,57 +133,83 @@ struct Score: AsyncParsableCommand {
             return handler
         }
         let seeds = try seedList()
+        let layouts = try floor.scenarios()
         let temporary = try FileSystem.temporaryDirectory(prefix: "beaconctl-score")
         defer { if keep == nil { try? FileSystem.removeTree(temporary) } }
-        var results: [SeedResult] = []
+        var reports: [(layout: FloorScenario, results: [SeedResult])] = []
         var histories: [(seed: UInt64, accuracy: HistoryAccuracy)] = []
-        for (index, seed) in seeds.enumerated() {
-            let simulation = try store.floor(floor, seed: seed)
-            if !json { progress("seed \(seed) (\(index + 1) of \(seeds.count)): simulating") }
-            let run: StoreRun
-            if inProcess {
-                run = try InProcessStore.run(simulation, config: try config(for: simulation, directory: "/dev/null",
-                                                                              broker: "mqtt://127.0.0.1").config)
-            } else {
-                let directory = keep.map { "\($0)/seed-\(seed)" } ?? temporary + "/seed-\(seed)"
-                let store = ProcessStore(simulation: simulation, directory: directory,
-                                         configText: { broker in try config(for: simulation, directory: directory, broker: broker).text },
-                                         progress: { text in if !json { progress("seed \(seed) (\(index + 1) of \(seeds.count)): \(text)") } },
-                                         timeout: timeout)
-                run = try await store.run()
-                if keep == nil { try? FileSystem.removeTree(directory) }
+        for layout in layouts {
+            let name = layouts.count > 1 ? "\(layout.rawValue) " : ""
+            let base = layouts.count > 1 ? temporary + "/\(layout.rawValue)" : temporary
+            let kept = keep.map { layouts.count > 1 ? "\($0)/\(layout.rawValue)" : $0 }
+            var results: [SeedResult] = []
+            for (index, seed) in seeds.enumerated() {
+                let simulation = try store.floor(floor, seed: seed, scenario: layout)
+                let label = "\(name)seed \(seed) (\(index + 1) of \(seeds.count))"
+                if !json { progress("\(label): simulating") }
+                let run: StoreRun
+                if inProcess {
+                    run = try InProcessStore.run(simulation, config: try config(for: simulation, directory: "/dev/null",
+                                                                                  broker: "mqtt://127.0.0.1").config)
+                } else {
+                    let directory = kept.map { "\($0)/seed-\(seed)" } ?? base + "/seed-\(seed)"
+                    let store = ProcessStore(simulation: simulation, directory: directory,
+                                             configText: { broker in try config(for: simulation, directory: directory, broker: broker).text },
+                                             progress: { text in if !json { progress("\(label): \(text)") } },
+                                             timeout: timeout)
+                    run = try await store.run()
+                    if keep == nil { try? FileSystem.removeTree(directory) }
+                }
+                let truth = simulation.truth
+                let result = SeedResult(
+                    seed: seed,
+                    fused: PresenceScore(truth: truth, timelines: run.timelines(start: simulation.start)),
+                    strongest: PresenceScore(truth: truth, timelines: ZoneBaseline.strongestEachSecond(run.sightings)),
+                    previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)),
+                    calibration: run.calibration)
+                results.append(result)
+                if history {
+                    if !json { progress("seed \(seed): keeping the decisions in a history") }
+                    let directory = (kept.map { "\($0)/seed-\(seed)" } ?? base + "/seed-\(seed)") + "/history"
+                    let configured = try config(for: simulation, directory: directory, broker: "mqtt://127.0.0.1")
+                    histories.append((seed, try await HistoryAccuracy(simulation: simulation, decisions: run.decisions,
+                                                                      config: configured.config, configText: configured.text,
+                                                                      directory: directory, process: !inProcess)))
+                    if keep == nil { try? FileSystem.removeTree(directory) }
+                }
+                if !json { progress("\(label): zone right \(decimal(result.fused.zoneRight, places: 1)) % (strongest "
+                                    + "\(decimal(result.strongest.zoneRight, places: 1)) %)") }
             }
-            let truth = simulation.truth
-            let result = SeedResult(
-                seed: seed,
-                fused: PresenceScore(truth: truth, timelines: run.timelines(start: simulation.start)),
-                strongest: PresenceScore(truth: truth, timelines: ZoneBaseline.strongestEachSecond(run.sightings)),
-                previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)),
-                calibration: run.calibration)
-            results.append(result)
-            if history {
-                if !json { progress("seed \(seed): keeping the decisions in a history") }
-                let directory = (keep.map { "\($0)/seed-\(seed)" } ?? temporary + "/seed-\(seed)") + "/history"
-                let configured = try config(for: simulation, directory: directory, broker: "mqtt://127.0.0.1")
-                histories.append((seed, try await HistoryAccuracy(simulation: simulation, decisions: run.decisions,
-                                                                  config: configured.config, configText: configured.text,
-                                                                  directory: directory, process: !inProcess)))
-                if keep == nil { try? FileSystem.removeTree(directory) }
-            }
-            if !json { progress("seed \(seed): zone right \(decimal(result.fused.zoneRight, places: 1)) % (strongest "
-                                + "\(decimal(result.strongest.zoneRight, places: 1)) %)") }
+            reports.append((layout, results))
         }
         if !json { progress(nil) }
         if json {
-            var report = ScoreReport(results).json
-            if history, case .object(var o) = report {
-                o["history"] = HistoryReport(results: histories).json
-                report = .object(o)
+            if reports.count == 1 {
+                var report = ScoreReport(reports[0].results).json
+                if case .object(var o) = report {
+                    o["layout"] = .string(reports[0].layout.rawValue)
+                    if history { o["history"] = HistoryReport(results: histories).json }
+                    report = .object(o)
+                }
+                printLine(report.jsonText)
+            } else {
+                printLine(JSONValue.object(["layouts": .array(reports.map { layout, results in
+                    var report = ScoreReport(results).json
+                    if case .object(var o) = report {
+                        o["layout"] = .string(layout.rawValue)
+                        report = .object(o)
+                    }
+                    return report
+                })]).jsonText)
             }
-            printLine(report.jsonText)
-        } else {
-            printLine(ScoreReport(results).table)
+        } else if reports.count == 1 {
+            printLine(ScoreReport(reports[0].results).table)
             if history { printLine(HistoryReport(results: histories).table) }
+        } else {
+            for (layout, results) in reports {
+                printLine("layout \(layout.rawValue): " + ScoreReport(results).table + "\n")
+            }
+            printLine(ScoreReport.layoutTable(reports))
         }
     }
 
@@ -216,6 +246,7 @@ struct ScoreReport {
         ("  walking", "flapsWalking", { $0.flapsWalking }, 2),
         ("  standing", "flapsStanding", { $0.flapsStanding }, 2),
         ("changes/visit", "changesPerVisit", { $0.changesPerVisit }, 2),
+        ("follow delay s", "followDelay", { $0.followDelay }, 2),
         ("entry delay s", "entryDelay", { $0.entryDelay }, 2),
         ("exit delay s", "exitDelay", { $0.exitDelay }, 2),
         ("false presence s/visit", "falsePresence", { $0.falsePresence }, 2),
@@ -226,6 +257,22 @@ struct ScoreReport {
     static let deciders: [(name: String, pick: @Sendable (SeedResult) -> PresenceScore)] = [
         ("brain", { $0.fused }), ("strongest", { $0.strongest }), ("previous", { $0.previous }),
     ]
+
+    /// One line per layout: the brain's zone right and flaps, the strongest-gateway rule's
+    /// zone right, and how far the brain is above it (medians over the seeds, [min–max]).
+    static func layoutTable(_ reports: [(layout: FloorScenario, results: [SeedResult])]) -> String {
+        var lines = ["| layout | zone right, median [min–max] | flaps/visit | follow delay s | strongest | brain − strongest, median [min] |",
+                     "| --- | --- | --- | --- | --- | --- |"]
+        for (layout, results) in reports {
+            let right = Summary(results.map(\.fused.zoneRight)), flaps = Summary(results.map(\.fused.flapsPerVisit))
+            let follow = Summary(results.map(\.fused.followDelay)), strongest = Summary(results.map(\.strongest.zoneRight))
+            let gain = Summary(results.map { $0.fused.zoneRight - $0.strongest.zoneRight })
+            lines.append("| \(layout.rawValue) | \(decimal(right.median, places: 1)) % [\(decimal(right.min, places: 1))–"
+                         + "\(decimal(right.max, places: 1))] | \(decimal(flaps.median, places: 2)) | \(decimal(follow.median, places: 2)) | "
+                         + "\(decimal(strongest.median, places: 1)) % | \(decimal(gain.median, places: 1)) [\(decimal(gain.min, places: 1))] |")
+        }
+        return lines.joined(separator: "\n")
+    }
 
     var table: String {
         var lines: [String] = []

@@ -31,6 +31,15 @@ struct Simulate: ParsableCommand {
         seconds after "start". `beaconctl score` replays floors through the real programs and
         compares the brain's decisions with it.
 
+        --layout names a floor store (and implies --model floor): gateways (the default above:
+        customers dwell within 0.5 m of a gateway), queue (a queue at the counter, joined 4-8
+        places back across the counter/shelves boundary, stepping forward every 6-12 s), spots
+        (dwell spots 0.3-4 m from the nearest gateway, a quarter between two, customers who
+        shuffle and turn), crowd (40 customers; a body between beacon and gateway takes 3-10 dB,
+        by where the carrier faces and how many stand in the line of sight), fobs (beacons at
+        1 Hz and 0.1-0.5 Hz beside phones at 5-10 Hz). All but gateways give every beacon a
+        transmit power ±3 dB off what it advertises. The other floor options apply on top.
+
         The same seed gives the same store, byte for byte. Writes into --out: <gateway>.log for
         each gateway and fleet.json, a fleet config whose gateways replay those captures (in a
         loop unless --no-loop), with the customers in the beacon registry.
@@ -38,6 +47,7 @@ struct Simulate: ParsableCommand {
         Examples:
           beaconctl simulate --out /tmp/store --customers 8 --duration 120
           beaconctl simulate --out /tmp/floor --model floor --shadowing 6 --seed 7
+          beaconctl simulate --out /tmp/queue --layout queue --seed 301
           beaconctl simulate --out /tmp/skew --model floor --offsets door:+6,counter:-6
           beaconctl simulate --out /tmp/hall --model floor --size 30x12 --door 0,6 \\
               --gateways 'a:5,6;b:15,6;c:25,6' --wall 10,0,10,8:6
@@ -51,8 +61,11 @@ struct Simulate: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Directory to write into (created if missing).", valueName: "DIR"))
     var out: String
 
-    @Option(name: .long, help: "The store model: walkway or floor.")
-    var model = Model.walkway
+    @Option(name: .long, help: "The store model: walkway or floor (default walkway; floor with --layout).")
+    var model: Model?
+
+    /// The model: as given, else floor when a `--layout` is named.
+    var effectiveModel: Model { model ?? (floor.layout == nil ? .walkway : .floor) }
 
     @OptionGroup var store: StoreOptions
 
@@ -74,11 +87,12 @@ struct Simulate: ParsableCommand {
     func validate() throws {
         guard (try? BrokerURL(parsing: broker)) != nil else { throw ValidationError("--broker: not an mqtt:// URL") }
         guard startInstant != nil else { throw ValidationError("--start: \"\(start)\" is neither an ISO-8601 UTC time nor \"now\"") }
-        switch model {
+        switch effectiveModel {
         case .walkway:
             if let option = floor.given.first { throw ValidationError("\(option) needs --model floor") }
             _ = try store.walkway(seed: seed)
         case .floor:
+            guard try floor.scenarios().count == 1 else { throw ValidationError("--layout: simulate writes one layout at a time") }
             _ = try store.floor(floor, seed: seed)
         }
     }
@@ -87,7 +101,7 @@ struct Simulate: ParsableCommand {
 
     func run() throws {
         do {
-            switch model {
+            switch effectiveModel {
             case .walkway:
                 var simulation = try store.walkway(seed: seed)
                 simulation.start = startInstant!
@@ -101,7 +115,7 @@ struct Simulate: ParsableCommand {
                 simulation.start = startInstant!
                 try write(simulation, into: out, broker: broker, loop: loop) { printLine($0) }
                 let visits = simulation.visits
-                printLine("\(visits.count) customers over \(Int(simulation.crowd.duration)) s on a "
+                printLine("\(visits.count) customers over \(Int(simulation.crowd.duration)) s (layout \(simulation.scenario.rawValue)) on a "
                           + "\(decimal(simulation.layout.width, places: 1)) × \(decimal(simulation.layout.height, places: 1)) m floor "
                           + "in store \(simulation.store); first arrives after \(Int(visits.map(\.arrival).min() ?? 0)) s")
             }
@@ -266,9 +280,11 @@ struct StoreOptions: ParsableArguments {
                                rate: rate ?? 2, gateways: list, seed: seed)
     }
 
-    /// The floor these options and `floor` describe (start: the default instant).
-    func floor(_ floor: FloorOptions, seed: UInt64) throws -> FloorSimulation {
+    /// The floor these options and `floor` describe (start: the default instant), in
+    /// `scenario` (default: the first `--layout`).
+    func floor(_ floor: FloorOptions, seed: UInt64, scenario: FloorScenario? = nil) throws -> FloorSimulation {
         let uuid = try common()
+        let scenario = try scenario ?? floor.scenarios()[0]
         var layout = StoreLayout.standard
         if let gateways {
             layout.gateways = try gateways.split(separator: ";").map { item in
@@ -283,19 +299,44 @@ struct StoreOptions: ParsableArguments {
             }
         }
         var crowd = CrowdModel()
+        var radio = RadioModel()
+        scenario.apply(to: &crowd, &radio)
         if let customers { crowd.customers = customers }
         if let duration { crowd.duration = duration }
-        var radio = RadioModel()
         if let rate { radio.rate = rate }
         try floor.apply(to: &layout, &radio, &crowd)
         var simulation = FloorSimulation(uuid: uuid, store: major, layout: layout, radio: radio, crowd: crowd, seed: seed)
         simulation.gatewaysAdvertise = floor.gatewaysAdvertise
+        simulation.scenario = scenario
         return simulation
     }
 }
 
 /// The floor model's own options (docs/presence.md has the model); each defaults to the model's value.
 struct FloorOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "A named store: gateways (customers at the gateways, issue 8's), queue (a counter queue across the "
+        + "counter/shelves boundary), spots (standing 0.3-4 m from any gateway, shuffling), crowd (40 customers whose "
+        + "bodies attenuate), fobs (beacons at 1 and 0.1-0.5 Hz beside phones at 5-10 Hz); score takes a list or "
+        + "\"all\". Other options apply on top. Default gateways.", valueName: "NAME"))
+    var layout: String?
+
+    /// The layouts `--layout` names, in order.
+    func scenarios() throws -> [FloorScenario] {
+        guard let layout else { return [.gateways] }
+        if layout == "all" { return FloorScenario.allCases }
+        let names = layout.split(separator: ",").map { String($0.filter { $0 != " " }) }
+        let list = try names.map { name in
+            guard let scenario = FloorScenario(rawValue: name) else {
+                throw ValidationError("--layout: \"\(name)\" is not one of "
+                                      + FloorScenario.allCases.map(\.rawValue).joined(separator: ", ") + " or all")
+            }
+            return scenario
+        }
+        guard !list.isEmpty else { throw ValidationError("--layout: name one") }
+        return list
+    }
+
     @Option(name: .long, help: ArgumentHelp("Floor size in metres (default 15x10).", valueName: "WxH"))
     var size: String?
 
@@ -352,7 +393,7 @@ struct FloorOptions: ParsableArguments {
     /// The options given, by name (they need the floor model).
     var given: [String] {
         let all: [(String, Bool)] = [
-            ("--size", size != nil), ("--door", door != nil), ("--wall", !wall.isEmpty), ("--offsets", offsets != nil),
+            ("--layout", layout != nil), ("--size", size != nil), ("--door", door != nil), ("--wall", !wall.isEmpty), ("--offsets", offsets != nil),
             ("--gateways-advertise", gatewaysAdvertise), ("--shadowing", shadowing != nil),
             ("--shadowing-distance", shadowingDistance != nil), ("--shadowing-time", shadowingTime != nil),
             ("--fading", fading != nil), ("--loss", loss != nil), ("--path-loss", pathLoss != nil),

@@ -39,6 +39,20 @@ struct PresenceScoreTests {
         }
     }
 
+    @Test("--layout all scores every named store, each with the strongest-gateway rule beside it (in process, small)")
+    func layouts() async throws {
+        let result = try await score(["--in-process", "--seeds", "1", "--customers", "6", "--duration", "240", "--layout", "all"])
+        let layouts = try #require(result["layouts"]?.arrayValue)
+        #expect(layouts.compactMap { $0["layout"]?.stringValue } == ["gateways", "queue", "spots", "crowd", "fobs"])
+        for layout in layouts {
+            let seed = try #require(layout["seeds"]?.arrayValue?.first)
+            let right = try #require(seed["brain"]?["zoneRight"]?.numberValue)
+            #expect(right > 50 && right <= 100, "\(layout)")
+            #expect(seed["strongest"]?["zoneRight"]?.numberValue != nil, "\(layout)")
+            #expect(seed["brain"]?["missed"]?.numberValue == 0, "\(layout)")
+        }
+    }
+
     @Test("calibration: with gateways reading ±6 dB off, the brain that calibrates from their own beacons keeps its zone figure (in process, seed 1)")
     func calibrationFloor() async throws {
         // Customers stand anywhere within 2.5 m of a gateway, where offsets move zones; measured
