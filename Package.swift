@@ -41,6 +41,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // beacon-history: the store's memory in SQLite (one file, no server).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // beacon-history for a chain: PostgreSQL's wire protocol over the NIO that Hummingbird
+        // already builds (docs/history.md says why this and not libpq).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
@@ -186,6 +189,8 @@ let package = Package(
             name: "HistoryStore",
             dependencies: ["History", "BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
                            .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "PostgresNIO", package: "postgres-nio"),
+                           .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),

@@ -15,21 +15,13 @@ import GRDB
 /// - `daily(store, day, footfall, reachedCounter, returningVisits, ...)`: the day's figures, kept
 ///   after the visits are pruned
 /// Times are capture times in milliseconds since 1970.
-public final class HistoryDatabase: Sendable {
+public final class HistoryDatabase: HistoryKeeping {
     let writer: any DatabaseWriter
     public let path: String
+    public var location: String { path }
 
-    /// What one `ingest` did.
-    public struct IngestCount: Sendable, Equatable {
-        /// Decisions that changed the history.
-        public var stored = 0
-        /// Decisions it already held (a replay or redelivery).
-        public var duplicates = 0
-        public init(stored: Int = 0, duplicates: Int = 0) {
-            self.stored = stored
-            self.duplicates = duplicates
-        }
-    }
+    public typealias IngestCount = HistoryIngestCount
+    public typealias Day = HistoryDay
 
     /// Opens (creating if needed) the file and brings its schema up to date. `readOnly`
     /// opens an existing file for reading (reports, the web page).
@@ -53,7 +45,7 @@ public final class HistoryDatabase: Sendable {
     }
 
     /// The schema's versions, oldest first; a database is migrated from whichever it holds.
-    public static let versions = ["v1-visits", "v2-daily"]
+    public static let versions = HistorySchema.versions
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -94,15 +86,12 @@ public final class HistoryDatabase: Sendable {
         return migrator
     }
 
-    /// Migrations this file has applied.
     public func appliedMigrations() throws(HistoryStoreError) -> [String] {
         try read { db in try Self.migrator.appliedIdentifiers(db).sorted() }
     }
 
     // MARK: Writing
 
-    /// Stores events in one transaction, each by its natural key: the visitor by pseudonym,
-    /// the visit by store, visitor and start, a zone segment by visit, time and zone.
     public func ingest(_ events: [HistoryEvent], pseudonyms: Pseudonymizer) throws(HistoryStoreError) -> IngestCount {
         let named = events.map { ($0, pseudonyms.pseudonym(of: $0.beacon)) }
         return try write { db in
@@ -138,8 +127,6 @@ public final class HistoryDatabase: Sendable {
         }
     }
 
-    /// Erases every visit of one beacon (its pseudonym under `pseudonyms`): the visitor, its
-    /// visits and their segments. Returns how many visits were erased.
     public func forget(_ beacon: BeaconRef, pseudonyms: Pseudonymizer) throws(HistoryStoreError) -> Int {
         let pseudonym = pseudonyms.pseudonym(of: beacon)
         return try write { db in
@@ -151,8 +138,6 @@ public final class HistoryDatabase: Sendable {
         }
     }
 
-    /// Keeps each finished day's figures in `daily`, then erases visits begun before
-    /// `cutoff` (and visitors left without visits). Returns how many visits were erased.
     public func prune(before cutoff: Instant, options: HistoryFigures.Options, now: Instant) throws(HistoryStoreError) -> Int {
         let offset = Int64(options.utcOffsetMinutes) * 60_000
         let day: Int64 = 86_400_000
@@ -165,13 +150,13 @@ public final class HistoryDatabase: Sendable {
             for row in days {
                 let store: Int64 = row["store"], start: Int64 = row["day"]
                 let from = Self.instant(start), to = Self.instant(start + day)
-                let visits = try Self.visits(db, store: UInt16(store), from: from, to: to)
-                let figures = HistoryFigures(visits: visits, from: from, to: to, now: now, options: options)
+                let figures = HistoryDay(store: UInt16(store), start: from,
+                                         visits: try Self.visits(db, store: UInt16(store), from: from, to: to), options: options, now: now)
                 try db.execute(sql: """
                     INSERT INTO daily (store, day, footfall, reachedCounter, returningVisits, visitMedian, visitP90, queueMedian)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
                     """, arguments: [store, start, figures.footfall, figures.reachedCounter, figures.returning,
-                                     figures.visitDuration.median, figures.visitDuration.p90, figures.queueTime.median])
+                                     figures.visitMedian, figures.visitP90, figures.queueMedian])
             }
             try db.execute(sql: "DELETE FROM visits WHERE since < ?", arguments: [cutoffMS])
             let erased = db.changesCount
@@ -182,9 +167,6 @@ public final class HistoryDatabase: Sendable {
 
     // MARK: Reading
 
-    /// Visits of `store` (every store when `nil`) that overlap `[from, to)`, with their
-    /// segments and whether the visitor had come before. Visits are taken as lasting at most
-    /// a day: one begun earlier than a day before `from` is not looked at.
     public func visits(store: UInt16?, from: Instant, to: Instant) throws(HistoryStoreError) -> [Visit] {
         try read { db in try Self.visits(db, store: store, from: from, to: to) }
     }
@@ -198,43 +180,16 @@ public final class HistoryDatabase: Sendable {
             WHERE \(store == nil ? "" : "v.store = ? AND ")v.since >= ? AND v.since < ? AND (v.ended IS NULL OR v.ended > ?)
             ORDER BY v.id, s.entered
             """, arguments: StatementArguments((store.map { [Int64($0)] } ?? [])
-                + [milliseconds(from) - 86_400_000, milliseconds(to), milliseconds(from)]))
-        var visits: [Visit] = []
-        var current: (id: Int64, store: UInt16, visitor: String, since: Instant, ended: Instant?, returning: Bool, moves: [Visit.Move])?
-        func finish() {
-            guard let c = current else { return }
-            visits.append(Visit(store: c.store, visitor: c.visitor, since: c.since, ended: c.ended, moves: c.moves, returning: c.returning))
-        }
+                + [milliseconds(from) - HistorySchema.longestVisit, milliseconds(to), milliseconds(from)]))
+        var assembler = VisitAssembler()
         while let row = try rows.next() {
-            let id: Int64 = row[0]
-            if current?.id != id {
-                finish()
-                current = (id, UInt16(truncatingIfNeeded: row[1] as Int64), row[2], instant(row[3]),
-                           (row[4] as Int64?).map(instant), row[5], [])
-            }
-            if let entered = row[6] as Int64? {
-                current!.moves.append(Visit.Move(at: instant(entered), zone: row[7], zoneName: row[8]))
-            }
+            assembler.add(id: row[0], store: row[1], visitor: row[2], since: row[3], ended: row[4], returning: row[5],
+                          entered: row[6], zone: row[7], zoneName: row[8])
         }
-        finish()
-        return visits
+        assembler.finish()
+        return assembler.visits
     }
 
-    /// One day's figures as `prune` kept them (the day's visits may be erased).
-    public struct Day: Sendable, Equatable {
-        public var store: UInt16
-        /// The store's midnight that began the day.
-        public var start: Instant
-        public var footfall: Int
-        public var reachedCounter: Int
-        public var returning: Int
-        /// Whole visits, s.
-        public var visitMedian: Double
-        public var visitP90: Double
-        public var queueMedian: Double
-    }
-
-    /// The kept days of `store` (every store when `nil`) beginning in `[from, to)`.
     public func daily(store: UInt16?, from: Instant, to: Instant) throws(HistoryStoreError) -> [Day] {
         try read { db in
             try Row.fetchAll(db, sql: """
@@ -248,24 +203,25 @@ public final class HistoryDatabase: Sendable {
         }
     }
 
-    /// The stores the history has visits of.
     public func stores() throws(HistoryStoreError) -> [UInt16] {
         try read { db in try Int64.fetchAll(db, sql: "SELECT DISTINCT store FROM visits ORDER BY store").map { UInt16(truncatingIfNeeded: $0) } }
     }
 
-    /// Visits and segments held (for health and tests).
-    public func counts() throws(HistoryStoreError) -> (visits: Int, segments: Int, visitors: Int) {
+    public func counts() throws(HistoryStoreError) -> HistoryCounts {
         try read { db in
-            (try Int.fetchOne(db, sql: "SELECT count(*) FROM visits") ?? 0,
-             try Int.fetchOne(db, sql: "SELECT count(*) FROM segments") ?? 0,
-             try Int.fetchOne(db, sql: "SELECT count(*) FROM visitors") ?? 0)
+            HistoryCounts(visits: try Int.fetchOne(db, sql: "SELECT count(*) FROM visits") ?? 0,
+                          segments: try Int.fetchOne(db, sql: "SELECT count(*) FROM segments") ?? 0,
+                          visitors: try Int.fetchOne(db, sql: "SELECT count(*) FROM visitors") ?? 0)
         }
     }
 
+    /// GRDB closes the file when the last reference goes.
+    public func close() async {}
+
     // MARK: Plumbing
 
-    static func milliseconds(_ t: Instant) -> Int64 { t.nanoseconds / 1_000_000 }
-    static func instant(_ ms: Int64) -> Instant { Instant(nanoseconds: ms * 1_000_000) }
+    static func milliseconds(_ t: Instant) -> Int64 { HistorySchema.milliseconds(t) }
+    static func instant(_ ms: Int64) -> Instant { HistorySchema.instant(ms) }
 
     func read<T>(_ body: (Database) throws -> T) throws(HistoryStoreError) -> T {
         do { return try writer.read(body) } catch { throw HistoryStoreError("reading the history \(path): \(Self.describe(error))") }

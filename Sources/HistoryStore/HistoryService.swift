@@ -31,6 +31,8 @@ public final class HistoryService: Service, Sendable {
         public var pruneInterval: Double = 3600
         /// Seconds between the counters in the log.
         public var reportInterval: Double = 60
+        /// Seconds between readings of today's footfall and occupancy (`latestStoreFigures`).
+        public var figuresInterval: Double = 15
         public init() {}
     }
 
@@ -45,7 +47,7 @@ public final class HistoryService: Service, Sendable {
     }
 
     let client: MQTTClient
-    let database: HistoryDatabase
+    let database: any HistoryKeeping
     let pseudonyms: Pseudonymizer
     let reader: DecisionReader
     let config: HistoryConfig
@@ -54,9 +56,10 @@ public final class HistoryService: Service, Sendable {
     private let pending = Mutex<[HistoryEvent]>([])
     private let state = Mutex(Counters())
     private let connected = Mutex(false)
+    private let latestFigures = Mutex<[StoreFigures]?>(nil)
     let configuredStores: Set<UInt16>
 
-    public init(config: FleetConfig, password: String?, database: HistoryDatabase, pseudonyms: Pseudonymizer,
+    public init(config: FleetConfig, password: String?, database: any HistoryKeeping, pseudonyms: Pseudonymizer,
                 logger: Logger, options: Options = Options()) throws(MQTTError) {
         var mqtt = MQTTClientOptions(broker: config.broker.url, clientID: options.clientID)
         mqtt.username = config.broker.username
@@ -80,6 +83,10 @@ public final class HistoryService: Service, Sendable {
     /// Connected to the broker now.
     public var isConnected: Bool { connected.withLock { $0 } }
 
+    /// `storeFigures` as last read (every `figuresInterval`), for a metrics scrape that
+    /// cannot wait on the database; `nil` before the first reading or when it failed.
+    public var latestStoreFigures: [StoreFigures]? { latestFigures.withLock { $0 } }
+
     /// One store's figures at a moment.
     public struct StoreFigures: Sendable, Equatable {
         public var store: UInt16
@@ -92,12 +99,12 @@ public final class HistoryService: Service, Sendable {
     /// Today's footfall and the occupancy of every store the config lists or the history
     /// holds (a quiet store reads 0, not nothing), read from the database at `now`; `nil`
     /// when the database cannot be read.
-    public func storeFigures(at now: Instant) -> [StoreFigures]? {
+    public func storeFigures(at now: Instant) async -> [StoreFigures]? {
         let offset = Double(config.utcOffsetMinutes * 60)
         let midnight = Instant(seconds: ((now.seconds + offset) / 86_400).rounded(.down) * 86_400 - offset)
-        guard let visits = try? database.visits(store: nil, from: midnight, to: now + 60) else { return nil }
+        guard let visits = try? await database.visits(store: nil, from: midnight, to: now + 60) else { return nil }
         var stores = Set(visits.map(\.store)).union(configuredStores)
-        if let held = try? database.stores() { stores.formUnion(held) }
+        if let held = try? await database.stores() { stores.formUnion(held) }
         return stores.sorted().map { store in
             let mine = visits.filter { $0.store == store }
             return StoreFigures(store: store, footfallToday: mine.count { $0.since >= midnight },
@@ -108,8 +115,9 @@ public final class HistoryService: Service, Sendable {
     public func run() async throws {
         try client.subscribe(reader.filters, qos: 1)
         try client.start()
-        logger.info("history starting", metadata: ["database": "\(database.path)", "client": "\(options.clientID)"])
-        prune()
+        logger.info("history starting", metadata: ["database": "\(database.location)", "client": "\(options.clientID)"])
+        await prune()
+        await readFigures()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -132,13 +140,17 @@ public final class HistoryService: Service, Sendable {
                     for await _ in bell { await self.writePending() }
                 }
                 group.addTask {
-                    var lastPrune = WallClock.monotonic(), lastReport = WallClock.monotonic()
+                    var lastPrune = WallClock.monotonic(), lastReport = WallClock.monotonic(), lastFigures = WallClock.monotonic()
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(1))
                         let now = WallClock.monotonic()
                         if now - lastPrune >= self.options.pruneInterval {
                             lastPrune = now
-                            self.prune()
+                            await self.prune()
+                        }
+                        if now - lastFigures >= self.options.figuresInterval {
+                            lastFigures = now
+                            await self.readFigures()
                         }
                         if now - lastReport >= self.options.reportInterval {
                             lastReport = now
@@ -180,26 +192,30 @@ public final class HistoryService: Service, Sendable {
     }
 
     /// Writes what is waiting; on failure keeps it and retries with back-off until it is
-    /// written or the service stops.
+    /// written or the service stops. The first failure of a run of them is logged, then one
+    /// a minute or so (at the longest delay), and the write that ends them.
     func writePending(retry: Bool = true) async {
         var delay = options.retryDelay.lowerBound
+        var failed = 0
         while true {
             let batch = pending.withLock { $0 }
             guard !batch.isEmpty else { return }
             do {
-                let count = try database.ingest(batch, pseudonyms: pseudonyms)
+                let count = try await database.ingest(batch, pseudonyms: pseudonyms)
                 pending.withLock { $0.removeFirst(min(batch.count, $0.count)) }
                 state.withLock { s in
                     s.stored += count.stored
                     s.duplicates += count.duplicates
                 }
+                if failed > 0 {
+                    logger.notice("writing the history again", metadata: [
+                        "database": "\(database.location)", "failedTries": "\(failed)", "decisions": "\(batch.count)"])
+                }
                 return
             } catch {
-                let failures = state.withLock { s in
-                    s.writeFailures += 1
-                    return s.writeFailures
-                }
-                if failures == 1 || delay >= options.retryDelay.upperBound {
+                state.withLock { $0.writeFailures += 1 }
+                failed += 1
+                if failed == 1 || delay >= options.retryDelay.upperBound {
                     logger.error("cannot write the history; keeping \(batch.count) decisions and retrying",
                                  metadata: ["error": "\(error)", "retryIn": "\(delay) s"])
                 }
@@ -211,10 +227,15 @@ public final class HistoryService: Service, Sendable {
         }
     }
 
-    func prune() {
+    func readFigures() async {
+        let figures = await storeFigures(at: WallClock.now())
+        latestFigures.withLock { $0 = figures }
+    }
+
+    func prune() async {
         let now = WallClock.now()
         do {
-            let erased = try database.prune(before: now - Double(config.retentionDays) * 86_400,
+            let erased = try await database.prune(before: now - Double(config.retentionDays) * 86_400,
                                             options: config.figureOptions, now: now)
             state.withLock { $0.pruned += erased }
             if erased > 0 { logger.info("erased visits past the retention", metadata: ["visits": "\(erased)", "days": "\(config.retentionDays)"]) }

@@ -126,8 +126,8 @@ public enum WebApp {
         staff.get("events/fleet") { _, _ in events(feed, .fleet) }
         staff.get("events/stores/:store/greeter") { _, context in events(feed, .greeter(store: try store(context))) }
         staff.get("events/stores/:store/floor") { _, context in events(feed, .floor(store: try store(context))) }
-        staff.get("analytics") { request, _ in analytics(request, feed: feed, history: settings.history, csv: false) }
-        staff.get("analytics.csv") { request, _ in analytics(request, feed: feed, history: settings.history, csv: true) }
+        staff.get("analytics") { request, _ in await analytics(request, feed: feed, history: settings.history, csv: false) }
+        staff.get("analytics.csv") { request, _ in await analytics(request, feed: feed, history: settings.history, csv: true) }
         staff.get("photos/:store/:client") { _, context -> Response in
             let store = try store(context)
             let client = try context.parameters.require("client")
@@ -144,7 +144,7 @@ public enum WebApp {
     // MARK: - Responses
 
     /// `/analytics` and `/analytics.csv`: `?range=day|week&date=YYYY-MM-DD`.
-    static func analytics(_ request: Request, feed: FleetFeed, history: HistoryConfig?, csv: Bool) -> Response {
+    static func analytics(_ request: Request, feed: FleetFeed, history: HistoryConfig?, csv: Bool) async -> Response {
         let offset = history?.utcOffsetMinutes ?? 0
         let window = AnalyticsPage.Window(range: request.uri.queryParameters["range"].map(String.init),
                                           date: request.uri.queryParameters["date"].map(String.init),
@@ -152,10 +152,13 @@ public enum WebApp {
         var stores: [AnalyticsPage.Store] = []
         var chain: HistoryFigures?
         var problem: String?
-        if let history, FileSystem.exists(history.database) {
+        if let history, history.postgres != nil || FileSystem.exists(history.database) {
             do {
-                let visits = try HistoryDatabase(path: history.database, readOnly: true)
-                    .visits(store: nil, from: window.start, to: window.end)
+                // Opened for each page: SQLite's file is cheap to open, and a PostgreSQL
+                // connection is not held by a page nobody looks at.
+                let database = try await HistoryStores.open(history, readOnly: true)
+                defer { Task { await database.close() } }
+                let visits = try await database.visits(store: nil, from: window.start, to: window.end)
                 let now = WallClock.now()
                 chain = HistoryFigures(visits: visits, from: window.start, to: window.end, now: now, options: history.figureOptions)
                 for store in Set(visits.map(\.store)).union(feed.withState { $0.knownStores }).sorted() {

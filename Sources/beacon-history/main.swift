@@ -22,21 +22,23 @@ struct BeaconHistory: AsyncParsableCommand {
                                                    "zone","zoneName","from"?,
                                                    "since","ts"} (capture times)
 
-        Keeps, in one SQLite file (the config's history.database, or --database):
+        Keeps, in one SQLite file (the config's history.database, or --database) or,
+        for a chain, in PostgreSQL (history.database postgres://USER@HOST[:PORT]/DB,
+        its password in history.passwordFile or BEACONBRIDGE_HISTORY_PASSWORD):
           visits     store, visitor, enter and exit capture times
           segments   each zone a visit passed through, from when
           daily      each day's figures, kept after its visits are erased
         The visitor is a pseudonym: a keyed hash (HMAC-SHA-256) of the beacon's id
-        under the key in history.keyFile (default: the database's path + ".key",
-        created on first start, mode 0600). Names, profiles and photos are never
+        under the key in history.keyFile (default for SQLite: the database's path +
+        ".key", created on first start, mode 0600; PostgreSQL needs it named). Names, profiles and photos are never
         read. Visits older than history.retentionDays (90) are erased hourly.
 
         Each decision is stored by its natural key (store, visitor, visit start;
         a segment by visit, time and zone): a redelivered, replayed or re-read
         decision is stored once. Malformed decisions and decisions about stores
         the config does not list are skipped and counted; a write that fails (a
-        full disk, a read-only or locked file) is retried with back-off, keeping
-        what waits.
+        full disk, a read-only or locked file, PostgreSQL restarting or out of
+        reach) is retried with back-off, keeping what waits.
 
         --metrics HOST:PORT serves, every 15 s, beaconbridge_history_footfall_today
         and beaconbridge_history_occupancy per store (label store), and the counters
@@ -59,7 +61,8 @@ struct BeaconHistory: AsyncParsableCommand {
                                             valueName: "URL"))
     var broker: String?
 
-    @Option(name: .long, help: ArgumentHelp("Override the config's history.database (a SQLite file).", valueName: "FILE"))
+    @Option(name: .long, help: ArgumentHelp("Override the config's history.database: a SQLite file, or postgres://USER@HOST[:PORT]/DATABASE.",
+                                            valueName: "FILE|URL"))
     var database: String?
 
     @Option(name: .long, help: ArgumentHelp("The MQTT client id (default beacon-history); the broker keeps its session.",
@@ -84,15 +87,18 @@ struct BeaconHistory: AsyncParsableCommand {
         bootstrapLogging(logLevel)
         var fleet = try ConfigLoading.load(config)
         try ConfigLoading.override(&fleet, broker: broker)
-        if let database { fleet.history.database = database }
+        if let database {
+            fleet.history.database = database
+            if let problem = fleet.history.databaseProblem { throw ValidationError("--database: \(problem)") }
+        }
         let password = try ConfigLoading.password(for: fleet.broker)
         let logger = Logger(label: "beacon-history")
         for risk in fleet.broker.risks(hasPassword: password != nil) { logger.warning("\(risk)") }
-        let store: HistoryDatabase
+        let store: any HistoryKeeping
         let pseudonyms: Pseudonymizer
         do {
             pseudonyms = Pseudonymizer(key: try Pseudonymizer.loadOrCreateKey(at: fleet.history.resolvedKeyFile))
-            store = try HistoryDatabase(path: fleet.history.database)
+            store = try await HistoryStores.open(fleet.history, logger: Logger(label: "beacon-history.postgres"))
         } catch {
             throw CommandFailure("\(error)", status: .failure)
         }
@@ -114,7 +120,7 @@ struct BeaconHistory: AsyncParsableCommand {
             (figures.stored, figures.duplicates, figures.dropped, figures.writeFailures) = (c.stored, c.duplicates, c.dropped, c.writeFailures)
             for reason in HistorySkip.allCases { figures.skipped[reason.rawValue] = c.skipped[reason] ?? 0 }
             figures.connected = service.isConnected
-            figures.stores = service.storeFigures(at: WallClock.now())?.map {
+            figures.stores = service.latestStoreFigures?.map {
                 HistoryMetricFigures.Store(store: String($0.store), footfallToday: $0.footfallToday, occupancy: $0.occupancy)
             }
             return figures

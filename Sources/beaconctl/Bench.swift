@@ -292,7 +292,7 @@ struct BenchRun {
 
     /// Runs mqtt-baseline to its end and returns its JSON.
     func baselineRun(_ arguments: [String], name: String, timeout: Double = 300) async throws -> JSONObject {
-        let process = try BenchProcess(baseline, arguments + ["--port", String(broker.port)], name: unique(name),
+        let process = try RunningProgram(baseline, arguments + ["--port", String(broker.port)], name: unique(name),
                                        in: directory)
         guard await process.wait(timeout: timeout) != nil else {
             await process.stop()
@@ -410,7 +410,7 @@ struct BenchRun {
         let latencyFile = directory + "/\(unique("latency")).txt"
         var arguments = ["sub", "--port", String(broker.port), "--count", String(expected), "--idle", "3"]
         if latency { arguments += ["--latency-out", latencyFile] }
-        let subscriber = try BenchProcess(baseline, arguments, name: unique("sub"), in: directory)
+        let subscriber = try RunningProgram(baseline, arguments, name: unique("sub"), in: directory)
         guard await subscriber.waitForOutput(timeout: 10, { $0.contains("ready") }) else {
             await subscriber.stop()
             throw CommandFailure("mqtt-baseline sub did not subscribe\n\(subscriber.errors)", status: .failure)
@@ -512,14 +512,14 @@ struct BenchRun {
                                                                gatewayID: gatewayID).utf8))
             // Presence of every beacon, or the gateway's `online` when there are none.
             let filter = count == 0 ? "gateways/+/status" : "beacons/+/+/presence/+"
-            let subscriber = try BenchProcess(baseline, ["sub", "--port", String(broker.port), "--count", String(max(count, 1)),
+            let subscriber = try RunningProgram(baseline, ["sub", "--port", String(broker.port), "--count", String(max(count, 1)),
                                                          "--filter", filter, "--idle", "30"],
                                               name: unique("memsub"), in: directory)
             guard await subscriber.waitForOutput(timeout: 10, { $0.contains("ready") }) else {
                 await subscriber.stop()
                 throw CommandFailure("mqtt-baseline sub did not subscribe", status: .failure)
             }
-            let gateway = try BenchProcess(program, ["--config", configPath, "--id", gatewayID, "--log-level", "error"],
+            let gateway = try RunningProgram(program, ["--config", configPath, "--id", gatewayID, "--log-level", "error"],
                                            name: unique("gateway"), in: directory)
             let status = await subscriber.wait(timeout: 120)
             // Let the last sightings and timers settle before reading /proc.

@@ -75,13 +75,13 @@ extension BenchRun {
         let central = try await BenchBroker.start(in: directory)
         var storeBrokers: [BenchBroker] = []
         var clients: [MQTTClient] = []
-        var processes: [BenchProcess] = []
+        var processes: [RunningProgram] = []
         let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: central.port),
                                                       clientID: unique("fleet-watch")))
         defer {
-            for process in processes { kill(process.pid, SIGKILL); _ = process.poll() }
-            for store in storeBrokers { kill(store.process.pid, SIGKILL); _ = store.process.poll() }
-            kill(central.process.pid, SIGKILL)
+            for process in processes { process.signal(SIGKILL); _ = process.poll() }
+            for store in storeBrokers { store.process.signal(SIGKILL); _ = store.process.poll() }
+            central.process.signal(SIGKILL)
             _ = central.process.poll()
         }
         let majors = Array(replay.majors.prefix(stores))
@@ -118,14 +118,14 @@ extension BenchRun {
         }
 
         // The brain, settled; the C subscriber of everything at the centre.
-        let brain = try BenchProcess(brainPath, ["--config", configPath, "--client-id", unique("fleet-brain"),
+        let brain = try RunningProgram(brainPath, ["--config", configPath, "--client-id", unique("fleet-brain"),
                                                  "--log-level", "info"], name: unique("fleet-brain"), in: directory)
         processes.append(brain)
         try await waitFor("beacon-brain to settle", timeout: 60) {
             if brain.poll() != nil { throw CommandFailure("beacon-brain ended\n\(brain.errors)", status: .failure) }
             return brain.errors.contains("settled from retained state")
         }
-        let everything = try BenchProcess(baseline, ["sub", "--port", String(central.port), "--filter", "#",
+        let everything = try RunningProgram(baseline, ["sub", "--port", String(central.port), "--filter", "#",
                                                      "--count", "1000000000", "--idle", "5"],
                                           name: unique("fleet-sub"), in: directory)
         processes.append(everything)

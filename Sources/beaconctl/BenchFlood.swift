@@ -46,9 +46,9 @@ extension BenchRun {
             "brain": .object(["joins": .string(access)]),
         ])
         try FileSystem.write(config, Array(document.jsonText.utf8))
-        let brain = try BenchProcess(brainPath, ["--config", config, "--client-id", unique("bench-flood-brain"),
+        let brain = try RunningProgram(brainPath, ["--config", config, "--client-id", unique("bench-flood-brain"),
                                                  "--log-level", "info"], name: unique("flood-brain"), in: directory)
-        defer { kill(brain.pid, SIGKILL) }
+        defer { brain.signal(SIGKILL) }
         let deadline = WallClock.monotonic() + 30
         while !brain.errors.contains("settled from retained state") {
             guard brain.poll() == nil, WallClock.monotonic() < deadline else {
@@ -67,7 +67,7 @@ extension BenchRun {
         let brokerLatency = LatencySummary(rtt["latency"]) ?? LatencySummary([])
 
         // What the brain writes for the greeter while the flood joins and leaves.
-        let rosterWatch = try BenchProcess(baseline, ["sub", "--port", String(broker.port), "--filter", "stores/#",
+        let rosterWatch = try RunningProgram(baseline, ["sub", "--port", String(broker.port), "--filter", "stores/#",
                                                       "--count", "100000000", "--idle", "5"],
                                            name: unique("flood-stores"), in: directory)
         guard await rosterWatch.waitForOutput(timeout: 20, { $0.contains("ready") }) else {
@@ -75,7 +75,7 @@ extension BenchRun {
         }
 
         // The flood, and the legitimate observer joining every 10 ms meanwhile.
-        let during = try BenchProcess(baseline, ["join", "--port", String(broker.port), "--count", String(legitimate),
+        let during = try RunningProgram(baseline, ["join", "--port", String(broker.port), "--count", String(legitimate),
                                                  "--burst", "0", "--id", legitimateID, "--interval", "0.01", "--stores", "1"],
                                       name: unique("flood-legit"), in: directory)
         let floodResult = try await baselineRun(["flood", "--count", String(joins)], name: "flood", timeout: 600)

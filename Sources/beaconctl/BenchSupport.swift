@@ -6,129 +6,10 @@ import SystemCalls
 import Glibc
 #endif
 
-/// A program `beaconctl bench` started, with its output in files; stopped by its PID only.
-final class BenchProcess: @unchecked Sendable {
-    let name: String
-    let pid: pid_t
-    let stdoutPath: String
-    let stderrPath: String
-    private var status: Int32?
-
-    /// Starts `path` with `arguments` and the default signal mask and dispositions.
-    init(_ path: String, _ arguments: [String], name: String, in directory: String) throws {
-        self.name = name
-        stdoutPath = directory + "/\(name).out"
-        stderrPath = directory + "/\(name).err"
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGTERM)
-        sigaddset(&defaults, SIGINT)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([path] + arguments).map { strdup($0) }
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let code = (argv + [nil]).withUnsafeBufferPointer { pointers in
-            posix_spawn(&pid, path, &actions, &attributes,
-                        UnsafeMutablePointer(mutating: pointers.baseAddress!), environ)
-        }
-        guard code == 0 else {
-            throw CommandFailure("cannot start \(path): \(String(cString: strerror(code)))", status: .failure)
-        }
-        self.pid = pid
-    }
-
-    var output: String { (try? FileSystem.readText(stdoutPath)) ?? "" }
-    var errors: String { (try? FileSystem.readText(stderrPath)) ?? "" }
-
-    /// The exit status once ended (reaping it), `nil` while running.
-    func poll() -> Int32? {
-        if let status { return status }
-        var raw: Int32 = 0
-        guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
-        // WIFEXITED / WEXITSTATUS, spelled out: the macros are not imported.
-        status = raw & 0x7F == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
-        return status
-    }
-
-    /// Waits up to `timeout` seconds for the end; the exit status, or `nil` on timeout.
-    func wait(timeout: Double) async -> Int32? {
-        let deadline = WallClock.monotonic() + timeout
-        while WallClock.monotonic() < deadline {
-            if let status = poll() { return status }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
-        return poll()
-    }
-
-    /// Waits until `predicate` holds for the standard output (or the process ends).
-    func waitForOutput(timeout: Double, _ predicate: (String) -> Bool) async -> Bool {
-        let deadline = WallClock.monotonic() + timeout
-        while WallClock.monotonic() < deadline {
-            if predicate(output) { return true }
-            if poll() != nil { return predicate(output) }
-            try? await Task.sleep(nanoseconds: 5_000_000)
-        }
-        return false
-    }
-
-    /// SIGTERM, then SIGKILL after `grace` seconds.
-    func stop(grace: Double = 5) async {
-        guard poll() == nil else { return }
-        kill(pid, SIGTERM)
-        if await wait(timeout: grace) == nil {
-            kill(pid, SIGKILL)
-            _ = await wait(timeout: 5)
-        }
-    }
-
-    /// The last JSON object line of the standard output.
-    var lastJSON: JSONObject? {
-        for line in output.split(separator: "\n").reversed() where line.hasPrefix("{") {
-            if case .object(let object)? = try? JSONParser().parse(String(line)) { return object }
-        }
-        return nil
-    }
-
-    /// Resident memory (VmRSS) and its peak (VmHWM), bytes, from /proc.
-    var memory: (resident: Int, peak: Int)? {
-        guard let text = try? FileSystem.readText("/proc/\(pid)/status") else { return nil }
-        func kilobytes(_ key: String) -> Int? {
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key + ":") }) else { return nil }
-            return line.split(separator: " ").compactMap { Int($0) }.first
-        }
-        guard let rss = kilobytes("VmRSS"), let hwm = kilobytes("VmHWM") else { return nil }
-        return (rss * 1024, hwm * 1024)
-    }
-
-    /// User plus system CPU time so far, seconds, from /proc/PID/stat.
-    var cpuSeconds: Double? {
-        guard let text = try? FileSystem.readText("/proc/\(pid)/stat"),
-              let close = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the command: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-}
-
 /// A Mosquitto of the benchmark's own on a free loopback port.
 final class BenchBroker: Sendable {
     let port: UInt16
-    let process: BenchProcess
+    let process: RunningProgram
     /// The `--broker-conf` settings it runs with; nil: the bench's own.
     let settings: [String]?
 
@@ -152,7 +33,7 @@ final class BenchBroker: Sendable {
             if geteuid() == 0 { lines.append("user root") }
             let config = directory + "/mosquitto-\(port).conf"
             try FileSystem.write(config, Array((lines.joined(separator: "\n") + "\n" + extra).utf8))
-            let process = try BenchProcess(program, ["-c", config], name: "mosquitto-\(port)", in: directory)
+            let process = try RunningProgram(program, ["-c", config], name: "mosquitto-\(port)", in: directory)
             let deadline = WallClock.monotonic() + 10
             while WallClock.monotonic() < deadline, process.poll() == nil {
                 if Loopback.acceptsConnections(port: port) { return BenchBroker(port: port, process: process, settings: settings) }
@@ -182,7 +63,7 @@ final class BenchBroker: Sendable {
         }
     }
 
-    private init(port: UInt16, process: BenchProcess, settings: [String]?) {
+    private init(port: UInt16, process: RunningProgram, settings: [String]?) {
         self.port = port
         self.process = process
         self.settings = settings
@@ -191,30 +72,6 @@ final class BenchBroker: Sendable {
     var url: String { "mqtt://127.0.0.1:\(port)" }
 
     func stop() async { await process.stop() }
-}
-
-/// Where the programs `bench` runs are.
-enum Programs {
-    /// Beside this executable (the same build), for BeaconBridge's own programs.
-    static func sibling(_ name: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return nil }
-        let path = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard let slash = path.lastIndex(of: "/") else { return nil }
-        let candidate = String(path[..<slash]) + "/" + name
-        return access(candidate, X_OK) == 0 ? candidate : nil
-    }
-
-    /// On PATH or in the sbin directories (Debian installs mosquitto in /usr/sbin).
-    static func find(_ name: String) -> String? {
-        let path = (Environment.value("PATH") ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin:/usr/local/sbin"
-        for directory in path.split(separator: ":") {
-            let candidate = "\(directory)/\(name)"
-            if access(candidate, X_OK) == 0 { return candidate }
-        }
-        return nil
-    }
 }
 
 /// Nearest-rank percentiles of latencies in seconds.

@@ -13,13 +13,17 @@ struct HistoryOptions: ParsableArguments {
                                             valueName: "FLEET.json"))
     var config: String
 
-    @Option(name: .long, help: ArgumentHelp("Override the config's history.database.", valueName: "FILE"))
+    @Option(name: .long, help: ArgumentHelp("Override the config's history.database (a SQLite file or postgres://USER@HOST[:PORT]/DATABASE).",
+                                            valueName: "FILE|URL"))
     var database: String?
 
     func load() throws -> FleetConfig {
         var fleet = try ConfigLoading.load(config)
-        if let database { fleet.history.database = database }
-        guard FileSystem.exists(fleet.history.database) else {
+        if let database {
+            fleet.history.database = database
+            if let problem = fleet.history.databaseProblem { throw ValidationError("--database: \(problem)") }
+        }
+        guard fleet.history.postgres != nil || FileSystem.exists(fleet.history.database) else {
             throw CommandFailure("no history at \(fleet.history.database): is beacon-history running with this config?",
                                  status: .failure)
         }
@@ -27,7 +31,7 @@ struct HistoryOptions: ParsableArguments {
     }
 }
 
-struct Report: ParsableCommand {
+struct Report: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Footfall, dwell, conversion, queue time and occupancy from the history (beacon-history).",
         discussion: """
@@ -74,21 +78,22 @@ struct Report: ParsableCommand {
         if json && csv { throw ValidationError("--json and --csv: choose one") }
     }
 
-    func run() throws {
+    func run() async throws {
         let fleet = try options.load()
         let offset = fleet.history.utcOffsetMinutes
         let now = WallClock.now()
         let start = try from.map { try Self.time($0, offset: offset, option: "--from") } ?? Self.midnight(of: now, offset: offset)
         let end = try to.map { try Self.time($0, offset: offset, option: "--to") } ?? start + 86_400
         guard end > start else { throw ValidationError("--to must be after --from") }
-        let database: HistoryDatabase
-        do { database = try HistoryDatabase(path: fleet.history.database, readOnly: true) } catch {
+        let database: any HistoryKeeping
+        do { database = try await HistoryStores.open(fleet.history, readOnly: true) } catch {
             throw CommandFailure("\(error)", status: .failure)
         }
+        defer { Task { await database.close() } }
         let figureOptions = fleet.history.figureOptions
         var sections: [(label: String, store: UInt16?, figures: HistoryFigures)] = []
         do {
-            let visits = try database.visits(store: store, from: start, to: end)
+            let visits = try await database.visits(store: store, from: start, to: end)
             let stores = store.map { [$0] } ?? Array(Set(visits.map(\.store))).sorted()
             if store == nil {
                 sections.append(("chain (\(stores.count) store\(stores.count == 1 ? "" : "s"))", nil,
@@ -180,7 +185,7 @@ private extension String {
     func replacingT() -> String { String(map { $0 == "T" ? " " : $0 }) }
 }
 
-struct Forget: ParsableCommand {
+struct Forget: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Erase every visit of one beacon from the history (a person's right to be forgotten).",
         discussion: """
@@ -188,7 +193,8 @@ struct Forget: ParsableCommand {
         history.keyFile): the beacon's pseudonym is computed with the same key and
         every visit, zone segment and the visitor itself are deleted. The days'
         figures kept beyond the retention hold no one's id and stay.
-        Run it where beacon-history runs (it needs the key and the file).
+        Run it where beacon-history runs (it needs the key and the file), or
+        anywhere with the key and PostgreSQL's password for a chain's history.
 
         --beacon MAJOR/MINOR, or eddystone/NAMESPACE/INSTANCE for an Eddystone-UID beacon.
 
@@ -201,7 +207,7 @@ struct Forget: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The beacon: MAJOR/MINOR or eddystone/NAMESPACE/INSTANCE.", valueName: "ID"))
     var beacon: String
 
-    func run() throws {
+    func run() async throws {
         let fleet = try options.load()
         guard let (ref, _) = fleet.topics.parseBeacon(fleet.topics.topic(beacon.hasPrefix("eddystone/") ? beacon : "beacons/" + beacon)) else {
             throw ValidationError("--beacon \"\(beacon)\" is not MAJOR/MINOR (e.g. 100/7) or eddystone/NAMESPACE/INSTANCE "
@@ -209,8 +215,10 @@ struct Forget: ParsableCommand {
         }
         do {
             let pseudonyms = Pseudonymizer(key: try Pseudonymizer.loadKey(at: fleet.history.resolvedKeyFile))
-            let erased = try HistoryDatabase(path: fleet.history.database).forget(ref, pseudonyms: pseudonyms)
-            printLine("erased \(erased) visit\(erased == 1 ? "" : "s") of \(ref) from \(fleet.history.database)")
+            let database = try await HistoryStores.open(fleet.history)
+            let erased = try await database.forget(ref, pseudonyms: pseudonyms)
+            await database.close()
+            printLine("erased \(erased) visit\(erased == 1 ? "" : "s") of \(ref) from \(database.location)")
         } catch {
             throw CommandFailure("\(error)", status: .failure)
         }

@@ -119,7 +119,7 @@ struct HistoryAccuracy {
             throw CommandFailure("beacon-history must be beside beaconctl (the same build)", status: .failure)
         }
         let broker = try await BenchBroker.start(in: directory)
-        var history: BenchProcess?
+        var history: RunningProgram?
         do {
             // The brain's config, pointed at this broker and this history.
             let configPath = directory + "/history-fleet.json"
@@ -129,7 +129,7 @@ struct HistoryAccuracy {
             o["broker"] = .object(["url": .string(broker.url)])
             o["history"] = .object(["database": .string(fleet.history.database)])
             try FileSystem.write(configPath, Array(JSONValue.object(o).jsonText.utf8))
-            history = try BenchProcess(program, ["--config", configPath, "--log-level", "error"], name: "beacon-history",
+            history = try RunningProgram(program, ["--config", configPath, "--log-level", "error"], name: "beacon-history",
                                        in: directory)
             let client = try MQTTClient(MQTTClientOptions(broker: try BrokerURL(parsing: broker.url),
                                                           clientID: "beaconctl-history-\(ProcessInfo.id)"))

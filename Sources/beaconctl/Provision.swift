@@ -507,7 +507,7 @@ struct Tool {
     static let names = ["mosquitto_passwd", "openssl-ca", "openssl-key", "openssl-sign"]
 
     func run(_ program: String, _ arguments: [String], _ name: String) async throws {
-        let process = try BenchProcess(program, arguments, name: name, in: directory)
+        let process = try RunningProgram(program, arguments, name: name, in: directory)
         let status = await process.wait(timeout: 120)
         guard status == 0 else {
             throw CommandFailure("\(program) \(arguments.first ?? "") failed (status \(status.map(String.init) ?? "none")): "

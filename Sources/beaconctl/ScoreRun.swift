@@ -76,7 +76,7 @@ struct ProcessStore {
         }
         try FileSystem.makeDirectories(directory)
         let broker = try await BenchBroker.start(in: directory)
-        var processes: [BenchProcess] = []
+        var processes: [RunningProgram] = []
         var subscriber: MQTTClient?
         do {
             let collected = Collected(start: simulation.start)
@@ -92,7 +92,7 @@ struct ProcessStore {
             let listener = Task { for await event in client.events { if case .message(let m) = event { collected.take(m) } } }
             defer { listener.cancel() }
 
-            processes.append(try BenchProcess(brainProgram, ["--config", configPath, "--log-level", "error"],
+            processes.append(try RunningProgram(brainProgram, ["--config", configPath, "--log-level", "error"],
                                               name: "brain", in: directory))
             try await waitUntil("the brain settled", seconds: 60) { collected.state.withLock { $0.brainSettled } }
 
@@ -101,7 +101,7 @@ struct ProcessStore {
             let gateways = simulation.layout.gateways.map(\.id)
             let at = WallClock.now() + 3 + 0.5 * Double(gateways.count)
             for id in gateways {
-                processes.append(try BenchProcess(gatewayProgram, [
+                processes.append(try RunningProgram(gatewayProgram, [
                     "--config", configPath, "--id", id, "--log-level", "error",
                     "--start-at", at.iso8601, "--replay-origin", simulation.start.iso8601,
                 ], name: "gateway-\(id)", in: directory))

@@ -137,13 +137,23 @@ import Testing
         #expect(set.history.retentionDays == 30)
         #expect(set.history.queueZones == ["queue"])
         #expect(set.history.utcOffsetMinutes == -330)
+        #expect(set.history.postgres == nil)
+
+        let chain = try historyFleet(#"{"database": "postgres://history@[::1]:6543/beaconbridge", "passwordFile": "/p", "keyFile": "/k"}"#)
+        #expect(chain.history.postgres == PostgresAddress(user: "history", host: "::1", port: 6543, database: "beaconbridge"))
+        #expect(chain.history.postgres?.description == "postgres://history@[::1]:6543/beaconbridge")
+        #expect(chain.history.passwordFile == "/p" && chain.history.resolvedKeyFile == "/k")
+        #expect(try historyFleet(#"{"database": "postgresql://h@db.lan/b", "keyFile": "/k"}"#).history.postgres
+                == PostgresAddress(user: "h", host: "db.lan", port: 5432, database: "b"))
     }
 
     @Test(arguments: [
         (#"{"retention": 30}"#, "history.retention: unknown key"),
         (#"{"retentionDays": 0}"#, "history.retentionDays: 0 is out of range"),
         (#"{"utcOffset": "+1"}"#, "history.utcOffset: \"+1\" is not an offset"),
-        (#"{"database": "postgresql://h/db"}"#, "history.database: PostgreSQL is not supported yet"),
+        (#"{"database": "postgresql://h/db", "keyFile": "/k"}"#, "history.database: \"postgresql://h/db\" names no user"),
+        (#"{"database": "postgres://u:pw@h/db", "keyFile": "/k"}"#, "history.database: no password in history.database"),
+        (#"{"database": "postgres://u@h/db"}"#, "history.database: with PostgreSQL, history.keyFile must name"),
     ])
     func badValuesAreErrorsWithTheirPath(history: String, expected: String) {
         #expect(throws: (any Error).self) { try historyFleet(history) }

@@ -18,33 +18,38 @@ import Testing
             + decisions(a, since: 500, moves: [(500, "door")], exit: nil)
     }
 
-    func contents(_ db: HistoryDatabase) throws -> [Visit] {
-        try db.visits(store: nil, from: t(-3_600), to: t(3_600)).sorted { ($0.since, $0.visitor) < ($1.since, $1.visitor) }
+    func contents(_ db: any HistoryKeeping) async throws -> [Visit] {
+        try await db.visits(store: nil, from: t(-3_600), to: t(3_600)).sorted { ($0.since, $0.visitor) < ($1.since, $1.visitor) }
     }
 
-    @Test func keepsEachDecisionOnceWhateverTheOrderOrRepetition() throws {
+    @Test(arguments: HistoryBackend.allCases)
+    func keepsEachDecisionOnceWhateverTheOrderOrRepetition(_ backend: HistoryBackend) async throws {
         let config = try historyFleet()
-        let directory = try TemporaryDirectory("history")
-        let once = try HistoryDatabase(path: directory.file("once.sqlite"))
-        let counted = try once.ingest(events(day(), config: config), pseudonyms: testKey)
+        let lab = try await HistoryLab(backend)
+        let once = try await lab.open("once")
+        let counted = try await once.ingest(events(day(), config: config), pseudonyms: testKey)
         #expect(counted == .init(stored: 10, duplicates: 0))
 
         // The same decisions shuffled, twice over, in batches of three: the same history.
-        let twice = try HistoryDatabase(path: directory.file("twice.sqlite"))
+        let twice = try await lab.open("twice")
         var generator = SystemRandomNumberGenerator()
         let replayed = (events(day(), config: config) + events(day(), config: config)).shuffled(using: &generator)
-        var total = HistoryDatabase.IngestCount()
+        var total = HistoryIngestCount()
         for start in stride(from: 0, to: replayed.count, by: 3) {
-            let c = try twice.ingest(Array(replayed[start..<min(start + 3, replayed.count)]), pseudonyms: testKey)
+            let c = try await twice.ingest(Array(replayed[start..<min(start + 3, replayed.count)]), pseudonyms: testKey)
             total.stored += c.stored
             total.duplicates += c.duplicates
         }
         #expect(total.duplicates == 10)
-        #expect(try contents(twice) == contents(once))
-        let counts = try once.counts()
+        #expect(try await contents(twice) == contents(once))
+        // All of it again in one batch, itself twice over: every decision a duplicate.
+        let again = try await twice.ingest(replayed, pseudonyms: testKey)
+        #expect(again == .init(stored: 0, duplicates: 20))
+        #expect(try await contents(twice) == contents(once))
+        let counts = try await once.counts()
         #expect(counts.visits == 4 && counts.segments == 7 && counts.visitors == 3)
 
-        let visits = try contents(once)
+        let visits = try await contents(once)
         #expect(visits.map(\.store) == [100, 100, 200, 100])
         #expect(visits[0].segments.map(\.zone) == ["door", "queue", "counter"])
         #expect(visits[0].ended == t(100))
@@ -52,36 +57,70 @@ import Testing
         #expect(visits[0].visitor == visits[3].visitor)
         // A pseudonym, not the beacon.
         #expect(visits[0].visitor.count == 32 && !visits[0].visitor.contains("100"))
+        #expect(try await once.stores() == [100, 200])
+        await lab.stop()
     }
 
-    @Test func forgetErasesOnePersonsVisitsOnly() throws {
+    @Test(arguments: HistoryBackend.allCases)
+    func forgetErasesOnePersonsVisitsOnly(_ backend: HistoryBackend) async throws {
         let config = try historyFleet()
-        let directory = try TemporaryDirectory("history")
-        let db = try HistoryDatabase(path: directory.file("h.sqlite"))
-        _ = try db.ingest(events(day(), config: config), pseudonyms: testKey)
-        #expect(try db.forget(BeaconRef(major: 100, minor: 1), pseudonyms: testKey) == 2)
-        let left = try contents(db)
+        let lab = try await HistoryLab(backend)
+        let db = try await lab.open("h")
+        _ = try await db.ingest(events(day(), config: config), pseudonyms: testKey)
+        #expect(try await db.forget(BeaconRef(major: 100, minor: 1), pseudonyms: testKey) == 2)
+        let left = try await contents(db)
         #expect(left.count == 2)
         #expect(!left.contains { $0.visitor == testKey.pseudonym(of: BeaconRef(major: 100, minor: 1)) })
-        let counts = try db.counts()
+        let counts = try await db.counts()
         #expect(counts.segments == 3 && counts.visitors == 2)
-        #expect(try db.forget(BeaconRef(major: 100, minor: 1), pseudonyms: testKey) == 0)
+        #expect(try await db.forget(BeaconRef(major: 100, minor: 1), pseudonyms: testKey) == 0)
+        await lab.stop()
     }
 
-    @Test func pruneKeepsTheDaysFiguresAndErasesTheVisits() throws {
+    @Test(arguments: HistoryBackend.allCases)
+    func pruneKeepsTheDaysFiguresAndErasesTheVisits(_ backend: HistoryBackend) async throws {
         let config = try historyFleet()
-        let directory = try TemporaryDirectory("history")
-        let db = try HistoryDatabase(path: directory.file("h.sqlite"))
-        _ = try db.ingest(events(day(), config: config), pseudonyms: testKey)
-        let erased = try db.prune(before: t(400), options: config.history.figureOptions, now: t(1_000))
+        let lab = try await HistoryLab(backend)
+        let db = try await lab.open("h")
+        _ = try await db.ingest(events(day(), config: config), pseudonyms: testKey)
+        let erased = try await db.prune(before: t(400), options: config.history.figureOptions, now: t(1_000))
         #expect(erased == 3)
-        #expect(try contents(db).count == 1)
-        let daily = try db.daily(store: 100, from: t(-86_400), to: t(86_400))
+        #expect(try await contents(db).count == 1)
+        let daily = try await db.daily(store: 100, from: t(-86_400), to: t(86_400))
         #expect(daily.count == 1)
         #expect(daily.first?.footfall == 3)
         #expect(daily.first?.reachedCounter == 2)
+        #expect(daily.first?.start == t(-9 * 3600))
+        #expect(try await db.daily(store: nil, from: t(-86_400), to: t(86_400)).map(\.store) == [100, 200])
         // The visitor of the kept visit remains; the erased ones' visitors are gone.
-        #expect(try db.counts().visitors == 1)
+        #expect(try await db.counts().visitors == 1)
+        // Pruning again keeps the figures once.
+        #expect(try await db.prune(before: t(400), options: config.history.figureOptions, now: t(1_000)) == 0)
+        #expect(try await db.daily(store: 100, from: t(-86_400), to: t(86_400)) == daily)
+        await lab.stop()
+    }
+
+    @Test func migratesAPostgresDatabaseOfThePreviousVersion() async throws {
+        let lab = try await HistoryLab(.postgres)
+        let url = try await lab.server!.createDatabase("v1")
+        let address = try PostgresAddress.parse(url).get()
+        // A database as the first version left it, with a visit in it.
+        let old = try await PostgresHistory(address, password: nil, migrate: false)
+        try await old.migrate(upTo: "v1-visits")
+        #expect(try await old.appliedMigrations() == ["v1-visits"])
+        await old.close()
+        try await lab.server!.psql("""
+            INSERT INTO visitors (id, pseudonym, firstSeen) VALUES (1, 'p', 0);
+            INSERT INTO visits (id, store, visitor, since, ended) VALUES (1, 100, 1, 0, 5000);
+            INSERT INTO segments (visit, entered, zone, zoneName) VALUES (1, 0, 'door', 'Entrance');
+            """, database: "v1")
+        let db = try await PostgresHistory(address, password: nil)
+        #expect(try await db.appliedMigrations() == HistoryDatabase.versions.sorted())
+        let visits = try await db.visits(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 60))
+        #expect(visits.count == 1 && visits.first?.segments.first?.left == Instant(seconds: 5))
+        #expect(try await db.daily(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 86_400)).isEmpty)
+        await db.close()
+        await lab.stop()
     }
 
     @Test func migratesAFileOfThePreviousVersion() throws {

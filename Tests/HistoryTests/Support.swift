@@ -4,6 +4,7 @@ import Config
 import History
 import HistoryStore
 import TestSupport
+import Testing
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z, a Saturday).
 func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
@@ -60,3 +61,37 @@ func events(_ decisions: [ZoneDecision], config: FleetConfig) -> [HistoryEvent] 
 }
 
 let testKey = Pseudonymizer(key: Array("a test key, not a secret one".utf8))
+
+/// The two places the history can be kept; the same tests run on both.
+enum HistoryBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
+/// Fresh, empty histories on one backend: SQLite files in a temporary directory, or
+/// databases on a PostgreSQL server of the test's own (started here, stopped by `stop`).
+final class HistoryLab: Sendable {
+    let backend: HistoryBackend
+    let directory: TemporaryDirectory
+    let server: PostgresServer?
+
+    init(_ backend: HistoryBackend) async throws {
+        self.backend = backend
+        directory = try TemporaryDirectory("history")
+        // Durability is not what these tests are about.
+        server = backend == .postgres ? try await PostgresServer.start(in: directory, settings: ["fsync=off"]) : nil
+    }
+
+    /// `history.database` for a new history named `name`.
+    func database(_ name: String) async throws -> String {
+        guard let server else { return directory.file(name + ".sqlite") }
+        return try await server.createDatabase(name)
+    }
+
+    /// A new, empty history named `name`.
+    func open(_ name: String) async throws -> any HistoryKeeping {
+        try await HistoryStores.open(HistoryConfig(database: try await database(name), keyFile: directory.file("key")))
+    }
+
+    func stop() async { await server?.stop() }
+}

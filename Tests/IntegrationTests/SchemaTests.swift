@@ -80,6 +80,9 @@ struct SchemaTests {
             #"{"bridge": {"keepalive": 2}}"#,
             #"{"history": {"retentionDays": 0}}"#,
             #"{"history": {"utcOffset": "+1"}}"#,
+            #"{"history": {"database": "postgres://history:secret@db.lan/beaconbridge", "keyFile": "/k"}}"#,
+            #"{"history": {"database": "postgres://db.lan/beaconbridge", "keyFile": "/k"}}"#,
+            #"{"history": {"database": "postgres://history@db.lan:5432/beaconbridge"}}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1}]}"#,
             #"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "store": 1}]}"#,
             #"{"beacons": [{"namespace": "0011", "instance": "aabbccddeeff"}]}"#,
@@ -105,6 +108,8 @@ struct SchemaTests {
                 + #""profile": {"name": "Ada", "favorite": "flat white"}}]}"#,
             #"{"centre": {"kind": "nats", "storeDir": "/srv/nats", "nodes": [{"name": "n1", "host": "10.0.0.1", "mqttPort": 1883}, "#
                 + #"{"name": "n2", "host": "10.0.0.2"}, {"name": "n3", "host": "10.0.0.3", "bind": "10.0.0.3"}]}}"#,
+            #"{"history": {"database": "postgres://history@db.lan:5432/beaconbridge", "passwordFile": "/etc/beaconbridge/history-password", "#
+                + #""keyFile": "/etc/beaconbridge/history.key"}}"#,
         ]
         for document in rejected {
             #expect(throws: ConfigErrors.self, "the parser accepts \(document)") { try FleetConfig.parse(document) }

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// BlueZ's controller emulator, `btvirt -s`, serving emulated LE controllers on a Unix
 /// socket in a test's own directory: every connection to `lePath` is one controller,
@@ -135,16 +136,15 @@ public actor ShimBuilder {
         }
         let partial = output + ".\(getpid()).tmp"
         let errors = NSTemporaryDirectory() + "/beaconbridge-\(name)-\(getpid()).err"
-        _ = FileManager.default.createFile(atPath: errors, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: errors) }
-        let build = Process()
-        build.executableURL = URL(fileURLWithPath: compiler)
-        build.arguments = ["-shared", "-fPIC", "-O2", "-o", partial, source, "-ldl"]
-        build.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
-        build.standardOutput = FileHandle.nullDevice
-        try build.run()
-        while build.isRunning { try await Task.sleep(nanoseconds: 20_000_000) }
-        guard build.terminationStatus == 0 else {
+        let build = try SpawnedProcess(compiler, ["-shared", "-fPIC", "-O2", "-o", partial, source, "-ldl"],
+                                       stdoutPath: "/dev/null", stderrPath: errors)
+        var ended = build.poll()
+        while ended == nil {
+            try await Task.sleep(nanoseconds: 20_000_000)
+            ended = build.poll()
+        }
+        guard ended == .exited(0) else {
             let message = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
             throw BtvirtServer.StartError(description: "\(compiler) could not build \(source):\n\(message)")
         }

@@ -3,13 +3,14 @@ import SystemCalls
 
 /// A process a test started, stopped again by its PID and nothing else.
 ///
-/// Output goes to files in the test's temporary directory so a failing test can show it.
-public final class ChildProcess: @unchecked Sendable {
+/// Started by SystemCalls' `SpawnedProcess`, as `beaconctl` starts its programs (the signal
+/// mask, the descriptors it inherits: see there). Output goes to files in the test's
+/// temporary directory so a failing test can show it.
+public final class ChildProcess: Sendable {
     public let name: String
-    public let process: Process
     public let stdoutPath: String
     public let stderrPath: String
-    private let lock = NSLock()
+    private let process: SpawnedProcess
 
     /// Starts `executable` with `arguments`; `environment` adds to the inherited one.
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
@@ -18,50 +19,12 @@ public final class ChildProcess: @unchecked Sendable {
         let unique = UUID().uuidString.prefix(8)
         stdoutPath = directory.path + "/\(self.name)-\(unique).out"
         stderrPath = directory.path + "/\(self.name)-\(unique).err"
-        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        var env = Foundation.ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
-        let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
-        process.standardOutput = output
-        process.standardError = errors
-        if let stdin { process.standardInput = stdin } else { process.standardInput = FileHandle.nullDevice }
-        try Self.spawnWithDefaultSignalMask(process)
-        // The child has its own copies. Keeping ours open for the life of this object would
-        // hold two descriptors per program a test ever started; with many suites in parallel
-        // the test process passes 1024, and libmosquitto's select() loop then fails for every
-        // in-process client ("invalid function arguments provided").
-        try? output.close()
-        try? errors.close()
+        process = try SpawnedProcess(executable, arguments, environment: environment,
+                                     stdin: stdin.map { .descriptor($0.fileDescriptor) } ?? .file("/dev/null"),
+                                     stdoutPath: stdoutPath, stderrPath: stderrPath)
     }
 
-    /// A child inherits the signal mask of the thread that spawns it, and the threads
-    /// tests run on block SIGTERM and SIGINT; a program started from there would never see
-    /// the SIGTERM of a graceful stop. So spawn from a fresh thread that blocks nothing.
-    static func spawnWithDefaultSignalMask(_ process: Process) throws {
-        final class Outcome: @unchecked Sendable {
-            var error: (any Error)?
-            let done = DispatchSemaphore(value: 0)
-        }
-        let outcome = Outcome()
-        let thread = Thread {
-            var none = sigset_t()
-            sigemptyset(&none)
-            pthread_sigmask(SIG_SETMASK, &none, nil)
-            do { try process.run() } catch { outcome.error = error }
-            outcome.done.signal()
-        }
-        thread.start()
-        outcome.done.wait()
-        if let error = outcome.error { throw error }
-    }
-
-    public var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { process.pid }
     public var isRunning: Bool { process.isRunning }
 
     public var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
@@ -70,27 +33,30 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// The signal that ended the process, when one did.
     public var terminationSignal: Int32? {
-        guard !process.isRunning, process.terminationReason == .uncaughtSignal else { return nil }
-        return process.terminationStatus
+        if case .signalled(let signal)? = process.poll() { return signal }
+        return nil
     }
 
-    /// Sends `signal` to this process only.
-    public func signal(_ signal: Int32) {
-        lock.lock()
-        defer { lock.unlock() }
-        if process.isRunning { kill(process.processIdentifier, signal) }
-    }
+    /// Sends `signal` to this process only (not once it has ended).
+    public func signal(_ signal: Int32) { process.signal(signal) }
 
-    /// Waits for the process to end; its exit status, or `nil` when the deadline for
-    /// `timeout` seconds passes (see `patience`).
+    /// Waits for the process to end; its exit status (the signal's number when a signal
+    /// ended it), or `nil` when the deadline for `timeout` seconds passes (see `patience`).
     @discardableResult
     public func waitForExit(timeout: Double = 10) async -> Int32? {
         let deadline = deadline(after: timeout)
-        while process.isRunning {
-            if Date() > deadline { return nil }
+        while Date() < deadline {
+            if let ended = process.poll() { return Self.number(ended) }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
-        return process.terminationStatus
+        return process.poll().map(Self.number)
+    }
+
+    private static func number(_ ended: SpawnedProcess.Termination) -> Int32 {
+        switch ended {
+        case .exited(let code): code
+        case .signalled(let signal): signal
+        }
     }
 
     /// SIGTERM, then SIGKILL if it does not end within `grace` seconds.
@@ -105,10 +71,6 @@ public final class ChildProcess: @unchecked Sendable {
     /// A summary for failure messages.
     public var diagnostics: String {
         "--- \(name) (pid \(pid)) stdout ---\n\(stdout.suffix(4000))\n--- \(name) stderr ---\n\(stderr.suffix(4000))"
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// Network namespaces of a test's own, joined by veth pairs with addresses in a private
 /// range that exist inside those namespaces only: a chain's stores and its centre on one
@@ -125,14 +126,10 @@ public final class NetworkLab: @unchecked Sendable {
     /// Runs a short command to its end, quietly; its exit status.
     @discardableResult
     static func run(_ program: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        guard let process = try? SpawnedProcess(program, arguments, stdoutPath: "/dev/null", stderrPath: "/dev/null") else {
+            return -1
+        }
+        return process.waitUntilEnded().status
     }
 }
 
