@@ -34,6 +34,8 @@ public struct FleetState: Sendable {
     private(set) var photos: [String: [UInt8]] = [:]
     /// `brain/status`: `nil` until heard.
     public private(set) var brainOnline: Bool?
+    /// The brain's health records of registry beacons (`brain/beacons/<beacon>`): last seen, battery.
+    public private(set) var beaconHealth: [BeaconRef: BeaconHealth.Record] = [:]
     /// Messages that could not be read (kept, not fatal: the page shows the rest).
     public private(set) var malformed = 0
     /// The last of them: which topic, why, when (the fleet page shows it).
@@ -53,7 +55,7 @@ public struct FleetState: Sendable {
         [topics.under("gateways/+/status"), topics.under("gateways/+/health"), topics.calibrationFilter,
          topics.under("beacons/+/+/presence"), topics.under("eddystone/+/+/presence"),
          topics.under("beacons/+/+/observers/+"),
-         topics.fleetConfig, topics.brainStatus] + CustomerBook.subscriptions(topics)
+         topics.fleetConfig, topics.brainStatus, topics.under("brain/beacons/#")] + CustomerBook.subscriptions(topics)
     }
 
     /// What one message changed, so that only the pages showing it are sent again.
@@ -130,6 +132,17 @@ public struct FleetState: Sendable {
                 gateways[id, default: GatewayStatus()].calibration = record
             } else {
                 return reject(topic, "not a calibration record", at: now)
+            }
+            return Change(fleet: true)
+        }
+        if case .health(let ref)? = topics.parseBrainRecord(topic) {
+            if payload.isEmpty {
+                guard beaconHealth.removeValue(forKey: ref) != nil else { return Change() }
+            } else if let value = try? JSONParser(maxDepth: 4).parse(payload), let record = try? BeaconHealth.Record(parsing: value) {
+                guard beaconHealth[ref] != record else { return Change() }
+                beaconHealth[ref] = record
+            } else {
+                return reject(topic, "not a beacon health record", at: now)
             }
             return Change(fleet: true)
         }

@@ -286,6 +286,19 @@ extension FleetState {
                          "customers": .number(Double(customers.customers(inStore: store).count)),
                          "beacons": .number(Double(presence.keys.filter { config.store(of: $0) == store }.count))])
             }))
+            // Every registry beacon: battery (mV, null when it never said) and when it was last seen.
+            o("beacons", objects: registryBeacons) { b, item in
+                let (ref, entry) = item
+                let health = beaconHealth[ref]
+                b("beacon", ref.description)
+                b("name", entry.name)
+                b("store", entry.storeMajor.map(Int.init))
+                b("present", presence[ref] != nil || health?.present == true)
+                b("lastSeen", health?.lastSeen.map { JSONValue.string($0.iso8601) } ?? .null)
+                b("battery", health?.battery)
+                b("batteryLow", health?.batteryLow == true)
+                b("missing", health?.missing == true)
+            }
             o("gateways", objects: zip(ids, conditions)) { g, item in
                 let (id, condition) = item
                 let gateway = config.gateway(id: id)
@@ -331,6 +344,12 @@ extension FleetState {
             }
         }
         return writer.text
+    }
+
+    /// The registry's single beacons (UUID-only entries name none), by store and id.
+    var registryBeacons: [(BeaconRef, BeaconEntry)] {
+        config.beacons.compactMap { entry in entry.id.map { (BeaconRef(id: $0), entry) } }
+            .sorted { ($0.1.storeMajor ?? 0, $0.0) < ($1.1.storeMajor ?? 0, $1.0) }
     }
 
     /// The page's JSON.

@@ -151,6 +151,7 @@ enum Assets {
     th, td { padding:.45rem .6rem; text-align:left; border-bottom:1px solid #eee; white-space:nowrap; }
     th { background:#eef2f1; font-size:.85rem; color:var(--muted); font-weight:600; }
     td.num { text-align:right; }
+    td.battery.low { color:var(--bad); font-weight:700; }
     td.source { max-width:12rem; overflow:hidden; text-overflow:ellipsis; }
     td.wrap { white-space:normal; min-width:8rem; }
     .scroll { overflow-x:auto; }
@@ -360,6 +361,20 @@ enum Assets {
                          el('a', { href: '/stores/' + s.store + '/floor' }, 'floor')));
         });
         var storeHead = el('tr', {}, 'Store,Major,Customers,Beacons,Pages'.split(',').map(function (h) { return el('th', {}, h); }));
+        // Registry beacons: battery and when last seen ("not seen for N h").
+        function seen(b) {
+          if (b.present) return 'seen now';
+          if (!b.lastSeen) return 'never seen';
+          var s = Math.max(0, (Date.now() + skew - Date.parse(b.lastSeen)) / 1000);
+          return 'not seen for ' + (s < 3600 ? Math.floor(s / 60) + ' min' : Math.floor(s / 3600) + ' h');
+        }
+        var beacons = (data.beacons || []).map(function (b) {
+          return el('tr', { 'class': 'beacon' + (b.missing || b.batteryLow ? ' attention' : ''), 'data-beacon': b.beacon },
+            el('td', {}, el('b', {}, b.name || b.beacon)), el('td', {}, b.beacon), el('td', { 'class': 'num' }, b.store === null ? '' : b.store),
+            el('td', { 'class': 'num battery' + (b.batteryLow ? ' low' : '') }, b.battery === null ? '—' : b.battery + ' mV'),
+            el('td', { 'class': 'seen' }, seen(b)));
+        });
+        var beaconHead = el('tr', {}, 'Beacon,Id,Store,Battery,Seen'.split(',').map(function (h) { return el('th', {}, h); }));
         app.replaceChildren(
           el('h1', {}, 'Fleet'),
           el('div', { 'class': 'summary' },
@@ -373,7 +388,9 @@ enum Assets {
                                   '): ', el('code', {}, data.lastMalformed.topic), ' ', data.lastMalformed.reason) : '',
           el('div', { 'class': 'scroll' }, el('table', { 'class': 'gateways' }, el('thead', {}, head), el('tbody', {}, rows))),
           el('h2', {}, 'Stores'),
-          el('table', { 'class': 'stores' }, el('thead', {}, storeHead), el('tbody', {}, stores)));
+          el('table', { 'class': 'stores' }, el('thead', {}, storeHead), el('tbody', {}, stores)),
+          beacons.length ? el('h2', {}, 'Beacons') : null,
+          beacons.length ? el('table', { 'class': 'beacons' }, el('thead', {}, beaconHead), el('tbody', {}, beacons)) : null);
       }
 
       var draw = { greeter: greeter, floor: floor, fleet: fleet }[kind];
