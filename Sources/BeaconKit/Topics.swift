@@ -121,6 +121,10 @@ public struct Topics: Sendable, Equatable {
     /// The brain's record of a visit (see `VisitRecord`): `brain/visits/<major>/<minor>` or
     /// `brain/visits/eddystone/<namespace>/<instance>`.
     public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
+
+    /// The brain's health record of a registry beacon (retained, unsealed: the fleet page
+    /// reads it): `brain/beacons/<major>/<minor>` or `brain/beacons/eddystone/<namespace>/<instance>`.
+    public func beaconHealth(of ref: BeaconRef) -> String { topic("brain/beacons/" + recordKey(ref)) }
     /// The brain's record of an answered join (see `AnsweredRecord`).
     public func answeredRecord(of ref: BeaconRef, client: String) -> String {
         topic("brain/answered/" + recordKey(ref) + "/" + client)
@@ -153,20 +157,22 @@ public struct Topics: Sendable, Equatable {
     /// store): fleet presence, ads, its records of visits and answered joins.
     public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
         let m = major.map(String.init) ?? "+"
-        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+"].map(topic)
+        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+",
+                "brain/beacons/\(m)/+"].map(topic)
     }
 
     /// What others publish about one Eddystone beacon (`nil`: about every one) that the
     /// brain reads: the gateways' presence, joins.
     public func eddystoneFilters(of ref: BeaconRef?) -> [String] {
         let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
-        return ["eddystone/\(b)/presence/+", "eddystone/\(b)/observers/+"].map(topic)
+        return ["eddystone/\(b)/presence/+", "eddystone/\(b)/observers/+", "eddystone/\(b)/telemetry"].map(topic)
     }
 
     /// The brain's own retained topics about one Eddystone beacon (`nil`: about every one).
     public func eddystoneRecordFilters(of ref: BeaconRef?) -> [String] {
         let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
-        return ["eddystone/\(b)/presence", "eddystone/\(b)/ad", "brain/visits/eddystone/\(b)", "brain/answered/eddystone/\(b)/+"]
+        return ["eddystone/\(b)/presence", "eddystone/\(b)/ad", "brain/visits/eddystone/\(b)", "brain/answered/eddystone/\(b)/+",
+                "brain/beacons/eddystone/\(b)"]
             .map(topic)
     }
 
@@ -271,6 +277,8 @@ public struct Topics: Sendable, Equatable {
     public enum BrainRecordTopic: Sendable, Equatable {
         case visit(BeaconRef)
         case answered(BeaconRef, client: String)
+        /// `brain/beacons/<beacon>`: last seen and battery of a registry beacon.
+        case health(BeaconRef)
     }
 
     /// `brain/visits/<beacon>` or `brain/answered/<beacon>/<client>`, parsed; `<beacon>` is
@@ -290,6 +298,7 @@ public struct Topics: Sendable, Equatable {
         }
         switch (s[1], rest.count) {
         case ("visits", 0): return .visit(ref)
+        case ("beacons", 0): return .health(ref)
         case ("answered", 1): return Self.name(rest[rest.startIndex]).map { .answered(ref, client: $0) }
         default: return nil
         }
@@ -307,6 +316,8 @@ public struct Topics: Sendable, Equatable {
         case observer(client: String)
         /// The beacon's standing offer.
         case ad
+        /// A gateway's Eddystone-TLM telemetry of the beacon (retained).
+        case telemetry
     }
 
     /// Parses a topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
@@ -329,6 +340,7 @@ public struct Topics: Sendable, Equatable {
         case (3, _): return (ref, .sighting)
         case (4, "presence"): return (ref, .fleetPresence)
         case (4, "ad"): return (ref, .ad)
+        case (4, "telemetry"): return (ref, .telemetry)
         case (5, "presence"): return Self.name(s[4]).map { (ref, .gatewayPresence(gateway: $0)) }
         case (5, "observers"): return Self.name(s[4]).map { (ref, .observer(client: $0)) }
         default: return nil

@@ -18,7 +18,7 @@ public struct BrainCounters: Sendable, Equatable {
     /// The kind of input, by topic.
     public enum Input: String, Sendable, CaseIterable, Comparable {
         case rssiReport, gatewayPresence, gatewayStatus, join, observerStatus, fleetConfig
-        case fleetPresence, ad, roster, record, bridgeStatus
+        case fleetPresence, ad, roster, record, bridgeStatus, telemetry
 
         public static func < (lhs: Input, rhs: Input) -> Bool { lhs.rawValue < rhs.rawValue }
     }
@@ -137,6 +137,14 @@ public struct BrainCore: Sendable {
     private var heldVisits: [BeaconRef: VisitRecord] = [:]
     /// Tells retained gateway presence of visits that ended (`StalePresence`).
     private(set) var stalePresence = StalePresence()
+    /// Last seen and battery of the registry's beacons (`brain/beacons/<beacon>`).
+    public private(set) var beaconHealth = BeaconHealth()
+    /// When the registry's beacons are next checked for `beaconHealth`.
+    private var nextHealthCheck = Instant.epoch
+    /// Telemetry read while settling, applied once the health records are in.
+    private var pendingTelemetry: [BeaconRef: Int?] = [:]
+    /// Seconds between two checks of the registry's beacons.
+    static let healthCheckInterval = 10.0
 
     // Collected while settling.
     private var visitRecords: [BeaconRef: VisitRecord] = [:]
@@ -465,6 +473,9 @@ public struct BrainCore: Sendable {
             observeProximity(Set(presence.beacons.keys).union(proximityRoster.visits.map { $0.visit.beacon }), at: now)
         }
         retainedCustomers = [:]
+        for (ref, millivolts) in pendingTelemetry.sorted(by: { $0.key < $1.key }) { telemetry(of: ref, millivolts: millivolts) }
+        pendingTelemetry = [:]
+        checkBeaconHealth(at: now)
 
         for (key, reason) in pendingErrors.sorted(by: { $0.key < $1.key }) {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)
@@ -583,6 +594,10 @@ public struct BrainCore: Sendable {
         let waiting = proximityRoster.waiting
         if !waiting.isEmpty { observeProximity(Set(waiting), at: now) }
         endOldJoins(at: now)
+        if now >= nextHealthCheck {
+            nextHealthCheck = now + Self.healthCheckInterval
+            checkBeaconHealth(at: now)
+        }
         for scope in lingering.sorted() where !rules.retire(scope, at: now) {
             lingering.remove(scope)
             markRecordDirty(scope)
@@ -869,12 +884,42 @@ public struct BrainCore: Sendable {
             guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
             known[topic] = String(decoding: payload, as: UTF8.self)
 
+        case .telemetry:
+            guard owned(ref), registry[ref] != nil, !payload.isEmpty else { return }
+            guard let json = json(payload, .telemetry, topic), case .object(let o) = json else { return }
+            let millivolts: Int? = switch o["batteryMv"] {
+            case .number(let mv)? where mv == mv.rounded() && (1...65535).contains(mv): Int(mv)
+            case .null?, nil: nil
+            default: -1
+            }
+            guard millivolts != -1 else {
+                malformed(.telemetry, topic, "batteryMv must be mV (1-65535) or null")
+                return
+            }
+            if isSettled { telemetry(of: ref, millivolts: millivolts) } else { pendingTelemetry[ref] = millivolts }
         }
     }
 
     private mutating func readRecord(_ record: Topics.BrainRecordTopic, topic: String, payload: [UInt8], retained: Bool) {
         let ref: BeaconRef = switch record {
-        case .visit(let ref), .answered(let ref, _): ref
+        case .visit(let ref), .answered(let ref, _), .health(let ref): ref
+        }
+        if case .health = record {
+            // Unsealed (the fleet page reads it): at worst a forged one dates a last sighting wrong.
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            guard let json = json(payload, .record, topic) else {
+                known[topic] = ""
+                return
+            }
+            do {
+                let value = try BeaconHealth.Record(parsing: json)
+                beaconHealth.restore(value, of: ref)
+                known[topic] = String(decoding: payload, as: UTF8.self)
+            } catch {
+                known[topic] = ""
+                malformed(.record, topic, error.reason)
+            }
+            return
         }
         // After settling the brain is the authority on its records; what comes back is its own
         // echo, or (read back after a reconnect) only tells what the broker holds.
@@ -893,6 +938,8 @@ public struct BrainCore: Sendable {
                 let value = try AnsweredRecord(parsing: json)
                 if !isSettled { answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value }
                 known[topic] = value.json
+            case .health:
+                break
             }
         } catch {
             known[topic] = ""
@@ -986,6 +1033,15 @@ public struct BrainCore: Sendable {
     private mutating func handle(_ events: [FleetEvent], at now: Instant) {
         defer {
             if isSettled, proximityRoster.isActive, !events.isEmpty { observeProximity(Set(events.map(\.beacon)), at: now) }
+            // A registry beacon's arrival and departure date its last sighting at once.
+            let moved = events.compactMap { event -> BeaconRef? in
+                switch event {
+                case .enter(let ref): ref
+                case .exit(let beacon): beacon.ref
+                default: nil
+                }
+            }
+            if !moved.isEmpty { checkBeaconHealth(Set(moved), at: now) }
         }
         var resumed: Set<BeaconRef> = []
         for event in events {
@@ -1597,6 +1653,62 @@ public struct BrainCore: Sendable {
         for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: lastTime) {
             event(text)
         }
+    }
+
+    // MARK: - Beacon health
+
+    /// The registry's beacons this brain handles, against the fleet presence: records
+    /// written where they changed, records of beacons gone from the registry deleted.
+    private mutating func checkBeaconHealth(_ only: Set<BeaconRef>? = nil, at now: Instant) {
+        guard isSettled else { return }
+        let all = registry.keys.filter { owns($0) }
+        let beacons = (only.map { only in all.filter(only.contains) } ?? all).sorted()
+        guard !beacons.isEmpty else { return }
+        let present = presence.beacons
+        let (changed, reports) = beaconHealth.check(beacons, isPresent: { present[$0] != nil },
+                                                    missingAfter: config.brain.missingAfter, at: now)
+        for ref in changed { writeHealth(ref) }
+        for report in reports { health(report, at: now) }
+        guard only == nil else { return }
+        for ref in beaconHealth.keep(only: Set(all)) { setRetained(topics.beaconHealth(of: ref), signature: nil) { "" } }
+    }
+
+    private mutating func telemetry(of ref: BeaconRef, millivolts: Int?) {
+        let (changed, report) = beaconHealth.telemetry(of: ref, millivolts: millivolts, lowBattery: config.brain.lowBattery)
+        if changed { writeHealth(ref) }
+        if let report { health(report, at: lastTime) }
+    }
+
+    private mutating func writeHealth(_ ref: BeaconRef) {
+        guard let record = beaconHealth.records[ref] else { return }
+        let text = record.json(beacon: ref, name: entry(ref)?.name)
+        setRetained(topics.beaconHealth(of: ref), signature: text) { text }
+    }
+
+    /// `brain/events`: `{"event":"battery-low","beacon","name","battery","threshold","ts"}` (mV) or
+    /// `{"event":"beacon-missing","beacon","name","lastSeen","seconds","ts"}` (`lastSeen` null: never seen).
+    private mutating func health(_ report: BeaconHealth.Report, at now: Instant) {
+        var writer = JSONWriter(capacity: 200)
+        writer.object { o in
+            switch report {
+            case .batteryLow(let ref, let millivolts, let threshold):
+                o("event", "battery-low")
+                o("beacon", ref.json)
+                o("name", entry(ref)?.name)
+                o("battery", millivolts)
+                o("threshold", threshold)
+                note(.warning, "a beacon's battery is low", ["beacon": "\(ref)", "battery": "\(millivolts) mV"])
+            case .missing(let ref, let lastSeen, let seconds):
+                o("event", "beacon-missing")
+                o("beacon", ref.json)
+                o("name", entry(ref)?.name)
+                o("lastSeen", lastSeen.map { JSONValue.string($0.iso8601) } ?? .null)
+                o("seconds", seconds, places: 0)
+                note(.warning, "a registry beacon has not been seen", ["beacon": "\(ref)", "seconds": "\(Int(seconds))"])
+            }
+            o("ts", now)
+        }
+        event(writer.text)
     }
 
     private mutating func event(_ text: String) {

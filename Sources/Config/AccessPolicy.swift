@@ -183,6 +183,7 @@ public struct AccessPolicy: Sendable {
                 "topic read \(topic("gateways/+/health"))",
                 "topic read \(topic("gateways/+/calibration"))",
                 "topic read \(t.brainStatus)",
+                "topic read \(topic("brain/beacons/#"))",
                 "topic read \(t.fleetConfig)",
             ]
             lines += ruleTopics.map { "topic read \(topic($0))" }

@@ -171,7 +171,8 @@ extension FleetConfig {
 
     static let brainKeys = ["zoneConfidence", "zoneConfidenceWalking", "zoneMargin", "zoneUpdates", "zoneStaleAfter",
                             "rssiProcessNoise", "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "entranceWait",
-                            "exitSamples", "exitMinimum", "clockHold", "joins", "joinMaxAge", "shards", "calibration"]
+                            "exitSamples", "exitMinimum", "clockHold", "joins", "joinMaxAge", "shards", "calibration",
+                            "lowBattery", "missingAfter"]
     static let calibrationKeys = ["enabled", "minSamples", "minSeconds", "interval", "maxOffset", "minExponent",
                                   "maxExponent", "minChange"]
 

@@ -422,6 +422,12 @@ public struct BrainConfig: Sendable, Equatable {
     /// Learning the gateways' RSSI offsets and the path-loss exponent from reference
     /// beacons heard at known distances (docs/presence.md, "Calibration").
     public var calibration = CalibrationSettings()
+    /// A registry beacon whose Eddystone-TLM battery reads below this (mV) is reported once
+    /// on `brain/events` (`battery-low`), again only after it read 100 mV above it.
+    public var lowBattery: Int = 2500
+    /// A registry beacon not seen by any gateway for this long (s) is reported once on
+    /// `brain/events` (`beacon-missing`), again only after it was seen.
+    public var missingAfter: Double = 86_400
 
     public init(zoneConfidence: Double = 0.97, zoneConfidenceWalking: Double = 0.88, zoneMargin: Double = 0,
                 zoneUpdates: Int = 1, zoneStaleAfter: Double = 3,

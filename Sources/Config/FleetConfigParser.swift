@@ -166,6 +166,8 @@ extension FleetConfig {
                 brain.joins = JoinAccess(rawValue: v)!
             }
             if let v = r.number(o["joinMaxAge"], at: "brain.joinMaxAge", in: 60...604_800, unit: " s") { brain.joinMaxAge = v }
+            if let v = r.integer(o["lowBattery"], at: "brain.lowBattery", in: 1000...4000) { brain.lowBattery = v }
+            if let v = r.number(o["missingAfter"], at: "brain.missingAfter", in: 60...31_536_000, unit: " s") { brain.missingAfter = v }
             brain.shards = parseShards(o["shards"], &r)
             brain.calibration = parseCalibration(o["calibration"], &r)
         }

@@ -1,6 +1,7 @@
 public import BeaconKit
 public import BrainCore
 public import Config
+import Tracking
 
 /// A message `beacon-web` could not read: shown on the fleet page and logged.
 public struct MalformedMessage: Sendable, Equatable {
@@ -24,10 +25,17 @@ public struct FleetState: Sendable {
     public private(set) var gateways: [String: GatewayStatus] = [:]
     public private(set) var presence: [BeaconRef: FleetPresenceReport] = [:]
     public private(set) var customers = CustomerBook()
+    /// The greeter display's cards, steady through drop-outs (`GreeterCards`).
+    public private(set) var cards = GreeterCards()
+    /// Since when each present beacon has been in its zone (as seen here: a zone change
+    /// is dated when it arrives; a beacon first read in a zone, from its presence `since`).
+    private(set) var zoneSince: [BeaconRef: Instant] = [:]
     /// Photos from retained joins, by join topic (the roster's `photo` reference).
     private(set) var photos: [String: [UInt8]] = [:]
     /// `brain/status`: `nil` until heard.
     public private(set) var brainOnline: Bool?
+    /// The brain's health records of registry beacons (`brain/beacons/<beacon>`): last seen, battery.
+    public private(set) var beaconHealth: [BeaconRef: BeaconHealth.Record] = [:]
     /// Messages that could not be read (kept, not fatal: the page shows the rest).
     public private(set) var malformed = 0
     /// The last of them: which topic, why, when (the fleet page shows it).
@@ -47,7 +55,7 @@ public struct FleetState: Sendable {
         [topics.under("gateways/+/status"), topics.under("gateways/+/health"), topics.calibrationFilter,
          topics.under("beacons/+/+/presence"), topics.under("eddystone/+/+/presence"),
          topics.under("beacons/+/+/observers/+"),
-         topics.fleetConfig, topics.brainStatus] + CustomerBook.subscriptions(topics)
+         topics.fleetConfig, topics.brainStatus, topics.under("brain/beacons/#")] + CustomerBook.subscriptions(topics)
     }
 
     /// What one message changed, so that only the pages showing it are sent again.
@@ -106,7 +114,9 @@ public struct FleetState: Sendable {
     public mutating func receive(topic: String, payload: [UInt8], at now: Instant) -> Change {
         guard let segments = topics.segments(of: topic) else { return Change() }
         switch customers.receive(segments: segments, payload: payload) {
-        case .changed(let store): return Change(stores: [store])
+        case .changed(let store):
+            reconcileCards(store: store, at: now)
+            return Change(stores: [store])
         case .malformed:
             return reject(topic, "not a roster or customer record of that store", at: now)
         case .ignored: break
@@ -122,6 +132,17 @@ public struct FleetState: Sendable {
                 gateways[id, default: GatewayStatus()].calibration = record
             } else {
                 return reject(topic, "not a calibration record", at: now)
+            }
+            return Change(fleet: true)
+        }
+        if case .health(let ref)? = topics.parseBrainRecord(topic) {
+            if payload.isEmpty {
+                guard beaconHealth.removeValue(forKey: ref) != nil else { return Change() }
+            } else if let value = try? JSONParser(maxDepth: 4).parse(payload), let record = try? BeaconHealth.Record(parsing: value) {
+                guard beaconHealth[ref] != record else { return Change() }
+                beaconHealth[ref] = record
+            } else {
+                return reject(topic, "not a beacon health record", at: now)
             }
             return Change(fleet: true)
         }
@@ -176,6 +197,7 @@ public struct FleetState: Sendable {
             guard parsed != config else { return Change() }
             config = parsed
             configFromBroker = true
+            for store in knownStores { reconcileCards(store: store, at: now) }
             return Change(fleet: true, config: true)
         case .brainStatus?:
             brainOnline = payload.isEmpty ? nil : String(decoding: payload, as: UTF8.self) == "online"
@@ -210,13 +232,61 @@ public struct FleetState: Sendable {
     private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8], topic: String, at now: Instant) -> Change {
         if payload.isEmpty {
             presence[ref] = nil
+            zoneSince[ref] = nil
         } else if let value = try? JSONParser(maxDepth: 8).parse(payload),
                   let report = try? FleetPresenceReport(parsing: value, topic: ref) {
-            presence[ref] = report
+            let before = presence.updateValue(report, forKey: ref)
+            if before?.zone != report.zone { zoneSince[ref] = before == nil ? min(report.since, now) : now }
         } else {
             return reject(topic, "not a fleet presence report", at: now)
         }
-        return Change(stores: [config.store(of: ref)])
+        let store = config.store(of: ref)
+        reconcileCards(store: store, at: now)
+        return Change(stores: [store])
+    }
+
+    // MARK: - Greeter cards
+
+    /// Whether a customer on `store`'s roster is in the store: their beacon has a fleet
+    /// presence, or it is the store's own beacon carrying its proof of presence (the brain
+    /// let the join in because the app heard it: in the shop, in no particular zone).
+    func isInRange(_ customer: Roster.Customer, store: UInt16) -> Bool {
+        if presence[customer.beacon] != nil { return true }
+        let ref = customer.beacon
+        return ref.eddystone == nil && ref.major == store && config.storeEntry(store)?.proof != nil
+            && !config.beacons.contains { $0.id.map(BeaconRef.init(id:)) == ref }
+    }
+
+    func isOwnTag(_ customer: Roster.Customer) -> Bool {
+        config.beacons.contains { $0.owner == customer.client && $0.id.map(BeaconRef.init(id:)) == customer.beacon }
+    }
+
+    mutating func reconcileCards(store: UInt16, at now: Instant) {
+        // A customer's own tag (registry `owner`) was in the store from its presence's since:
+        // folded into the card, so "in store since" stays when the presence ends first.
+        let present = customers.customers(inStore: store).map { c -> Roster.Customer in
+            guard let report = presence[c.beacon], report.since < c.since, isOwnTag(c) else { return c }
+            var customer = c
+            customer.since = report.since
+            return customer
+        }
+        let heard = Dictionary(present.map { ($0.client, isInRange($0, store: store)) }, uniquingKeysWith: { a, _ in a })
+        cards.reconcile(store: store, present: present, heard: { heard[$0.client] ?? false }, hold: cardHold(store: store), at: now)
+    }
+
+    /// Seconds a card is held after its customer left the roster while in range: the
+    /// longest `exitTimeout` of the store's gateways (of every gateway when none says
+    /// `store`): a drop-out shorter than that is not the customer leaving.
+    public func cardHold(store: UInt16) -> Double {
+        let own = config.gateways(inStore: store)
+        return (own.isEmpty ? config.gateways : own).map(\.tracker.exitTimeout).max() ?? TrackerSettings().exitTimeout
+    }
+
+    /// Ends the holds of cards whose time is up (the server calls it as time passes).
+    public mutating func expireCards(at now: Instant) -> Change {
+        guard cards.holding else { return Change() }
+        let holds = Dictionary(knownStores.map { ($0, cardHold(store: $0)) }, uniquingKeysWith: { a, _ in a })
+        return Change(stores: cards.expire(hold: { holds[$0] ?? TrackerSettings().exitTimeout }, at: now))
     }
 
     /// Every store there is something to show for: the config's stores, and those with

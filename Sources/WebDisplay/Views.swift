@@ -20,20 +20,36 @@ extension FleetState {
         public var beacon: BeaconRef
         /// The zone's place name (the zone gateway's `zone`), `nil` while no gateway hears the beacon.
         public var zone: String?
+        /// When the visit began: the first join (or proximity visit) of it, or, for the
+        /// customer's own tag (registry `owner`), when the tag came into the store if earlier.
+        /// Steady through drop-outs (`GreeterCards`).
         public var since: Instant
+        /// Since when the beacon has been in `zone` (never before `since`); `nil` without a zone.
+        public var zoneSince: Instant?
+        /// In the store: the beacon is heard there (or is the store's proof beacon). App users
+        /// whose tag is not in the store are listed apart, never in a zone.
+        public var inRange: Bool
+        /// Off the roster for less than the store's exit timeout: a drop-out, held steady.
+        public var away: Bool
     }
 
-    /// Customers present in a store, newest first.
+    /// Customers on a store's greeter, newest first: those in the store, then (with
+    /// `inRange` false) app users whose tag is not in the store.
     public func greeter(store: UInt16) -> [GreeterEntry] {
-        customers.customers(inStore: store).reversed().map { c in
+        let entries = cards.cards(inStore: store).reversed().map { card in
+            let c = card.customer
             let report = presence[c.beacon]
             // Versioned by content, so the browser may keep it and a new photo is fetched anew.
             let url = c.photo.flatMap { photos[$0] }.map {
                 Self.photoPath(store: store, client: c.client) + "?v=" + JoinRequest.fingerprint($0)
             }
+            let since = card.inStoreSince
+            let zoneSince = report == nil ? nil : max(self.zoneSince[c.beacon] ?? since, since)
             return GreeterEntry(client: c.client, name: c.name, favorite: c.favorite, photoURL: url,
-                                beacon: c.beacon, zone: report.map { $0.zoneName }, since: c.since)
+                                beacon: c.beacon, zone: report.map { $0.zoneName }, since: since, zoneSince: zoneSince,
+                                inRange: card.inRange, away: card.away != nil)
         }
+        return entries.filter(\.inRange) + entries.filter { !$0.inRange }
     }
 
     /// Where a customer's photo is served (the server checks the login first).
@@ -43,7 +59,8 @@ extension FleetState {
 
     /// The photo of a customer present in a store.
     public func photo(store: UInt16, client: String) -> [UInt8]? {
-        guard let topic = customers.customers(inStore: store).first(where: { $0.client == client })?.photo else { return nil }
+        guard let topic = cards.cards(inStore: store).first(where: { $0.customer.client == client })?.customer.photo
+        else { return nil }
         return photos[topic]
     }
 
@@ -63,6 +80,9 @@ extension FleetState {
                 c("beacon", entry.beacon.description)
                 c("zone", entry.zone)
                 c("since", entry.since)
+                c("zoneSince", entry.zoneSince.map { JSONValue.string($0.iso8601) } ?? .null)
+                c("inRange", entry.inRange)
+                c("away", entry.away)
             }
         }
         return writer.text
@@ -266,6 +286,19 @@ extension FleetState {
                          "customers": .number(Double(customers.customers(inStore: store).count)),
                          "beacons": .number(Double(presence.keys.filter { config.store(of: $0) == store }.count))])
             }))
+            // Every registry beacon: battery (mV, null when it never said) and when it was last seen.
+            o("beacons", objects: registryBeacons) { b, item in
+                let (ref, entry) = item
+                let health = beaconHealth[ref]
+                b("beacon", ref.description)
+                b("name", entry.name)
+                b("store", entry.storeMajor.map(Int.init))
+                b("present", presence[ref] != nil || health?.present == true)
+                b("lastSeen", health?.lastSeen.map { JSONValue.string($0.iso8601) } ?? .null)
+                b("battery", health?.battery)
+                b("batteryLow", health?.batteryLow == true)
+                b("missing", health?.missing == true)
+            }
             o("gateways", objects: zip(ids, conditions)) { g, item in
                 let (id, condition) = item
                 let gateway = config.gateway(id: id)
@@ -311,6 +344,12 @@ extension FleetState {
             }
         }
         return writer.text
+    }
+
+    /// The registry's single beacons (UUID-only entries name none), by store and id.
+    var registryBeacons: [(BeaconRef, BeaconEntry)] {
+        config.beacons.compactMap { entry in entry.id.map { (BeaconRef(id: $0), entry) } }
+            .sorted { ($0.1.storeMajor ?? 0, $0.0) < ($1.1.storeMajor ?? 0, $1.0) }
     }
 
     /// The page's JSON.

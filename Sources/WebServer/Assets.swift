@@ -125,6 +125,13 @@ enum Assets {
     .drink { font-size:1.25rem; margin:.2rem 0; }
     .meta { color:var(--muted); font-size:1rem; }
     .zone { font-weight:600; color:var(--accent); }
+    .meta .at { white-space:nowrap; }
+    /* App users whose tag is not in the store: apart, greyed, never in a zone's colour. */
+    .notinrange h2 { color:var(--muted); }
+    .customers.apart .customer { background:#eceae5; box-shadow:none; opacity:.8; }
+    .customers.apart .photo { filter:grayscale(1); width:3.5rem; height:3.5rem; }
+    .customers.apart .name { font-size:1.2rem; }
+    .nozone { font-weight:600; color:var(--muted); }
     .floor { width:100%; height:auto; max-height:78vh; background:var(--card); border-radius:1rem; box-shadow:0 1px 3px #0002; }
     .floor .plan { fill:#fbfaf7; stroke:#c9c4b8; stroke-width:.08; }
     .floor .area { fill:#0b7a7512; stroke:#0b7a7540; stroke-width:.04; }
@@ -144,6 +151,7 @@ enum Assets {
     th, td { padding:.45rem .6rem; text-align:left; border-bottom:1px solid #eee; white-space:nowrap; }
     th { background:#eef2f1; font-size:.85rem; color:var(--muted); font-weight:600; }
     td.num { text-align:right; }
+    td.battery.low { color:var(--bad); font-weight:700; }
     td.source { max-width:12rem; overflow:hidden; text-overflow:ellipsis; }
     td.wrap { white-space:normal; min-width:8rem; }
     .scroll { overflow-x:auto; }
@@ -221,28 +229,46 @@ enum Assets {
       }
       function fixed(v, places) { return v === null || v === undefined ? '—' : Number(v).toFixed(places); }
 
+      function clock(ts) {
+        var d = new Date(Date.parse(ts) - skew);
+        return ('0' + d.getHours()).slice(-2) + ':' + ('0' + d.getMinutes()).slice(-2);
+      }
+      // "how long" beside a time of day: the ages move every second, the times stay.
+      function since(label, ts) {
+        return el('span', { 'class': 'at' }, label + ' since ' + clock(ts) + ' · ',
+                  el('span', { 'class': 'since', 'data-since': ts }, ago(ts)));
+      }
       var greeted = null;
       function greeter() {
-        var list = el('ul', { 'class': 'customers' }), first = greeted === null, now = {};
+        var inside = el('ul', { 'class': 'customers' }), outside = el('ul', { 'class': 'customers apart' });
+        var first = greeted === null, now = {}, n = 0, apart = 0;
         data.customers.forEach(function (c) {
           var who = c.name || c.client, arriving = !first && !greeted[c.client];
           now[c.client] = true;
-          list.append(el('li', { 'class': 'customer' + (arriving ? ' arriving' : ''), 'data-client': c.client, 'data-beacon': c.beacon },
+          var meta = c.inRange
+            ? [el('div', { 'class': 'meta instore' }, since('in store', c.since)),
+               c.zone ? el('div', { 'class': 'meta inzone' }, el('span', { 'class': 'zone' }, c.zone),
+                           ' ', since('at ' + c.zone, c.zoneSince)) : null]
+            : [el('div', { 'class': 'meta' }, el('span', { 'class': 'nozone' }, 'not in range'),
+                  ' · joined at ' + clock(c.since))];
+          var card = el('li', { 'class': 'customer' + (arriving ? ' arriving' : '') + (c.inRange ? '' : ' outside'),
+                                'data-client': c.client, 'data-beacon': c.beacon,
+                                'data-away': c.away ? 'true' : null },
             c.photo ? el('img', { 'class': 'photo', src: c.photo, alt: who })
                     : el('div', { 'class': 'photo initials', 'aria-hidden': 'true' }, initials(who)),
             el('div', { 'class': 'who' },
               el('div', { 'class': 'name' }, who),
-              el('div', { 'class': 'drink' }, c.favorite ? '☕ ' + c.favorite : ''),
-              el('div', { 'class': 'meta' },
-                el('span', { 'class': 'zone' }, c.zone || 'not in range'), ' · here ',
-                el('span', { 'class': 'since', 'data-since': c.since }, ago(c.since))))));
+              el('div', { 'class': 'drink' }, c.favorite ? '☕ ' + c.favorite : ''), meta));
+          if (c.inRange) { inside.append(card); n++; } else { outside.append(card); apart++; }
         });
         greeted = now;
-        var n = data.customers.length;
         app.replaceChildren(
           el('h1', {}, (data.name || 'Store ' + data.store) + ' — who is in',
              el('span', { 'class': 'count' }, n === 1 ? '1 customer' : n + ' customers')),
-          n ? list : el('p', { 'class': 'empty' }, 'No customer is in the shop right now.'));
+          n ? inside : el('p', { 'class': 'empty' }, 'No customer is in the shop right now.'),
+          apart ? el('section', { 'class': 'notinrange' },
+                     el('h2', {}, 'Joined, not in range', el('span', { 'class': 'count' }, ' ' + apart)),
+                     outside) : null);
       }
 
       var floorNodes = null;
@@ -335,6 +361,20 @@ enum Assets {
                          el('a', { href: '/stores/' + s.store + '/floor' }, 'floor')));
         });
         var storeHead = el('tr', {}, 'Store,Major,Customers,Beacons,Pages'.split(',').map(function (h) { return el('th', {}, h); }));
+        // Registry beacons: battery and when last seen ("not seen for N h").
+        function seen(b) {
+          if (b.present) return 'seen now';
+          if (!b.lastSeen) return 'never seen';
+          var s = Math.max(0, (Date.now() + skew - Date.parse(b.lastSeen)) / 1000);
+          return 'not seen for ' + (s < 3600 ? Math.floor(s / 60) + ' min' : Math.floor(s / 3600) + ' h');
+        }
+        var beacons = (data.beacons || []).map(function (b) {
+          return el('tr', { 'class': 'beacon' + (b.missing || b.batteryLow ? ' attention' : ''), 'data-beacon': b.beacon },
+            el('td', {}, el('b', {}, b.name || b.beacon)), el('td', {}, b.beacon), el('td', { 'class': 'num' }, b.store === null ? '' : b.store),
+            el('td', { 'class': 'num battery' + (b.batteryLow ? ' low' : '') }, b.battery === null ? '—' : b.battery + ' mV'),
+            el('td', { 'class': 'seen' }, seen(b)));
+        });
+        var beaconHead = el('tr', {}, 'Beacon,Id,Store,Battery,Seen'.split(',').map(function (h) { return el('th', {}, h); }));
         app.replaceChildren(
           el('h1', {}, 'Fleet'),
           el('div', { 'class': 'summary' },
@@ -348,7 +388,9 @@ enum Assets {
                                   '): ', el('code', {}, data.lastMalformed.topic), ' ', data.lastMalformed.reason) : '',
           el('div', { 'class': 'scroll' }, el('table', { 'class': 'gateways' }, el('thead', {}, head), el('tbody', {}, rows))),
           el('h2', {}, 'Stores'),
-          el('table', { 'class': 'stores' }, el('thead', {}, storeHead), el('tbody', {}, stores)));
+          el('table', { 'class': 'stores' }, el('thead', {}, storeHead), el('tbody', {}, stores)),
+          beacons.length ? el('h2', {}, 'Beacons') : null,
+          beacons.length ? el('table', { 'class': 'beacons' }, el('thead', {}, beaconHead), el('tbody', {}, beacons)) : null);
       }
 
       var draw = { greeter: greeter, floor: floor, fleet: fleet }[kind];

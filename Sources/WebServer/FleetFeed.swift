@@ -163,6 +163,9 @@ public final class FleetFeed: Service, Sendable {
     }
 
     func tick() {
+        // A greeter card held through a drop-out goes when its hold is over.
+        let expired = state.withLock { $0.fleet.expireCards(at: WallClock.now()) }
+        if !expired.isEmpty { updates.publish(expired) }
         state.withLock { s in
             guard s.connected, let connectedAt = s.connectedAt else { return }
             let now = ContinuousClock.now

@@ -27,8 +27,11 @@ struct Serve: AsyncParsableCommand {
         Pages (staff only: every page needs a login; /login, /assets/* and /healthz
         are the only answers without one):
           /                          the stores and their pages
-          /stores/<major>/greeter    who is in: name, photo, usual drink, zone, how
-                                     long; newest first; live; made for a tablet
+          /stores/<major>/greeter    who is in: name, photo, usual drink, in store
+                                     since, at which zone since; a card held through
+                                     drop-outs shorter than the exit timeout; app
+                                     users not in range listed apart; newest first;
+                                     live; made for a tablet
           /stores/<major>/floor      gateways where the config places them
                                      (gateways[].store and .position, stores[].floorPlan),
                                      beacons as dots around their zone gateway; live

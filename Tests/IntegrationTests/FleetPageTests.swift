@@ -109,4 +109,74 @@ struct FleetPageTests {
         await web.stop()
         await broker.stop()
     }
+    /// Beacon health on the real programs (issue 18 item 5): a gateway replays a store where
+    /// the till's Eddystone tag sends TLM (2950 mV, BeaconWebTests.capture) and tag-1 (100/1)
+    /// is heard; the spare tag (100/9) was last seen 3 h ago, as the retained record of a
+    /// previous brain says. With `lowBattery` 3000 mV and `missingAfter` 1 h the brain reports
+    /// the till tag's battery and the spare tag on `brain/events`, and the fleet page lists
+    /// every registry beacon with its battery ("—" when it never said) and "not seen for 3 h".
+    @Test("the fleet page shows each registry beacon's battery and when it was last seen; the brain reports low and missing ones")
+    func beaconHealth() async throws {
+        guard Chromium.executable != nil else {
+            Issue.record("chromium is not installed: run scripts/install-deps")
+            return
+        }
+        let dir = try TemporaryDirectory("web-beacon-health")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let capture = try dir.write("counter.log", bytes: try BeaconWebTests.capture(ana: -60, ben: -70, till: -60))
+        let uuid = BeaconWebTests.uuid
+        let config = try writeFleet(dir, broker: broker, gateways: [
+            #"{"id": "counter", "source": "btsnoop:\#(capture)?loop", "zone": "Counter", "store": 100}"#,
+        ], extra: """
+        "stores": [{"major": 100, "name": "Main Street"}],
+        "beacons": [{"uuid": "\(uuid)", "major": 100, "minor": 1, "name": "tag-1"},
+                    {"uuid": "\(uuid)", "major": 100, "minor": 9, "name": "spare"},
+                    {"namespace": "00112233445566778899", "instance": "aabbccddeeff", "name": "till tag", "store": 100}],
+        "brain": {"lowBattery": 3000, "missingAfter": 3600}
+        """)
+        let lastSeen = Instant(seconds: (WallClock.now().seconds - 3 * 3600 - 300).rounded(.down))
+        let record = #"{"beacon":{"major":100,"minor":9},"name":"spare","lastSeen":"\#(lastSeen.iso8601)","present":false,"#
+            + #""battery":null,"batteryLow":false,"missing":false}"#
+        try await BeaconWebTests.publish(broker, "brain/beacons/100/9", text: record, in: dir)
+        let events = try await MosquittoSubscriber.start(broker: broker, filters: ["brain/events"], in: dir)
+        var processes: [ChildProcess] = []
+        let browser = try Chromium(in: dir)
+        func failure() -> String { processes.map(\.diagnostics).joined(separator: "\n") + "\n" + browser.diagnostics }
+        do {
+            processes.append(try startProgram("beacon-brain", ["--config", config], in: dir))
+            processes.append(try startProgram("beacon-gateway", ["--config", config, "--id", "counter"], in: dir))
+            let (web, base) = try await BeaconWebTests.startWeb(config: config, in: dir)
+            processes.append(web)
+
+            let low = await events.waitFor(timeout: 60) { $0.json?["event"] == .string("battery-low") }
+            #expect(low?.json?["name"] == .string("till tag") && low?.json?["battery"] == .number(2950)
+                    && low?.json?["threshold"] == .number(3000), "\(events.records)\n\(failure())")
+            let missing = await events.waitFor(timeout: 30) { $0.json?["event"] == .string("beacon-missing") }
+            #expect(missing?.json?["name"] == .string("spare") && missing?.json?["lastSeen"] == .string(lastSeen.iso8601),
+                    "\(events.records)\n\(failure())")
+            #expect(!events.records.contains { $0.json?["event"] == .string("beacon-missing") && $0.json?["name"] != .string("spare") },
+                    "only the spare tag is missing: \(events.records)")
+
+            let page = try await browser.newPage(width: 1180, height: 1024)
+            try await page.navigate(base + "/fleet")
+            try await BeaconWebTests.logIn(page)
+            let rows = """
+                [...document.querySelectorAll('table.beacons tr.beacon')].map(r =>
+                  [r.dataset.beacon, r.querySelector('.battery').textContent, r.querySelector('.seen').textContent,
+                   r.querySelector('.battery').classList.contains('low')].join('|')).sort().join(' / ')
+                """
+            let expected = "00112233445566778899/aabbccddeeff|2950 mV|seen now|true / "
+                + "100/1|—|seen now|false / 100/9|—|not seen for 3 h|false"
+            let table = try await page.waitFor("(() => { const t = \(rows); return t === '\(expected)' ? t : ''; })()", timeout: 30)
+            let text = await page.shown(rows)
+            #expect(table != nil, "fleet page beacons: \(text)\n\(failure())")
+            try await page.save(screenshot: "fleet-beacons", in: dir.file("screenshots"))
+        } catch {
+            Issue.record("\(error)\n\(failure())")
+        }
+        await events.stop()
+        await browser.stop()
+        for process in processes.reversed() { await process.stop() }
+        await broker.stop()
+    }
 }

@@ -7,25 +7,90 @@ import WebDisplay
 
 @Suite("beacon-web's model of the fleet")
 struct FleetStateTests {
-    @Test("the greeter lists customers newest first, with the zone of their beacon, and forgets one who leaves")
+    @Test("the greeter lists customers in the store newest first, with the zone of their beacon, then app users not in range")
     func greeter() throws {
         var state = FleetState(config: try fleetConfig())
         let change = state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0),
-                                                                            customer("ben", "Ben", minor: 2, since: 30)]))
+                                                                            customer("ben", "Ben", minor: 2, since: 30),
+                                                                            customer("cy", "Cy", minor: 3, since: 40)]))
         #expect(change.affects(.greeter(store: 100)) && change.affects(.floor(store: 100)) && !change.affects(.greeter(store: 7)))
-        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"))
+        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"), at: 45)
+        state.receive("beacons/100/3/presence", bytes: fleetPresence(100, 3, zone: "door", zoneName: "Entrance"), at: 45)
 
         var page = state.parsed(.greeter(store: 100))
         #expect(page["name"] == .string("Main Street"))
         let people = try #require(page["customers"]?.arrayValue)
-        #expect(people.map { $0["name"] } == [.string("Ben"), .string("Ana")])
-        #expect(people[1]["zone"] == .string("Counter"))
-        #expect(people[0]["zone"] == .null, "Ben's beacon is not heard yet")
+        #expect(people.map { $0["name"] } == [.string("Cy"), .string("Ana"), .string("Ben")],
+                "in the store newest first, then those not in range")
+        #expect(people[1]["zone"] == .string("Counter") && people[1]["inRange"] == .bool(true))
+        #expect(people[2]["zone"] == .null && people[2]["inRange"] == .bool(false), "Ben's beacon is not heard: apart")
         #expect(people[1]["favorite"] == .string("flat white"))
 
-        state.receive("stores/100/roster", bytes: roster(100, [customer("ben", "Ben", minor: 2, since: 30)]))
+        // Ben's join ends: he is off the list at once (he was never in the store).
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0),
+                                                               customer("cy", "Cy", minor: 3, since: 40)]), at: 50)
+        #expect(state.greeter(store: 100).map(\.client) == ["cy", "ana"])
+        // Ana's ends while her tag is at the counter: held for the store's exit timeout (10 s), then gone.
+        state.receive("stores/100/roster", bytes: roster(100, [customer("cy", "Cy", minor: 3, since: 40)]), at: 60)
+        #expect(state.greeter(store: 100).map(\.client) == ["cy", "ana"])
+        #expect(state.greeter(store: 100).last?.away == true)
+        #expect(state.expireCards(at: t(69.9)).isEmpty)
+        #expect(state.expireCards(at: t(70)).affects(.greeter(store: 100)))
         page = state.parsed(.greeter(store: 100))
-        #expect(page["customers"]?.arrayValue?.map { $0["client"] } == [.string("ben")])
+        #expect(page["customers"]?.arrayValue?.map { $0["client"] } == [.string("cy")])
+    }
+
+    /// The storefront greeter's shopkeeper sees how long a customer has been in the shop;
+    /// seed 002 enters the shop at "immediate" and leaves it at "far", and a tag that drops
+    /// out for a moment (a proximity roster lets it go after `leaveAfter`, an app leaving at
+    /// far rejoins) is no new customer.
+    @Test("a card stays steady through a drop-out shorter than the exit timeout: \"in store since\" does not restart")
+    func steadyThroughDropOuts() throws {
+        var state = FleetState(config: try fleetConfig())
+        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"), at: 0)
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 5)]), at: 5)
+        #expect(state.greeter(store: 100).map(\.since) == [t(5)])
+        // Off the roster at 100 s, back at 106 s with a new since: the same card, the same since.
+        state.receive("stores/100/roster", bytes: roster(100, []), at: 100)
+        #expect(state.greeter(store: 100).map(\.client) == ["ana"], "held")
+        #expect(state.expireCards(at: t(105)).isEmpty)
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 106)]), at: 106)
+        #expect(state.expireCards(at: t(120)).isEmpty, "back on the roster: no hold to end")
+        let card = try #require(state.greeter(store: 100).first)
+        #expect(card.since == t(5) && !card.away)
+        // A longer absence is a new visit.
+        state.receive("stores/100/roster", bytes: roster(100, []), at: 200)
+        #expect(state.expireCards(at: t(210)).affects(.greeter(store: 100)))
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 300)]), at: 300)
+        #expect(state.greeter(store: 100).map(\.since) == [t(300)])
+        // The tag's presence may end a moment before the roster entry: the card is held in the
+        // store all the same, never moved to "not in range" on the way out.
+        state.receive("beacons/100/1/presence", "", at: 400)
+        #expect(state.greeter(store: 100).first?.inRange == true)
+        state.receive("stores/100/roster", bytes: roster(100, []), at: 401)
+        let held = try #require(state.greeter(store: 100).first)
+        #expect(held.inRange && held.away && held.zone == nil)
+        #expect(state.expireCards(at: t(411)).affects(.greeter(store: 100)))
+        #expect(state.greeter(store: 100).isEmpty)
+    }
+
+    @Test("\"in store since\" and \"at the counter since\" are apart: a customer's own tag counts from its arrival, the zone from the move")
+    func inStoreAndAtTheCounter() throws {
+        var config = try fleetConfig()
+        config.beacons.append(BeaconEntry(id: .ibeacon(uuid: storeUUID, major: 100, minor: 1), owner: "ana"))
+        var state = FleetState(config: config)
+        // Ana's own tag comes in at the door at 0 s (the presence's since), she joins at 20 s,
+        // her tag moves to the counter at 90 s.
+        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "door", zoneName: "Entrance"), at: 2)
+        state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 20)]), at: 20)
+        var page = state.parsed(.greeter(store: 100))
+        var ana = try #require(page["customers"]?.arrayValue?.first)
+        #expect(ana["since"] == .string(t(0).iso8601) && ana["zone"] == .string("Entrance") && ana["zoneSince"] == .string(t(0).iso8601))
+        state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"), at: 90)
+        page = state.parsed(.greeter(store: 100))
+        ana = try #require(page["customers"]?.arrayValue?.first)
+        #expect(ana["since"] == .string(t(0).iso8601), "in store since her tag came in")
+        #expect(ana["zone"] == .string("Counter") && ana["zoneSince"] == .string(t(90).iso8601), "at the counter since 90 s")
     }
 
     @Test("per-customer topics, once seen, are the truth for a store (the summary may be bounded)")
