@@ -252,4 +252,117 @@ struct JourneyTests {
             #expect(out.contains("\u{1B}[35m") && out.contains("immediate  Warmer"), "Warmer in purple")
         }
     }
+    /// Seed 003's beacon: `UUID.init(uuidString: "01234567-89AB-CDEF-0123-456789ABCDEF")!`.
+    static let naviUUID = BeaconUUID("01234567-89AB-CDEF-0123-456789ABCDEF")!
+
+    /// NaviBeacon (seed 003) on the real programs with the shipped defaults: a gateway at the
+    /// shop's front entrance replays a visitor's walk, the brain, Mosquitto, and the visitor's
+    /// app (`beaconctl observe`). The seed's words, each a rule of the fleet config:
+    ///
+    /// - `addBeacon(identifier:uuid:latitude:longitude:heading:floor:)`: a registry entry by
+    ///   UUID alone named "com.navisens.navishop.frontentrance" with a latitude, longitude,
+    ///   heading and floor;
+    /// - the default `onBeaconChanged`: "checks if the user's `proximity` is at distance
+    ///   `immediate`, and if so to set the location", and "Once the user has exited the range to
+    ///   `near`, and remained this far for at least 5 seconds, the beacon cooldown is refreshed
+    ///   and can once again set location": `{"when": "proximity:immediate", "then":
+    ///   [{"do": "locationFix"}], "cooldown": "after 5 updates at near"}`;
+    /// - the custom callback: `case .far: self.notifyUserOnce("Welcome to my brand new shop!")`
+    ///   and `case .immediate where beacon.rssi > -30: self.notifyUserOnce("you shouldn't be up
+    ///   here...")`: greetings, `once`;
+    /// - `onBeaconChanged` itself, called for every ranging update: an `update` rule publishing
+    ///   each one.
+    ///
+    /// The visitor's app joins the entrance beacon while her own tag is in the shop (the
+    /// default `brain.joins`). Deliberate differences (README's table): the fix goes to the
+    /// app's inbox as JSON rather than into MotionDna, and the updates are the gateway's
+    /// (one per `publishInterval`, 1 s), not the phone's.
+    @Test("NaviBeacon: the location is set at immediate and again after 5 updates at near; callbacks on every update")
+    func naviBeacon() async throws {
+        let dir = try TemporaryDirectory("journey-navibeacon")
+        let broker = try await MosquittoBroker.start(in: dir)
+        // The walk, four advertisements a second: Ana's own tag (1/2) near the door throughout;
+        // the entrance beacon (1/1) from 6 s: far 4 s, immediate 3 s, right up to it (-20 dBm)
+        // 4 s, near 7 s, immediate 3 s.
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(seconds: Date().timeIntervalSince1970.rounded(.down))
+        let walk: [(Double, Int8)] = [(4, -80), (3, -45), (4, -20), (7, -66), (3, -45)]
+        var entrance: [Int8?] = Array(repeating: nil, count: 24)
+        for (seconds, rssi) in walk { entrance += Array(repeating: rssi, count: Int(seconds * 4)) }
+        for (i, rssi) in entrance.enumerated() {
+            let time = start + 0.1 + Double(i) * 0.25
+            writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.naviUUID, major: 1, minor: 2, txPower: -59),
+                                                address: 0xD0_00_00_00_00_02, rssi: -62), at: time)
+            if let rssi {
+                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.naviUUID, major: 1, minor: 1, txPower: -59),
+                                                    address: 0xD0_00_00_00_00_01, rssi: rssi), at: time + 0.05)
+            }
+        }
+        let capture = try dir.write("walk.log", bytes: writer.bytes)
+        let config = try writeFleet(dir, broker: broker, gateways: [
+            #"{"id": "entrance", "source": "btsnoop:\#(capture)", "zone": "Front entrance", "store": 1}"#,
+        ], extra: """
+            "stores": [{"major": 1, "name": "Navishop"}],
+            "beacons": [{"uuid": "\(Self.naviUUID)", "major": 1, "minor": 2, "name": "ana's tag", "owner": "ana"},
+                        {"uuid": "\(Self.naviUUID)", "name": "com.navisens.navishop.frontentrance",
+                         "latitude": 37.7749, "longitude": -122.4194, "heading": 90, "floor": 2}],
+            "rules": [
+              {"name": "default", "when": "proximity:immediate", "names": ["com.navisens.navishop.frontentrance"],
+               "then": [{"do": "locationFix"}], "cooldown": "after 5 updates at near"},
+              {"name": "welcome", "when": "proximity:far", "names": ["com.navisens.navishop.frontentrance"], "once": true,
+               "then": [{"do": "greeting", "text": "Welcome to my brand new shop!"}]},
+              {"name": "panic", "when": "update", "names": ["com.navisens.navishop.frontentrance"], "rssiAbove": -30, "once": true,
+               "then": [{"do": "greeting", "text": "you shouldn't be up here..."}]},
+              {"name": "onBeaconChanged", "when": "update", "names": ["com.navisens.navishop.frontentrance"],
+               "then": [{"do": "publish", "topic": "nav/{major}/{minor}", "text": "{proximity} {rssi}"}]}
+            ],
+            "brain": {}
+            """)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: [
+            "observers/ana/inbox", "nav/#", "beacons/1/+/presence", "brain/status",
+        ], in: dir)
+        let brain = try startProgram("beacon-brain", ["--config", config], in: dir)
+        #expect(await watch.waitFor(topic: "brain/status", text: "online", timeout: 30) != nil, "\(brain.diagnostics)")
+        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "entrance"], in: dir)
+        // Her tag is in the shop: her app joins the entrance beacon.
+        #expect(await watch.waitFor(timeout: 30) { $0.topic == "beacons/1/2/presence" && !$0.payload.isEmpty } != nil,
+                "\(gateway.diagnostics)\n\(brain.diagnostics)")
+        let app = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "ana", "--major", "1", "--minor", "1"],
+                                   in: dir)
+        let joined = await watch.waitFor(timeout: 20) { $0.topic == "observers/ana/inbox" && $0.json?["type"] == .string("ad") }
+        #expect(joined != nil, "\(app.diagnostics)\n\(brain.diagnostics)")
+        // The walk ends (the capture does): the entrance beacon leaves, and so the join ends.
+        let left = await watch.waitFor(timeout: 90) { $0.topic == "observers/ana/inbox" && $0.json?["type"] == .string("left") }
+        let inbox = watch.records.filter { $0.topic == "observers/ana/inbox" }.compactMap(\.json)
+        let failure = "\(inbox)\n\(app.diagnostics)\n\(gateway.diagnostics)\n\(brain.diagnostics)"
+        #expect(left != nil, "\(failure)")
+
+        let fixes = inbox.filter { $0["type"] == .string("locationFix") }
+        #expect(fixes.count == 2, "at immediate, and again after 5 updates at near: \(failure)")
+        for fix in fixes {
+            #expect(fix["lat"] == .number(37.7749) && fix["lon"] == .number(-122.4194) && fix["heading"] == .number(90)
+                    && fix["floor"] == .number(2), "\(fix)")
+        }
+        let greetings = inbox.filter { $0["type"] == .string("greeting") }.compactMap { $0["text"]?.stringValue }
+        #expect(greetings == ["Welcome to my brand new shop!", "you shouldn't be up here..."], "\(failure)\n\(watch.records.filter { $0.topic == "nav/1/1" }.map(\.text))")
+        // onBeaconChanged on every update: one a second for the 21 s the beacon was heard (the
+        // first and last second may fall on either side of a report window).
+        let updates = watch.records.filter { $0.topic == "nav/1/1" }.map(\.text)
+        #expect((19...22).contains(updates.count), "\(updates)")
+        var classes: [String] = []
+        for update in updates {
+            let word = String(update.split(separator: " ").first ?? "")
+            if classes.last != word { classes.append(word) }
+        }
+        // Walking in from far passes near for a moment (the smoothed signal), as a phone would see it.
+        #expect(classes == ["far", "immediate", "near", "immediate"] || classes == ["far", "near", "immediate", "near", "immediate"],
+                "\(updates)")
+
+        app.signal(SIGTERM)
+        _ = await app.waitForExit(timeout: 10)
+        await gateway.stop()
+        await brain.stop()
+        await watch.stop()
+        await broker.stop()
+    }
 }
