@@ -365,4 +365,66 @@ struct JourneyTests {
         await watch.stop()
         await broker.stop()
     }
+    /// The greeter's photo (seed 002): "we compress the image to around 20kb (small enough to
+    /// fit in a PubNub message)", a loop "compressing the original image by an increasing
+    /// factor until it is smaller than the required size (20kb or 20*1024 bytes)". A camera
+    /// picture far over that (Chromium photographs a busy 480 x 360 scene at JPEG quality 95)
+    /// given to `beaconctl observe --photo`: the app re-encodes it with libjpeg-turbo until it
+    /// fits, says so, joins with it, and the brain takes it; the shop's browser shows it. A
+    /// file that is no JPEG is refused with the reason, and nothing is joined.
+    @Test("Storefront greeter: a photo over 20 KiB is re-encoded by the app until it fits, as the original compressed it")
+    func greeterPhoto() async throws {
+        guard Chromium.executable != nil else {
+            Issue.record("chromium is not installed: run scripts/install-deps")
+            return
+        }
+        let dir = try TemporaryDirectory("journey-greeter-photo")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let browser = try Chromium(in: dir)
+        let camera = try await browser.newPage(width: 480, height: 360)
+        // A busy scene: many coloured shapes and fine stripes (what makes a JPEG large).
+        var shapes = ""
+        for i in 0..<400 {
+            let x = (i * 97) % 480, y = (i * 61) % 360, r = 3 + (i * 13) % 17
+            shapes += "<circle cx='\(x)' cy='\(y)' r='\(r)' fill='rgb(\((i * 53) % 256),\((i * 101) % 256),\((i * 29) % 256))'/>"
+        }
+        for i in 0..<120 { shapes += "<rect x='\(i * 4)' y='0' width='1' height='360' fill='#\(i % 2 == 0 ? "222" : "eee")' opacity='0.35'/>" }
+        let svg = "<svg xmlns='http://www.w3.org/2000/svg' width='480' height='360'><rect width='480' height='360' fill='#7a5'/>\(shapes)</svg>"
+        try await camera.navigate("data:image/svg+xml," + svg.replacingOccurrences(of: "#", with: "%23"))
+        let picture = try await camera.screenshot(jpegQuality: 95, clip: (0, 0, 480, 360))
+        try #require(picture.count > 2 * 20 * 1024, "a picture well over 20 KiB: \(picture.count) bytes")
+        let photo = try dir.write("eric.jpg", bytes: picture)
+        let profile = try dir.write("eric.json", #"{"name": "Eric", "favorite": "latte"}"#)
+
+        let joins = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/9/6/observers/+"], in: dir)
+        let app = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "eric", "--major", "9",
+                                                 "--minor", "6", "--profile", profile, "--photo", photo], in: dir)
+        let join = await joins.waitFor(timeout: 30) { $0.topic == "beacons/9/6/observers/eric" && !$0.payload.isEmpty }
+        let said = app.stderr
+        #expect(said.contains("--photo \(photo): \(picture.count) bytes re-encoded to ") && said.contains("to fit the 20480 a join allows"),
+                "\(app.diagnostics)")
+        let base64 = try #require(join?.json?["profile"]?["photo"]?.stringValue, "\(joins.records)\n\(app.diagnostics)")
+        let bytes = try #require(Data(base64Encoded: base64).map { [UInt8]($0) })
+        #expect(bytes.count <= 20 * 1024 && bytes.count > 2048, "\(bytes.count) bytes")
+        #expect(bytes.prefix(3) == [0xFF, 0xD8, 0xFF], "a JPEG")
+        // The shop's side draws it.
+        let shop = try await browser.newPage(width: 600, height: 400)
+        try await shop.navigate("data:text/html,<img id=p src='data:image/jpeg;base64,\(base64)'>")
+        let size = try await shop.waitFor("document.getElementById('p').complete && document.getElementById('p').naturalWidth")
+        #expect(size == .number(480) || size == .number(240), "drawn at \(String(describing: size))")
+        app.signal(SIGINT)
+        #expect(await app.waitForExit(timeout: 10) == 0, "\(app.diagnostics)")
+
+        // Not a JPEG at all (and over 20 KiB): refused with the reason, exit 2, no join.
+        let fake = try dir.write("notes.jpg", String(repeating: "not a picture ", count: 2000))
+        let refused = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "fred", "--major", "9",
+                                                     "--minor", "6", "--photo", fake], in: dir)
+        #expect(await refused.waitForExit(timeout: 20) == 2, "\(refused.diagnostics)")
+        #expect(refused.stderr.contains("more than the 20480 a join allows, and cannot be made smaller: not a JPEG libjpeg can read"),
+                "\(refused.diagnostics)")
+        #expect(!joins.records.contains { $0.topic.hasSuffix("/fred") })
+        await joins.stop()
+        await browser.stop()
+        await broker.stop()
+    }
 }
