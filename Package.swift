@@ -84,6 +84,8 @@ let package = Package(
         .target(name: "CMosquittoTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez",
                        providers: [.apt(["libbluetooth-dev"])]),
+        // A photo over the 20 KiB a join allows, re-encoded smaller (libjpeg-turbo, Debian's libjpeg-dev).
+        .target(name: "CJPEG", linkerSettings: [.linkedLibrary("jpeg")]),
 
         .target(name: "SystemCalls", swiftSettings: swiftSettings),
         // The live time as an Instant: where the system clock meets the pure modules.
@@ -136,7 +138,7 @@ let package = Package(
             name: "beaconctl",
             dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
                            "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls", "LiveClock",
-                           "History", "HistoryStore",
+                           "History", "HistoryStore", "CJPEG",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],

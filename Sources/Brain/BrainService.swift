@@ -333,6 +333,7 @@ public final class BrainService: Service, Sendable {
         case .disconnected(let reason):
             let was = state.withLock { s in
                 defer { s.connected = false }
+                if s.connected { s.core.connectionLost() }
                 return s.connected
             }
             if was { logger.warning("broker connection lost; reconnecting", metadata: ["reason": "\(reason)"]) }

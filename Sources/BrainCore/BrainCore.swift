@@ -524,6 +524,12 @@ public struct BrainCore: Sendable {
         return finish(at: now)
     }
 
+    /// The broker connection dropped (`ConnectionRecovery.connectionLost`): the last wills
+    /// it held are not acted on.
+    public mutating func connectionLost() {
+        recovery.connectionLost()
+    }
+
     /// The end of a read-back after a reconnect: every retained topic of ours is checked
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {

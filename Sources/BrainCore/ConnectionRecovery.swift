@@ -86,6 +86,15 @@ public struct ConnectionRecovery: Sendable {
         heldObservers = [:]
     }
 
+    /// The brain's own connection dropped. The wills it holds came with the outage (a broker
+    /// that shuts down publishes every client's will, then drops the brain's connection) and
+    /// are dropped now, before their grace runs out while nobody can be heard: after the
+    /// reconnect the retained state and live messages tell who is really gone.
+    public mutating func connectionLost() {
+        heldGateways = [:]
+        heldObservers = [:]
+    }
+
     /// The retained state is in: the grace for clients that do not come back starts.
     public mutating func readBackComplete(at now: Instant) {
         guard isReadingBack else { return }

@@ -339,6 +339,11 @@ public struct FleetPresence: Sendable {
     /// queued, the reports were not).
     public mutating func gatewayPresenceDeleted(_ ref: BeaconRef, gateway: String) -> [FleetEvent] {
         guard let view = beacons[ref]?.views[gateway], view.announced || clock.excluded.contains(gateway) else { return [] }
+        // The view is still the presence's, but the gateway's reports of the beacon are here
+        // and wait for another gateway's (after an outage the gateway sends what it kept,
+        // then its presence): they turn it into a report view and end it by their silence,
+        // dated in capture time, as in a run without the outage.
+        if awaitsItsReports(ref, gateway: gateway) { return [] }
         var events: [FleetEvent] = []
         remove(gateway, from: ref, &events)
         return events
@@ -348,8 +353,15 @@ public struct FleetPresence: Sendable {
     /// in capture time from them (a reconnect's backlog), not when a reconnect did not
     /// confirm it.
     public func reportsKeep(_ ref: BeaconRef, gateway: String) -> Bool {
-        beacons[ref]?.views[gateway]?.announced == false && clock.watermarks[gateway] != nil
-            && !clock.excluded.contains(gateway)
+        guard let view = beacons[ref]?.views[gateway], clock.watermarks[gateway] != nil,
+              !clock.excluded.contains(gateway) else { return false }
+        return !view.announced || awaitsItsReports(ref, gateway: gateway)
+    }
+
+    /// Whether reports of the gateway that hear the beacon have arrived and are not decided
+    /// yet (a store's gateways are decided together, moment by moment).
+    private func awaitsItsReports(_ ref: BeaconRef, gateway: String) -> Bool {
+        !clock.excluded.contains(gateway) && pending.contains { $0.ref == ref && $0.gateway == gateway }
     }
 
     /// A view ends whatever kept it (a reconnect that did not confirm it).

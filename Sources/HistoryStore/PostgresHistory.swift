@@ -127,13 +127,15 @@ public actor PostgresHistory: HistoryKeeping {
         guard !events.isEmpty else { return HistoryIngestCount() }
         let named = events.map { ($0, pseudonyms.pseudonym(of: $0.beacon)) }
         // PostgreSQL upserts a row once per statement: the batch's keys are made distinct here.
-        var firstSeen: [String: Int64] = [:]
+        var earliest: [String: Int64] = [:]
         for (event, pseudonym) in named {
             let since = HistorySchema.milliseconds(event.since)
-            firstSeen[pseudonym] = min(firstSeen[pseudonym] ?? since, since)
+            earliest[pseudonym] = min(earliest[pseudonym] ?? since, since)
         }
+        let firstSeen = earliest
         let logger = self.logger
-        return try await transaction("writing") { connection in
+        // A big batch (what waited through an outage) is given time in proportion.
+        return try await transaction("writing", timeout: 60 + Double(events.count) / 2_000) { connection in
             // 1. Visitors, by pseudonym.
             let pseudonymList = Array(firstSeen.keys)
             var visitorIDs: [String: Int64] = [:]
@@ -346,23 +348,76 @@ public actor PostgresHistory: HistoryKeeping {
 
     /// Runs `body` on the connection; on failure the connection is dropped (the next call
     /// opens a new one) and the error says what was being done, where, and PostgreSQL's words.
-    private func use<T: Sendable>(_ doing: String, _ body: (PostgresConnection) async throws -> T) async throws(HistoryStoreError) -> T {
-        do {
-            return try await body(try await connected())
-        } catch {
-            try? await connection?.close()
-            connection = nil
+    ///
+    /// A watchdog fails the call when its connection has closed under it and the call has
+    /// not noticed (PostgresNIO 1.33.2 can leave a query waiting for ever when the server
+    /// ends the session in the middle of it: seen with a fast shutdown during an ingest),
+    /// or when PostgreSQL has not answered in `timeout` seconds (a network gone quiet).
+    /// The abandoned query's task is left to end with its connection.
+    private func use<T: Sendable>(_ doing: String, timeout: Double = 120,
+                                  _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(HistoryStoreError) -> T {
+        let connection: PostgresConnection
+        do { connection = try await connected() } catch {
+            self.connection = nil
+            throw HistoryStoreError("\(doing) the history \(address): \(Self.describe(error))")
+        }
+        let outcome = await Self.watched(connection, timeout: timeout, body)
+        switch outcome {
+        case .success(let value): return value
+        case .failure(let error):
+            // Closing a channel does not wait on the server: this returns.
+            try? await connection.close()
+            if self.connection === connection { self.connection = nil }
             throw HistoryStoreError("\(doing) the history \(address): \(Self.describe(error))")
         }
     }
 
+    struct Unanswered: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// `body`'s outcome, or a failure once the watchdog gives up on it.
+    private static func watched<T: Sendable>(_ connection: PostgresConnection, timeout: Double,
+                                             _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async -> Result<T, any Error> {
+        let (outcomes, deliver) = AsyncStream.makeStream(of: Result<T, any Error>.self, bufferingPolicy: .bufferingOldest(1))
+        let work = Task {
+            do { deliver.yield(.success(try await body(connection))) } catch { deliver.yield(.failure(error)) }
+        }
+        let watchdog = Task {
+            let started = ContinuousClock.now
+            var closedFor = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                closedFor = connection.isClosed ? closedFor + 1 : 0
+                if closedFor >= 4 {
+                    deliver.yield(.failure(Unanswered(description: "the connection closed under the query")))
+                    return
+                }
+                if ContinuousClock.now - started > .seconds(timeout) {
+                    deliver.yield(.failure(Unanswered(description: "no answer from PostgreSQL in \(Int(timeout)) s")))
+                    return
+                }
+            }
+        }
+        var outcome: Result<T, any Error> = .failure(Unanswered(description: "cancelled"))
+        for await first in outcomes {
+            outcome = first
+            break
+        }
+        watchdog.cancel()
+        work.cancel()
+        return outcome
+    }
+
     /// `body` in a transaction (BEGIN … COMMIT); on failure the connection is dropped,
     /// which rolls the transaction back.
-    private func transaction<T: Sendable>(_ doing: String, _ body: (PostgresConnection) async throws -> T) async throws(HistoryStoreError) -> T {
-        try await use(doing) { connection in
-            try await connection.query("BEGIN", logger: self.logger)
+    private func transaction<T: Sendable>(_ doing: String, timeout: Double = 120,
+                                          _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(HistoryStoreError) -> T {
+        let logger = self.logger
+        return try await use(doing, timeout: timeout) { connection in
+            try await connection.query("BEGIN", logger: logger)
             let value = try await body(connection)
-            try await connection.query("COMMIT", logger: self.logger)
+            try await connection.query("COMMIT", logger: logger)
             return value
         }
     }

@@ -125,7 +125,13 @@ struct BeaconHistory: AsyncParsableCommand {
             }
             return figures
         })
-        try await runService(service, also: telemetry.services, logger: logger)
+        do {
+            try await runService(service, also: telemetry.services, logger: logger)
+        } catch {
+            await store.close()
+            throw error
+        }
+        await store.close()
     }
 }
 

@@ -89,11 +89,12 @@ struct Report: AsyncParsableCommand {
         do { database = try await HistoryStores.open(fleet.history, readOnly: true) } catch {
             throw CommandFailure("\(error)", status: .failure)
         }
-        defer { Task { await database.close() } }
         let figureOptions = fleet.history.figureOptions
         var sections: [(label: String, store: UInt16?, figures: HistoryFigures)] = []
         do {
-            let visits = try await database.visits(store: store, from: start, to: end)
+            let read = await Self.visits(database, store: store, from: start, to: end)
+            await database.close()
+            let visits = try read.get()
             let stores = store.map { [$0] } ?? Array(Set(visits.map(\.store))).sorted()
             if store == nil {
                 sections.append(("chain (\(stores.count) store\(stores.count == 1 ? "" : "s"))", nil,
@@ -129,6 +130,11 @@ struct Report: AsyncParsableCommand {
             printLine("from \(start.iso8601) to \(end.iso8601) (store clock UTC\(Self.offsetText(offset)))")
             for section in sections { printLine(Self.table(section.label, section.figures, offset: offset)) }
         }
+    }
+
+    /// The visits, or why not (the database is closed before either is used).
+    static func visits(_ database: any HistoryKeeping, store: UInt16?, from: Instant, to: Instant) async -> Result<[Visit], HistoryStoreError> {
+        do { return .success(try await database.visits(store: store, from: from, to: to)) } catch { return .failure(error) }
     }
 
     static func table(_ label: String, _ f: HistoryFigures, offset: Int) -> String {

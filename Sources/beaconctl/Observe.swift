@@ -51,8 +51,9 @@ struct Observe: AsyncParsableCommand {
         Controllers that report no signal strength (RSSI 127: BlueZ's emulator) never give
         immediate; --join-on sighting joins on any sighting instead (the nearest heard first).
 
-        The profile file is JSON: {"name":"Ana","favorite":"flat white"}; --photo adds a JPEG
-        (at most 20 KiB). The same with the Mosquitto clients:
+        The profile file is JSON: {"name":"Ana","favorite":"flat white"}; --photo adds a JPEG,
+        re-encoded (libjpeg-turbo: lower quality, then half the size, and so on) when it is
+        over the 20 KiB a join allows. The same with the Mosquitto clients:
           mosquitto_pub -t observers/ana/status -m online -r -q 1
           mosquitto_sub -t observers/ana/inbox &
           mosquitto_pub -V 5 -D publish message-expiry-interval 14400 \\
@@ -144,7 +145,7 @@ struct Observe: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A JSON profile: {\"name\",\"favorite\"}.", valueName: "FILE"))
     var profile: String?
 
-    @Option(name: .long, help: ArgumentHelp("A JPEG to show the shop (at most 20 KiB).", valueName: "FILE"))
+    @Option(name: .long, help: ArgumentHelp("A JPEG to show the shop; over 20 KiB it is re-encoded smaller until it fits.", valueName: "FILE"))
     var photo: String?
 
     @Option(name: .long, help: "Leave and exit after this many inbox messages.")
@@ -230,8 +231,19 @@ struct Observe: AsyncParsableCommand {
             }
         }
         if let photo {
-            let bytes: [UInt8]
+            var bytes: [UInt8]
             do { bytes = try FileSystem.read(photo, limit: 1 << 20) } catch { throw CommandFailure("--photo: \(error)") }
+            if bytes.count > JoinRequest.maxPhotoBytes {
+                // As the greeter's app did: made smaller until it fits.
+                let fitted: PhotoFit.Fitted
+                do { fitted = try PhotoFit.fit(bytes) } catch {
+                    throw CommandFailure("--photo \(photo): \(bytes.count) bytes, more than the \(JoinRequest.maxPhotoBytes) a join "
+                                         + "allows, and cannot be made smaller: \(error)")
+                }
+                writeStandardError("--photo \(photo): \(bytes.count) bytes re-encoded to \(fitted.bytes.count) "
+                           + "(\(fitted.width)x\(fitted.height), JPEG quality \(fitted.quality)) to fit the \(JoinRequest.maxPhotoBytes) a join allows\n")
+                bytes = fitted.bytes
+            }
             var withPhoto = profileValue ?? ObserverProfile()
             withPhoto.photo = bytes
             profileValue = withPhoto

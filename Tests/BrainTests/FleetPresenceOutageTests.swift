@@ -51,4 +51,33 @@ import Tracking
         events += feed(&fleet, window, gateways: ["door", "counter"], from: 0.5, to: 20) { _, _ in nil }
         #expect(fleet.takeDecisions().filter { $0.beacon == window }.map(\.kind) == [.enter, .exit], "\(events)")
     }
+
+    /// After an outage a gateway sends the reports it kept, then its presence: the deletion
+    /// of a beacon it stopped hearing in the outage can arrive while its reports of that
+    /// beacon still wait for the other gateway's. The reports decide the exit, dated by their
+    /// silence in capture time as in a run without the outage, not by how far the brain had
+    /// decided when the deletion came (BrokerOutageTests: 100/9's exit at 0 s, not 3.5 s).
+    @Test
+    func aDeletionThatArrivesBeforeTheGatewaysReportsAreDecidedLeavesTheExitToThem() {
+        func run(deletingEarly: Bool) -> [ZoneDecision] {
+            var fleet = newFleet()
+            for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+            // The presence arrives first: the view is the presence's.
+            _ = fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
+            // The door heard 100/2 for 1.5 s; its reports wait for the counter's.
+            for from in stride(from: 0.0, to: 6, by: 0.5) {
+                _ = fleet.report(rssiReport("door", from: from, to: from + 0.5, from < 1.5 ? [(window, -60)] : []),
+                                 receivedAt: t(20))
+            }
+            if deletingEarly { _ = fleet.gatewayPresenceDeleted(window, gateway: "door") }
+            _ = feed(&fleet, window, gateways: ["counter"], from: 0, to: 6) { _, _ in nil }
+            _ = feed(&fleet, window, gateways: ["door", "counter"], from: 6, to: 30) { _, _ in nil }
+            if !deletingEarly { _ = fleet.gatewayPresenceDeleted(window, gateway: "door") }
+            return fleet.takeDecisions().filter { $0.beacon == window }
+        }
+        let live = run(deletingEarly: false)
+        #expect(live.map(\.kind) == [.enter, .exit])
+        #expect(run(deletingEarly: true) == live)
+        #expect(live.last.map { $0.at > t(1.5) } == true, "dated by the silence after 1.5 s: \(live)")
+    }
 }

@@ -165,6 +165,31 @@ import BrainCore
         #expect(h.core.presence.beacons.count == 2)
     }
 
+    /// The same, with the brain's clock running through the outage: the wills' grace runs
+    /// out while the brain is disconnected, and they must not be acted on then either
+    /// (BrokerOutageTests, graceful stop: 100/9's exit dated when the will's grace ended,
+    /// 2.5 s, not by its reports, 3.5 s).
+    @Test func theMassWillIsNotActedOnWhileTheBrainIsDisconnected() throws {
+        var h = store()
+        let start = h.sent.count
+        h.publish("gateways/door/status", "offline", retain: true, at: t(10))
+        h.publish("observers/ana/status", "offline", retain: true, at: t(10))
+        h.core.connectionLost()
+        h.advance(to: t(15))  // past the 3 s grace, the broker still away
+        #expect(Self.effects(h.sent[start...]).isEmpty)
+        #expect(h.core.presence.beacons.count == 2)
+        #expect(h.core.observers.count == 1)
+        reconnect(&h, persistence: true, at: t(20))
+        h.publish("gateways/door/status", "online", retain: true, at: t(21))
+        h.announce(counter, by: "door", rssi: -60, at: t(21))
+        h.announce(window, by: "door", rssi: -60, at: t(21))
+        h.publish("observers/ana/status", "online", retain: true, at: t(21))
+        h.join("ana", window, at: t(21))
+        h.advance(to: t(80))
+        #expect(Self.effects(h.sent[start...]).isEmpty)
+        #expect(h.core.presence.beacons.count == 2)
+    }
+
     @Test func clientsThatNeverComeBackEndAfterTheReconnectGrace() throws {
         var h = store()
         let start = h.sent.count

@@ -100,6 +100,35 @@ import Testing
         await lab.stop()
     }
 
+    /// PostgreSQL stopped (fast shutdown) while a big batch is being written: the write
+    /// fails rather than waits for ever, and the same batch once the server is back is
+    /// stored whole, once.
+    @Test func postgresStoppedMidBatchFailsTheBatchAndTakesItWholeAfter() async throws {
+        let lab = try await HistoryLab(.postgres)
+        let db = try await lab.open("h")
+        let batch = HistoryBenchmark.decisions(visits: 5_000, stores: 10, start: t(0))
+        let writing = Task { try await db.ingest(batch, pseudonyms: testKey) }
+        // Once the batch's first statement has reached the server.
+        _ = await eventually(timeout: 60, interval: 0.01) {
+            (try? await lab.server!.psql("SELECT count(*) FROM pg_stat_activity WHERE datname = 'h' AND state = 'active'",
+                                          database: "postgres").trimmingCharacters(in: .whitespacesAndNewlines)) == "1"
+        }
+        await lab.server!.stop()
+        let first = await writing.result
+        try await lab.server!.restart()
+        let again = try await db.ingest(batch, pseudonyms: testKey)
+        let counts = try await db.counts()
+        #expect(counts.visits == 5_000 && counts.segments == 15_000, "\(counts)")
+        if case .failure = first {
+            #expect(again == HistoryIngestCount(stored: 20_000, duplicates: 0))
+        } else {
+            // It was quicker than the stop.
+            #expect(again == HistoryIngestCount(stored: 0, duplicates: 20_000))
+        }
+        await db.close()
+        await lab.stop()
+    }
+
     @Test func migratesAPostgresDatabaseOfThePreviousVersion() async throws {
         let lab = try await HistoryLab(.postgres)
         let url = try await lab.server!.createDatabase("v1")

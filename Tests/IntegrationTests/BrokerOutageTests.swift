@@ -95,11 +95,11 @@ struct BrokerOutageTests {
         #expect(expected.decisions.mapValues { $0.compactMap { (try? JSONParser().parse(Array($0.utf8)))?["event"]?.stringValue } }
                 == ["100/1": ["enter", "exit"], "100/2": ["enter", "exit"], "100/3": ["enter", "exit"], "100/9": ["enter", "exit"]],
                 "\(expected.decisions)")
-        // Every decision (issue 20), not yet equal: a gateway back before the brain has
-        // subscribed again sends the reports it kept to no one (QoS 0, no session across a
-        // broker restart), and the brain dates what happened in the outage when the reports
-        // resume (docs/brain.md, "Broker outages", known gap). Recorded, not hidden.
-        withKnownIssue("outage decisions dated when the reports resume", isIntermittent: true) {
+        // Every decision (issue 20): enter, zone and exit with their capture times, equal to
+        // the run without the outage (docs/brain.md, "Broker outages"). Equal in every run on
+        // an idle or moderately loaded machine; at load 9-10 an exit is still sometimes dated
+        // 0.45-1 s early (the known gap there). Recorded, not hidden.
+        withKnownIssue("an outage exit dated early on a heavily loaded machine", isIntermittent: true) {
             #expect(withOutage.decisions == expected.decisions, "every decision, with a \(fault) outage")
         }
         #expect(withOutage.inbox == expected.inbox, "with a \(fault) outage")

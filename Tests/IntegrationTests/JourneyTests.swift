@@ -252,4 +252,179 @@ struct JourneyTests {
             #expect(out.contains("\u{1B}[35m") && out.contains("immediate  Warmer"), "Warmer in purple")
         }
     }
+    /// Seed 003's beacon: `UUID.init(uuidString: "01234567-89AB-CDEF-0123-456789ABCDEF")!`.
+    static let naviUUID = BeaconUUID("01234567-89AB-CDEF-0123-456789ABCDEF")!
+
+    /// NaviBeacon (seed 003) on the real programs with the shipped defaults: a gateway at the
+    /// shop's front entrance replays a visitor's walk, the brain, Mosquitto, and the visitor's
+    /// app (`beaconctl observe`). The seed's words, each a rule of the fleet config:
+    ///
+    /// - `addBeacon(identifier:uuid:latitude:longitude:heading:floor:)`: a registry entry by
+    ///   UUID alone named "com.navisens.navishop.frontentrance" with a latitude, longitude,
+    ///   heading and floor;
+    /// - the default `onBeaconChanged`: "checks if the user's `proximity` is at distance
+    ///   `immediate`, and if so to set the location", and "Once the user has exited the range to
+    ///   `near`, and remained this far for at least 5 seconds, the beacon cooldown is refreshed
+    ///   and can once again set location": `{"when": "proximity:immediate", "then":
+    ///   [{"do": "locationFix"}], "cooldown": "after 5 updates at near"}`;
+    /// - the custom callback: `case .far: self.notifyUserOnce("Welcome to my brand new shop!")`
+    ///   and `case .immediate where beacon.rssi > -30: self.notifyUserOnce("you shouldn't be up
+    ///   here...")`: greetings, `once`;
+    /// - `onBeaconChanged` itself, called for every ranging update: an `update` rule publishing
+    ///   each one.
+    ///
+    /// The visitor's app joins the entrance beacon while her own tag is in the shop (the
+    /// default `brain.joins`). Deliberate differences (README's table): the fix goes to the
+    /// app's inbox as JSON rather than into MotionDna, and the updates are the gateway's
+    /// (one per `publishInterval`, 1 s), not the phone's.
+    @Test("NaviBeacon: the location is set at immediate and again after 5 updates at near; callbacks on every update")
+    func naviBeacon() async throws {
+        let dir = try TemporaryDirectory("journey-navibeacon")
+        let broker = try await MosquittoBroker.start(in: dir)
+        // The walk, four advertisements a second: Ana's own tag (1/2) near the door throughout;
+        // the entrance beacon (1/1) from 6 s: far 4 s, immediate 3 s, right up to it (-20 dBm)
+        // 4 s, near 7 s, immediate 3 s.
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(seconds: Date().timeIntervalSince1970.rounded(.down))
+        let walk: [(Double, Int8)] = [(4, -80), (3, -45), (4, -20), (7, -66), (3, -45)]
+        var entrance: [Int8?] = Array(repeating: nil, count: 24)
+        for (seconds, rssi) in walk { entrance += Array(repeating: rssi, count: Int(seconds * 4)) }
+        for (i, rssi) in entrance.enumerated() {
+            let time = start + 0.1 + Double(i) * 0.25
+            writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.naviUUID, major: 1, minor: 2, txPower: -59),
+                                                address: 0xD0_00_00_00_00_02, rssi: -62), at: time)
+            if let rssi {
+                writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.naviUUID, major: 1, minor: 1, txPower: -59),
+                                                    address: 0xD0_00_00_00_00_01, rssi: rssi), at: time + 0.05)
+            }
+        }
+        let capture = try dir.write("walk.log", bytes: writer.bytes)
+        let config = try writeFleet(dir, broker: broker, gateways: [
+            #"{"id": "entrance", "source": "btsnoop:\#(capture)", "zone": "Front entrance", "store": 1}"#,
+        ], extra: """
+            "stores": [{"major": 1, "name": "Navishop"}],
+            "beacons": [{"uuid": "\(Self.naviUUID)", "major": 1, "minor": 2, "name": "ana's tag", "owner": "ana"},
+                        {"uuid": "\(Self.naviUUID)", "name": "com.navisens.navishop.frontentrance",
+                         "latitude": 37.7749, "longitude": -122.4194, "heading": 90, "floor": 2}],
+            "rules": [
+              {"name": "default", "when": "proximity:immediate", "names": ["com.navisens.navishop.frontentrance"],
+               "then": [{"do": "locationFix"}], "cooldown": "after 5 updates at near"},
+              {"name": "welcome", "when": "proximity:far", "names": ["com.navisens.navishop.frontentrance"], "once": true,
+               "then": [{"do": "greeting", "text": "Welcome to my brand new shop!"}]},
+              {"name": "panic", "when": "update", "names": ["com.navisens.navishop.frontentrance"], "rssiAbove": -30, "once": true,
+               "then": [{"do": "greeting", "text": "you shouldn't be up here..."}]},
+              {"name": "onBeaconChanged", "when": "update", "names": ["com.navisens.navishop.frontentrance"],
+               "then": [{"do": "publish", "topic": "nav/{major}/{minor}", "text": "{proximity} {rssi}"}]}
+            ],
+            "brain": {}
+            """)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: [
+            "observers/ana/inbox", "nav/#", "beacons/1/+/presence", "brain/status",
+        ], in: dir)
+        let brain = try startProgram("beacon-brain", ["--config", config], in: dir)
+        #expect(await watch.waitFor(topic: "brain/status", text: "online", timeout: 30) != nil, "\(brain.diagnostics)")
+        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "entrance"], in: dir)
+        // Her tag is in the shop: her app joins the entrance beacon.
+        #expect(await watch.waitFor(timeout: 30) { $0.topic == "beacons/1/2/presence" && !$0.payload.isEmpty } != nil,
+                "\(gateway.diagnostics)\n\(brain.diagnostics)")
+        let app = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "ana", "--major", "1", "--minor", "1"],
+                                   in: dir)
+        let joined = await watch.waitFor(timeout: 20) { $0.topic == "observers/ana/inbox" && $0.json?["type"] == .string("ad") }
+        #expect(joined != nil, "\(app.diagnostics)\n\(brain.diagnostics)")
+        // The walk ends (the capture does): the entrance beacon leaves, and so the join ends.
+        let left = await watch.waitFor(timeout: 90) { $0.topic == "observers/ana/inbox" && $0.json?["type"] == .string("left") }
+        let inbox = watch.records.filter { $0.topic == "observers/ana/inbox" }.compactMap(\.json)
+        let failure = "\(inbox)\n\(app.diagnostics)\n\(gateway.diagnostics)\n\(brain.diagnostics)"
+        #expect(left != nil, "\(failure)")
+
+        let fixes = inbox.filter { $0["type"] == .string("locationFix") }
+        #expect(fixes.count == 2, "at immediate, and again after 5 updates at near: \(failure)")
+        for fix in fixes {
+            #expect(fix["lat"] == .number(37.7749) && fix["lon"] == .number(-122.4194) && fix["heading"] == .number(90)
+                    && fix["floor"] == .number(2), "\(fix)")
+        }
+        let greetings = inbox.filter { $0["type"] == .string("greeting") }.compactMap { $0["text"]?.stringValue }
+        #expect(greetings == ["Welcome to my brand new shop!", "you shouldn't be up here..."], "\(failure)\n\(watch.records.filter { $0.topic == "nav/1/1" }.map(\.text))")
+        // onBeaconChanged on every update: one a second for the 21 s the beacon was heard (the
+        // first and last second may fall on either side of a report window).
+        let updates = watch.records.filter { $0.topic == "nav/1/1" }.map(\.text)
+        #expect((19...22).contains(updates.count), "\(updates)")
+        var classes: [String] = []
+        for update in updates {
+            let word = String(update.split(separator: " ").first ?? "")
+            if classes.last != word { classes.append(word) }
+        }
+        // Walking in from far passes near for a moment (the smoothed signal), as a phone would see it.
+        #expect(classes == ["far", "immediate", "near", "immediate"] || classes == ["far", "near", "immediate", "near", "immediate"],
+                "\(updates)")
+
+        app.signal(SIGTERM)
+        _ = await app.waitForExit(timeout: 10)
+        await gateway.stop()
+        await brain.stop()
+        await watch.stop()
+        await broker.stop()
+    }
+    /// The greeter's photo (seed 002): "we compress the image to around 20kb (small enough to
+    /// fit in a PubNub message)", a loop "compressing the original image by an increasing
+    /// factor until it is smaller than the required size (20kb or 20*1024 bytes)". A camera
+    /// picture far over that (Chromium photographs a busy 480 x 360 scene at JPEG quality 95)
+    /// given to `beaconctl observe --photo`: the app re-encodes it with libjpeg-turbo until it
+    /// fits, says so, joins with it, and the brain takes it; the shop's browser shows it. A
+    /// file that is no JPEG is refused with the reason, and nothing is joined.
+    @Test("Storefront greeter: a photo over 20 KiB is re-encoded by the app until it fits, as the original compressed it")
+    func greeterPhoto() async throws {
+        guard Chromium.executable != nil else {
+            Issue.record("chromium is not installed: run scripts/install-deps")
+            return
+        }
+        let dir = try TemporaryDirectory("journey-greeter-photo")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let browser = try Chromium(in: dir)
+        let camera = try await browser.newPage(width: 480, height: 360)
+        // A busy scene: many coloured shapes and fine stripes (what makes a JPEG large).
+        var shapes = ""
+        for i in 0..<400 {
+            let x = (i * 97) % 480, y = (i * 61) % 360, r = 3 + (i * 13) % 17
+            shapes += "<circle cx='\(x)' cy='\(y)' r='\(r)' fill='rgb(\((i * 53) % 256),\((i * 101) % 256),\((i * 29) % 256))'/>"
+        }
+        for i in 0..<120 { shapes += "<rect x='\(i * 4)' y='0' width='1' height='360' fill='#\(i % 2 == 0 ? "222" : "eee")' opacity='0.35'/>" }
+        let svg = "<svg xmlns='http://www.w3.org/2000/svg' width='480' height='360'><rect width='480' height='360' fill='#7a5'/>\(shapes)</svg>"
+        try await camera.navigate("data:image/svg+xml," + svg.replacingOccurrences(of: "#", with: "%23"))
+        let picture = try await camera.screenshot(jpegQuality: 95, clip: (0, 0, 480, 360))
+        try #require(picture.count > 2 * 20 * 1024, "a picture well over 20 KiB: \(picture.count) bytes")
+        let photo = try dir.write("eric.jpg", bytes: picture)
+        let profile = try dir.write("eric.json", #"{"name": "Eric", "favorite": "latte"}"#)
+
+        let joins = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/9/6/observers/+"], in: dir)
+        let app = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "eric", "--major", "9",
+                                                 "--minor", "6", "--profile", profile, "--photo", photo], in: dir)
+        let join = await joins.waitFor(timeout: 30) { $0.topic == "beacons/9/6/observers/eric" && !$0.payload.isEmpty }
+        let said = app.stderr
+        #expect(said.contains("--photo \(photo): \(picture.count) bytes re-encoded to ") && said.contains("to fit the 20480 a join allows"),
+                "\(app.diagnostics)")
+        let base64 = try #require(join?.json?["profile"]?["photo"]?.stringValue, "\(joins.records)\n\(app.diagnostics)")
+        let bytes = try #require(Data(base64Encoded: base64).map { [UInt8]($0) })
+        #expect(bytes.count <= 20 * 1024 && bytes.count > 2048, "\(bytes.count) bytes")
+        #expect(bytes.prefix(3) == [0xFF, 0xD8, 0xFF], "a JPEG")
+        // The shop's side draws it.
+        let shop = try await browser.newPage(width: 600, height: 400)
+        try await shop.navigate("data:text/html,<img id=p src='data:image/jpeg;base64,\(base64)'>")
+        let size = try await shop.waitFor("document.getElementById('p').complete && document.getElementById('p').naturalWidth")
+        #expect(size == .number(480) || size == .number(240), "drawn at \(String(describing: size))")
+        app.signal(SIGINT)
+        #expect(await app.waitForExit(timeout: 10) == 0, "\(app.diagnostics)")
+
+        // Not a JPEG at all (and over 20 KiB): refused with the reason, exit 2, no join.
+        let fake = try dir.write("notes.jpg", String(repeating: "not a picture ", count: 2000))
+        let refused = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "fred", "--major", "9",
+                                                     "--minor", "6", "--photo", fake], in: dir)
+        #expect(await refused.waitForExit(timeout: 20) == 2, "\(refused.diagnostics)")
+        #expect(refused.stderr.contains("more than the 20480 a join allows, and cannot be made smaller: not a JPEG libjpeg can read"),
+                "\(refused.diagnostics)")
+        #expect(!joins.records.contains { $0.topic.hasSuffix("/fred") })
+        await joins.stop()
+        await browser.stop()
+        await broker.stop()
+    }
 }
