@@ -116,11 +116,7 @@ extension FloorSimulation {
             case .crowd, .fobs, .gateways:
                 var zone = layout.zone(at: here)
                 for stop in 0..<max(1, stops) {
-                    let others = layout.gateways.indices.filter { layout.gateways[$0].id != zone }
-                    let stayFirst = stop == 0 && random.uniform(0...1) >= 0.7
-                    let index = stayFirst || others.isEmpty
-                        ? layout.gateways.firstIndex { $0.id == zone } ?? 0
-                        : others[Int(random.uniform(0...Double(others.count) - 0.001))]
+                    let index = layout.nextStop(after: zone, stop: stop, using: &random)
                     walk(to: layout.spot(near: index, radius: c.spotRadius, using: &random))
                     zone = layout.gateways[index].id
                     stand(random.uniform(c.dwell), facing: random.uniform(0...(2 * Double.pi)), turns: scenario == .crowd)

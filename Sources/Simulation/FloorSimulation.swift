@@ -68,13 +68,7 @@ public struct FloorSimulation: Sendable {
             var zone = layout.zone(at: here)
             var t = arrival
             for stop in 0..<max(1, stops) {
-                // Each stop is at a point of interest near a gateway: another zone's, except
-                // that three customers in ten stop first in the zone they came in by.
-                let others = layout.gateways.indices.filter { layout.gateways[$0].id != zone }
-                let stayFirst = stop == 0 && random.uniform(0...1) >= 0.7
-                let index = stayFirst || others.isEmpty
-                    ? layout.gateways.firstIndex { $0.id == zone } ?? 0
-                    : others[Int(random.uniform(0...Double(others.count) - 0.001))]
+                let index = layout.nextStop(after: zone, stop: stop, using: &random)
                 let spot = layout.spot(near: index, radius: c.spotRadius, using: &random)
                 zone = layout.gateways[index].id
                 let walk = here.distance(to: spot) / speed
@@ -355,6 +349,16 @@ public struct StoreLayout: Sendable, Equatable {
             }
         }
         return gateways.isEmpty ? "" : gateways[best].id
+    }
+
+    /// The gateway whose zone a customer in `zone` stops at next (his `stop`th stop): another
+    /// zone's, except that three customers in ten stop first in the zone they came in by.
+    func nextStop(after zone: String, stop: Int, using random: inout SplitMix64) -> Int {
+        let others = gateways.indices.filter { gateways[$0].id != zone }
+        let stayFirst = stop == 0 && random.uniform(0...1) >= 0.7
+        return stayFirst || others.isEmpty
+            ? gateways.firstIndex { $0.id == zone } ?? 0
+            : others[Int(random.uniform(0...Double(others.count) - 0.001))]
     }
 
     /// A point of interest of gateway `index`'s zone: uniformly within `radius` of the
