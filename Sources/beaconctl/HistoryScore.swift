@@ -154,7 +154,8 @@ struct HistoryAccuracy {
                     throw CommandFailure("beacon-history did not store a decision: \(history?.errors.suffix(2000) ?? "")",
                                          status: .failure)
                 }
-                if let d = first.first { try client.publish(MQTTMessage(topic: fleet.topics.zoneEvents(of: d.beacon), text: d.json, qos: 1)) }
+                // Not connected yet is what this loop waits out.
+                if let d = first.first { try? client.publish(MQTTMessage(topic: fleet.topics.zoneEvents(of: d.beacon), text: d.json, qos: 1)) }
                 try await Task.sleep(nanoseconds: 200_000_000)
             }
             for d in first { try client.publish(MQTTMessage(topic: fleet.topics.zoneEvents(of: d.beacon), text: d.json, qos: 1)) }

@@ -1,0 +1,35 @@
+import BeaconKit
+import Foundation
+import TestSupport
+import Testing
+
+/// The history's accuracy floor through the real programs (issue 23 item 2): `beaconctl
+/// score --history` replays simulated stores through beacon-gateway, beacon-brain and a real
+/// beacon-history on a Mosquitto of its own, and compares the history's figures with the
+/// simulator's ground truth and with the brain's decisions.
+@Suite("history: accuracy against the simulator's truth")
+struct HistoryAccuracyTests {
+    @Test func footfallExactDwellWithinThreePercentNothingLostOrAdded() async throws {
+        let directory = try TemporaryDirectory("history-accuracy")
+        let score = try ChildProcess(Programs.built("beaconctl"), ["score", "--seeds", "1-2", "--history", "--json"],
+                                     in: directory, name: "score")
+        #expect(await score.waitForExit(timeout: 600) == 0, "\(score.diagnostics)")
+        guard case .object(let root)? = try? JSONParser().parse(Array(score.stdout.utf8)),
+              case .object(let history)? = root["history"] else {
+            Issue.record("no history in \(score.stdout.suffix(2000))")
+            return
+        }
+        func seeds(_ key: String) -> [Double] {
+            guard case .object(let figure)? = history[key], case .array(let values)? = figure["seeds"] else { return [] }
+            return values.compactMap { if case .number(let n) = $0 { n } else { nil } }
+        }
+        #expect(seeds("footfallError").count == 2)
+        // The history holds exactly what the brain decided, and counts every visit.
+        #expect(seeds("againstDecisions").allSatisfy { $0 == 0 }, "\(seeds("againstDecisions"))")
+        #expect(seeds("footfallError").allSatisfy { $0 == 0 }, "\(seeds("footfallError"))")
+        // Whole visits' dwell, median and p90, within 3 % of the truth.
+        for key in ["visitMedianError", "visitP90Error"] {
+            #expect(seeds(key).allSatisfy { abs($0) <= 3 }, "\(key): \(seeds(key))")
+        }
+    }
+}
