@@ -1,7 +1,11 @@
 public import BeaconKit
 import BrainCore
+public import Config
 public import History
 import GRDB
+import Logging
+import NIOCore
+import PostgresNIO
 import SystemCalls
 
 /// What `beaconctl bench-history` measures, beside SQLite's own baseline in the same run.
@@ -64,14 +68,125 @@ public enum HistoryBenchmark {
         return WallClock.monotonic() - started
     }
 
-    /// The history's ingest of the same events in batches of `batch`. Seconds taken.
-    public static func ingest(_ events: [HistoryEvent], into database: HistoryDatabase, pseudonyms: Pseudonymizer,
-                              batch: Int) throws -> Double {
+}
+
+// MARK: PostgreSQL
+
+extension HistoryBenchmark {
+    /// Databases of the benchmark's own on a PostgreSQL server: made on `address`'s server
+    /// (the user needs CREATEDB), dropped by `dropAll`.
+    public final class PostgresScratch: Sendable {
+        public let address: PostgresAddress
+        public let password: String?
+        let prefix: String
+
+        public init(_ address: PostgresAddress, password: String?, prefix: String) {
+            self.address = address
+            self.password = password
+            self.prefix = prefix
+        }
+
+        func configuration(_ database: String) -> PostgresConnection.Configuration {
+            var configuration = PostgresConnection.Configuration(host: address.host, port: address.port, username: address.user,
+                                                                 password: password, database: database, tls: .disable)
+            configuration.options.connectTimeout = .seconds(10)
+            return configuration
+        }
+
+        func admin<T: Sendable>(_ database: String? = nil, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+            let connection = try await PostgresConnection.connect(configuration: configuration(database ?? address.database), id: 0,
+                                                                  logger: Logger(label: "bench-history"))
+            do {
+                let value = try await body(connection)
+                try await connection.close()
+                return value
+            } catch {
+                try? await connection.close()
+                throw HistoryStoreError("PostgreSQL \(address): \(PostgresHistory.describe(error))")
+            }
+        }
+
+        /// A new, empty database `<prefix>_<name>`; its address.
+        public func create(_ name: String) async throws -> PostgresAddress {
+            let database = "\(prefix)_\(name)"
+            try await admin { connection in
+                try await connection.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database)"), logger: Logger(label: "bench-history"))
+                try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(database)"), logger: Logger(label: "bench-history"))
+            }
+            var made = address
+            made.database = database
+            return made
+        }
+
+        /// `ANALYZE` of database `name`: the planner's statistics, which autovacuum keeps on a
+        /// server in use, for tables loaded a moment ago.
+        public func analyze(_ name: String) async throws {
+            try await admin("\(prefix)_\(name)") { connection in
+                try await connection.query("ANALYZE", logger: Logger(label: "bench-history"))
+            }
+        }
+
+        public func drop(_ names: [String]) async {
+            _ = try? await admin { connection in
+                for name in names {
+                    try await connection.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(prefix)_\(name)"),
+                                               logger: Logger(label: "bench-history"))
+                }
+            }
+        }
+
+        /// PostgreSQL's own floor for the same rows, in database `name` (made here): one
+        /// plain `INSERT` per decision into a table without keys or indexes, in
+        /// transactions of `batch`, one round trip each (`arrays` false: the plain INSERT
+        /// loop); or (`arrays`) one INSERT of the batch's rows as arrays (`unnest`), as the
+        /// history sends them. Seconds taken.
+        public func plainInserts(_ events: [HistoryEvent], batch: Int, arrays: Bool, name: String) async throws -> Double {
+            let target = try await create(name)
+            let logger = Logger(label: "bench-history")
+            let connection = try await PostgresConnection.connect(configuration: configuration(target.database), id: 1, logger: logger)
+            do {
+                try await connection.query("CREATE TABLE plain (store integer, beacon text, since bigint, at bigint, kind text, zone text)",
+                                           logger: logger)
+                let started = WallClock.monotonic()
+                var index = 0
+                while index < events.count {
+                    let slice = events[index..<min(index + batch, events.count)]
+                    try await connection.query("BEGIN", logger: logger)
+                    if arrays {
+                        try await connection.query("""
+                            INSERT INTO plain SELECT * FROM unnest(\(slice.map { Int64($0.store) })::int8[], \(slice.map(\.beaconKey))::text[],
+                              \(slice.map { $0.since.nanoseconds / 1_000_000 })::int8[], \(slice.map { $0.at.nanoseconds / 1_000_000 })::int8[],
+                              \(slice.map(\.kind.rawValue))::text[], \(slice.map(\.zone))::text[])
+                            """, logger: logger)
+                    } else {
+                        for e in slice {
+                            try await connection.query("""
+                                INSERT INTO plain VALUES (\(Int64(e.store)), \(e.beaconKey), \(e.since.nanoseconds / 1_000_000),
+                                                          \(e.at.nanoseconds / 1_000_000), \(e.kind.rawValue), \(e.zone))
+                                """, logger: logger)
+                        }
+                    }
+                    try await connection.query("COMMIT", logger: logger)
+                    index += batch
+                }
+                let seconds = WallClock.monotonic() - started
+                try await connection.close()
+                return seconds
+            } catch {
+                try? await connection.close()
+                throw HistoryStoreError("PostgreSQL \(target): \(PostgresHistory.describe(error))")
+            }
+        }
+    }
+
+    /// The history's ingest of the same events in batches of `batch`, into either store. Seconds taken.
+    public static func ingest(_ events: [HistoryEvent], into database: any HistoryKeeping, pseudonyms: Pseudonymizer,
+                              batch: Int) async throws -> Double {
         let started = WallClock.monotonic()
         var index = 0
         while index < events.count {
             let end = min(index + batch, events.count)
-            _ = try database.ingest(Array(events[index..<end]), pseudonyms: pseudonyms)
+            _ = try await database.ingest(Array(events[index..<end]), pseudonyms: pseudonyms)
             index = end
         }
         return WallClock.monotonic() - started

@@ -1,13 +1,14 @@
 import ArgumentParser
 import BeaconKit
 import CommandLineSupport
+import Config
 import History
 import HistoryStore
 import LiveClock
 import SystemCalls
 
 /// `beaconctl bench-history`: the history's speed (docs/PERFORMANCE.md, section "history").
-struct BenchHistory: ParsableCommand {
+struct BenchHistory: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-history",
         abstract: "Measure the history: ingest into SQLite beside a plain INSERT loop, and page queries on a year of a busy store.",
@@ -23,10 +24,25 @@ struct BenchHistory: ParsableCommand {
              page's query (a day, a week, the year's busiest day) read and turned into the
              figures --runs times: median and worst ms (each must be under 100 ms).
 
+        With --postgres postgres://USER@HOST[:PORT]/DATABASE, the same on that PostgreSQL
+        server (its password: BEACONBRIDGE_HISTORY_PASSWORD), each in a database of its
+        own made and dropped here (the user needs CREATEDB):
+
+          3. ingest beside PostgreSQL's floors on the same server in the same run: the
+             plain INSERT loop (one INSERT per decision, one round trip each, in the same
+             transactions) and the same rows as one array INSERT per transaction; the
+             history's rate must be at least 50,000/s.
+          4. a year of one busy store, as 2.
+          5. a chain's day: --chain-stores stores of --chain-per-day visits each, read
+             for the whole chain and turned into the chain's and every store's figures
+             (what /analytics shows): under 1 s.
+        The loaded databases are ANALYZEd first (what autovacuum does on a server in use).
+
         Use a release build: swift build -c release --product beaconctl.
 
-        Example:
+        Examples:
           beaconctl bench-history --json
+          beaconctl bench-history --postgres postgres://beaconbridge@127.0.0.1:5432/postgres
         """)
 
     @Option(name: .long, help: "Decisions for the ingest rate.")
@@ -44,10 +60,54 @@ struct BenchHistory: ParsableCommand {
     @Option(name: .long, help: "Times each page query is run.")
     var runs = 20
 
+    @Option(name: .long, help: ArgumentHelp("Measure PostgreSQL too, on this server (postgres://USER@HOST[:PORT]/DATABASE).",
+                                            valueName: "URL"))
+    var postgres: String?
+
+    @Option(name: .long, help: "Stores in the chain's day (PostgreSQL).")
+    var chainStores = 1_000
+
+    @Option(name: .long, help: "Visits a store in the chain's day (PostgreSQL).")
+    var chainPerDay = 200
+
     @Flag(name: .long, help: "Print one JSON object.")
     var json = false
 
-    func run() throws {
+    func validate() throws {
+        if let postgres, case .failure(let problem) = PostgresAddress.parse(postgres) {
+            throw ValidationError("--postgres: \(problem.text)")
+        }
+    }
+
+    struct Page {
+        var name: String, median: Double, worst: Double, visits: Int
+    }
+
+    /// Each page's query (a day, a week, the last day) on a year of one store, `runs` times.
+    func pages(_ busy: any HistoryKeeping, start: Instant) async throws -> [Page] {
+        let options = HistoryFigures.Options(counterZones: ["counter"], queueZones: ["queue"])
+        let midnight = start - 8 * 3600
+        let end = midnight + Double(days) * 86_400
+        var pages: [Page] = []
+        for (name, from, length) in [("a day", midnight + Double(days / 2) * 86_400, 86_400.0),
+                                     ("a week", midnight + Double(days / 3) * 86_400, 7 * 86_400.0),
+                                     ("the last day", end - 86_400, 86_400.0)] {
+            var times: [Double] = []
+            var count = 0
+            for _ in 0..<runs {
+                let t0 = WallClock.monotonic()
+                let visits = try await busy.visits(store: 100, from: from, to: from + length)
+                let figures = HistoryFigures(visits: visits, from: from, to: from + length, now: end, options: options)
+                times.append((WallClock.monotonic() - t0) * 1000)
+                count = figures.footfall
+            }
+            times.sort()
+            pages.append(Page(name: name, median: times[times.count / 2], worst: times.last ?? 0, visits: count))
+        }
+        return pages
+    }
+
+    func run() async throws {
         let directory = try FileSystem.temporaryDirectory(prefix: "beaconctl-bench-history")
         defer { try? FileSystem.removeTree(directory) }
         let start = Instant(iso8601: "2025-11-24T08:00:00.000Z")!
@@ -58,8 +118,8 @@ struct BenchHistory: ParsableCommand {
             let events = HistoryBenchmark.decisions(visits: decisions / 4, stores: 10, start: start)
             let plain = try HistoryBenchmark.plainInserts(events, path: directory + "/plain.sqlite", batch: batch)
             let history = try HistoryDatabase(path: directory + "/ingest.sqlite")
-            let kept = try HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
-            let again = try HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
+            let kept = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
+            let again = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
             let rate = Double(events.count) / kept, plainRate = Double(events.count) / plain
             say("ingest, \(events.count) decisions in transactions of \(batch):")
             say("  plain INSERT loop      \(Int(plainRate)) decisions/s")
@@ -71,27 +131,20 @@ struct BenchHistory: ParsableCommand {
             let year = HistoryBenchmark.decisions(visits: days * perDay, stores: 1, visitors: 20_000,
                                                   start: start, spacing: 14 * 3600 / Double(perDay), perDay: perDay)
             let busy = try HistoryDatabase(path: directory + "/year.sqlite")
-            let loaded = try HistoryBenchmark.ingest(year, into: busy, pseudonyms: pseudonyms, batch: batch)
+            let loaded = try await HistoryBenchmark.ingest(year, into: busy, pseudonyms: pseudonyms, batch: batch)
             say("a year: \(days * perDay) visits (\(year.count) decisions) loaded in \(decimal(loaded, places: 1)) s")
-            let options = HistoryFigures.Options(counterZones: ["counter"], queueZones: ["queue"])
-            let midnight = start - 8 * 3600
-            let end = midnight + Double(days) * 86_400
-            var pages: [(name: String, median: Double, worst: Double, visits: Int)] = []
-            for (name, from, length) in [("a day", midnight + Double(days / 2) * 86_400, 86_400.0),
-                                         ("a week", midnight + Double(days / 3) * 86_400, 7 * 86_400.0),
-                                         ("the last day", end - 86_400, 86_400.0)] {
-                var times: [Double] = []
-                var count = 0
-                for _ in 0..<runs {
-                    let t0 = WallClock.monotonic()
-                    let visits = try busy.visits(store: 100, from: from, to: from + length)
-                    let figures = HistoryFigures(visits: visits, from: from, to: from + length, now: end, options: options)
-                    times.append((WallClock.monotonic() - t0) * 1000)
-                    count = figures.footfall
-                }
-                times.sort()
-                pages.append((name, times[times.count / 2], times.last ?? 0, count))
-                say("  \(name): \(count) visits, median \(decimal(times[times.count / 2], places: 1)) ms, worst \(decimal(times.last ?? 0, places: 1)) ms")
+            let pages = try await pages(busy, start: start)
+            for p in pages {
+                say("  \(p.name): \(p.visits) visits, median \(decimal(p.median, places: 1)) ms, worst \(decimal(p.worst, places: 1)) ms")
+            }
+            func pagesJSON(_ pages: [Page]) -> JSONValue {
+                .array(pages.map { p in .object(["page": .string(p.name), "visits": .number(Double(p.visits)),
+                                                  "medianMs": .number(rounded(p.median, 2)), "worstMs": .number(rounded(p.worst, 2))]) })
+            }
+            var postgresJSON: JSONValue = .null
+            if let postgres, let address = try? PostgresAddress.parse(postgres).get() {
+                postgresJSON = try await measurePostgres(address, events: events, year: year, start: start, pseudonyms: pseudonyms,
+                                                         say: say, pagesJSON: pagesJSON)
             }
             if json {
                 printLine(JSONValue.object([
@@ -99,13 +152,86 @@ struct BenchHistory: ParsableCommand {
                                        "plainPerSecond": .number(rounded(plainRate, 0)), "historyPerSecond": .number(rounded(rate, 0)),
                                        "duplicatesPerSecond": .number(rounded(Double(events.count) / again, 0))]),
                     "year": .object(["visits": .number(Double(days * perDay)), "loadSeconds": .number(rounded(loaded, 2)),
-                                     "pages": .array(pages.map { p in .object(["page": .string(p.name), "visits": .number(Double(p.visits)),
-                                                                               "medianMs": .number(rounded(p.median, 2)),
-                                                                               "worstMs": .number(rounded(p.worst, 2))]) })]),
+                                     "pages": pagesJSON(pages)]),
+                    "postgres": postgresJSON,
                 ]).jsonText)
             }
         } catch {
             throw CommandFailure("\(error)", status: .failure)
+        }
+    }
+
+    /// Sections 3 to 5 on PostgreSQL.
+    func measurePostgres(_ address: PostgresAddress, events: [HistoryEvent], year: [HistoryEvent], start: Instant,
+                         pseudonyms: Pseudonymizer, say: (String) -> Void,
+                         pagesJSON: ([Page]) -> JSONValue) async throws -> JSONValue {
+        let password = Environment.value("BEACONBRIDGE_HISTORY_PASSWORD")
+        let scratch = HistoryBenchmark.PostgresScratch(address, password: password, prefix: "bench_history_\(ProcessInfo.id)")
+        let names = ["plain", "arrays", "ingest", "year", "chain"]
+        do {
+            let plain = try await scratch.plainInserts(events, batch: batch, arrays: false, name: "plain")
+            let arrays = try await scratch.plainInserts(events, batch: batch, arrays: true, name: "arrays")
+            let history = try await PostgresHistory(try await scratch.create("ingest"), password: password)
+            let kept = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
+            let again = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
+            await history.close()
+            let n = Double(events.count)
+            let (rate, plainRate, arrayRate) = (n / kept, n / plain, n / arrays)
+            say("PostgreSQL \(address), ingest, \(events.count) decisions in transactions of \(batch):")
+            say("  plain INSERT loop      \(Int(plainRate)) decisions/s")
+            say("  one array INSERT       \(Int(arrayRate)) decisions/s")
+            say("  history (upserts)      \(Int(rate)) decisions/s  (\(decimal(rate / plainRate, places: 2))× the INSERT loop, "
+                + "\(decimal(rate / arrayRate * 100, places: 1)) % of the array INSERT)")
+            say("  history, all again     \(Int(n / again)) decisions/s (every one a duplicate)")
+
+            let busy = try await PostgresHistory(try await scratch.create("year"), password: password)
+            let loaded = try await HistoryBenchmark.ingest(year, into: busy, pseudonyms: pseudonyms, batch: batch)
+            say("  a year: \(days * perDay) visits loaded in \(decimal(loaded, places: 1)) s")
+            try await scratch.analyze("year")
+            let pages = try await pages(busy, start: start)
+            await busy.close()
+            for p in pages {
+                say("    \(p.name): \(p.visits) visits, median \(decimal(p.median, places: 1)) ms, worst \(decimal(p.worst, places: 1)) ms")
+            }
+
+            // A chain's day: every store open 14 hours.
+            let chain = try await PostgresHistory(try await scratch.create("chain"), password: password)
+            let day = HistoryBenchmark.decisions(visits: chainStores * chainPerDay, stores: chainStores, visitors: 5_000, start: start,
+                                                 spacing: 14 * 3600 / Double(chainPerDay), perDay: chainPerDay)
+            let chainLoaded = try await HistoryBenchmark.ingest(day, into: chain, pseudonyms: pseudonyms, batch: batch)
+            try await scratch.analyze("chain")
+            let options = HistoryFigures.Options(counterZones: ["counter"], queueZones: ["queue"])
+            let midnight = start - 8 * 3600
+            var times: [Double] = []
+            var footfall = 0
+            for _ in 0..<max(3, runs / 4) {
+                let t0 = WallClock.monotonic()
+                let visits = try await chain.visits(store: nil, from: midnight, to: midnight + 86_400)
+                let whole = HistoryFigures(visits: visits, from: midnight, to: midnight + 86_400, now: midnight + 86_400, options: options)
+                var byStore: [UInt16: [Visit]] = [:]
+                for visit in visits { byStore[visit.store, default: []].append(visit) }
+                for (_, mine) in byStore {
+                    _ = HistoryFigures(visits: mine, from: midnight, to: midnight + 86_400, now: midnight + 86_400, options: options)
+                }
+                times.append((WallClock.monotonic() - t0) * 1000)
+                footfall = whole.footfall
+            }
+            await chain.close()
+            times.sort()
+            say("  a chain's day: \(chainStores) stores, \(footfall) visits (loaded in \(decimal(chainLoaded, places: 1)) s): "
+                + "median \(decimal(times[times.count / 2], places: 0)) ms, worst \(decimal(times.last ?? 0, places: 0)) ms")
+            await scratch.drop(names)
+            return .object([
+                "server": .string(address.description),
+                "ingest": .object(["plainPerSecond": .number(rounded(plainRate, 0)), "arrayPerSecond": .number(rounded(arrayRate, 0)),
+                                   "historyPerSecond": .number(rounded(rate, 0)), "duplicatesPerSecond": .number(rounded(n / again, 0))]),
+                "year": .object(["loadSeconds": .number(rounded(loaded, 2)), "pages": pagesJSON(pages)]),
+                "chainDay": .object(["stores": .number(Double(chainStores)), "visits": .number(Double(footfall)),
+                                     "medianMs": .number(rounded(times[times.count / 2], 1)), "worstMs": .number(rounded(times.last ?? 0, 1))]),
+            ])
+        } catch {
+            await scratch.drop(names)
+            throw error
         }
     }
 }
