@@ -122,7 +122,7 @@ extension HistoryBenchmark {
         /// server in use, for tables loaded a moment ago.
         public func analyze(_ name: String) async throws {
             try await admin("\(prefix)_\(name)") { connection in
-                try await connection.query("ANALYZE", logger: Logger(label: "bench-history"))
+                _ = try await connection.query("ANALYZE", logger: Logger(label: "bench-history"))
             }
         }
 
