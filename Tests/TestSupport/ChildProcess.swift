@@ -44,12 +44,7 @@ public final class ChildProcess: Sendable {
     /// ended it), or `nil` when the deadline for `timeout` seconds passes (see `patience`).
     @discardableResult
     public func waitForExit(timeout: Double = 10) async -> Int32? {
-        let deadline = deadline(after: timeout)
-        while Date() < deadline {
-            if let ended = process.poll() { return Self.number(ended) }
-            try? await Task.sleep(nanoseconds: 20_000_000)
-        }
-        return process.poll().map(Self.number)
+        await process.wait(timeout: timeout * patience).map(Self.number)
     }
 
     private static func number(_ ended: SpawnedProcess.Termination) -> Int32 {
