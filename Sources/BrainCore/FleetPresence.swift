@@ -138,6 +138,8 @@ public struct FleetPresence: Sendable {
         /// Per gateway: seconds between two "updates" (its `publishInterval`, 0 in raw mode),
         /// so rules counting updates count one a second, as they counted sightings.
         public var updateIntervals: [String: Double] = [:]
+        /// Per gateway: where it stands on the floor (the zone HMM's adjacency).
+        public var positions: [String: FloorPosition] = [:]
 
         public init(_ brain: BrainConfig = BrainConfig(), viewTimeouts: [String: Double] = [:],
                     defaultViewTimeout: Double = 10, step: Double = 0.5) {
@@ -155,6 +157,7 @@ public struct FleetPresence: Sendable {
                       step: intervals.min() ?? 0.5)
             stores = Dictionary(config.gateways.compactMap { g in g.store.map { (g.id, $0) } }, uniquingKeysWith: { a, _ in a })
             entrances = Set(config.gateways.filter(\.entrance).map(\.id))
+            positions = Dictionary(config.gateways.compactMap { g in g.position.map { (g.id, $0) } }, uniquingKeysWith: { a, _ in a })
             updateIntervals = Dictionary(config.gateways.map { ($0.id, $0.tracker.raw ? 0 : $0.tracker.publishInterval) },
                                          uniquingKeysWith: { a, _ in a })
         }
@@ -440,6 +443,7 @@ public struct FleetPresence: Sendable {
         beacon.proximity = beacon.zoneView?.proximity ?? .unknown
         evidence[ref]?.challenger = nil
         evidence[ref]?.passes = 0
+        evidence[ref]?.belief = nil
         beacons[ref] = beacon
     }
 
@@ -502,6 +506,8 @@ public struct FleetPresence: Sendable {
                 link.update(mean: rssi, count: sample.entry.count, at: sample.time,
                             processNoise: brain.rssiProcessNoise, measurementNoise: brain.rssiMeasurementNoise,
                             trendNoise: brain.rssiTrendNoise)
+                link.stepRSSISum += rssi * Double(sample.entry.count)
+                link.stepRSSICount += sample.entry.count
             }
             link.lastHeard = max(link.lastHeard, sample.time)
             if let until = sample.unknownUntil { link.unknownUntil = max(link.unknownUntil ?? until, until) }
@@ -525,16 +531,26 @@ public struct FleetPresence: Sendable {
         }
         for ref in evidence.keys.sorted() {
             guard var e = evidence[ref] else { continue }
-            // The rate of advertisements, an average over about 10 s.
+            // The rate of advertisements, an average over about 10 s, never above what arrived
+            // after the first step that heard the beacon over the time since: one step's burst
+            // is no rate (a fob heard once every 3 s by three gateways read 6/s, and left
+            // before its next advertisement, again and again).
             let sampleRate = Double(e.stepCount) / settings.step
             let weight = min(1, settings.step / 10)
             e.rate = e.rate.map { $0 + weight * (sampleRate - $0) } ?? sampleRate
-            if e.stepCount > 0 { e.rateWhenLastHeard = e.rate }
+            e.burst.count(e.stepCount, at: end)
+            if e.stepCount > 0 { e.rateWhenLastHeard = e.burst.bound(e.rate ?? 0, at: end, step: settings.step) }
             e.stepCount = 0
             for (gateway, var link) in e.links {
                 let linkRate = Double(link.stepCount) / settings.step
-                link.rate = link.rate.map { $0 + weight * (linkRate - $0) } ?? linkRate
+                let average = link.average.map { $0 + weight * (linkRate - $0) } ?? linkRate
+                link.average = average
+                link.burst.count(link.stepCount, at: end)
+                link.rate = link.burst.bound(average, at: end, step: settings.step)
                 link.stepCount = 0
+                link.fresh = link.stepRSSICount > 0 ? .init(mean: link.stepRSSISum / Double(link.stepRSSICount), count: link.stepRSSICount) : nil
+                link.stepRSSISum = 0
+                link.stepRSSICount = 0
                 e.links[gateway] = link
             }
             evidence[ref] = e
@@ -544,7 +560,10 @@ public struct FleetPresence: Sendable {
                 let decided = decisions.count
                 expireViews(&beacon, e, at: end, &events, holding: held)
                 if !rebuilding(&beacon, at: end, &events), !unheard(beacon.zone, at: end) {
-                    contest(&beacon, &e, at: end, &events)
+                    switch brain.zoneModel {
+                    case .pairwise: contest(&beacon, &e, at: end, &events)
+                    case .hmm: follow(&beacon, &e, at: end, &events)
+                    }
                 }
                 if decisions.count > decided { e.lastDecided = end }
                 refreshProximity(&beacon, &events)
@@ -717,6 +736,50 @@ public struct FleetPresence: Sendable {
         let score = walking ? zScore.walking : zScore.still
         return c.level - z.level - brain.zoneMargin > score * (c.variance + z.variance).squareRoot()
     }
+
+    /// The zone HMM (`ZoneBelief`): the evidence of this step, then another zone takes the
+    /// zone once its posterior has passed `zoneSwitch` for `zoneHold` seconds.
+    private mutating func follow(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: Instant,
+                                 _ events: inout [FleetEvent]) {
+        let brain = settings.brain
+        let positions = settings.positions, stores = settings.stores
+        let adjacency = { (a: String, b: String) in ZoneBelief.adjacent(a, b, positions: positions, stores: stores) }
+        if e.belief == nil {
+            e.belief = ZoneBelief(zones: e.links.keys.sorted(), at: end, concentratedOn: beacon.zone,
+                                  mass: Self.beliefOnEntry, adjacency: adjacency)
+        }
+        guard var belief = e.belief else { return }
+        e.belief = nil
+        for gateway in e.links.keys where belief.index(of: gateway) == nil { belief.add(gateway, adjacency: adjacency) }
+        let links = e.links, zones = belief.zones
+        belief.update(at: end, ZoneBelief.Parameters(brain)) { i in
+            guard let link = links[zones[i]], link.level != nil else { return .silent }
+            if let fresh = link.fresh { return .fresh(fresh.mean, variance: brain.rssiMeasurementNoise / Double(fresh.count)) }
+            let telling = max(brain.zoneStaleAfter, (brain.exitSamples / 2) / max(link.rate ?? 0, 1e-3))
+            guard end.seconds(since: link.quietSince) < telling,
+                  let now = link.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise)
+            else { return .silent }
+            return .known(now.level, variance: now.variance)
+        }
+        defer { e.belief = belief }
+        guard let (best, p) = belief.best, best != beacon.zone, p >= brain.zoneSwitch, links[best]?.level != nil else {
+            belief.leader = nil
+            belief.leaderSince = nil
+            return
+        }
+        if belief.leader != best {
+            belief.leader = best
+            belief.leaderSince = end
+        }
+        guard end.seconds(since: belief.leaderSince ?? end) >= brain.zoneHold else { return }
+        move(&beacon, to: best, at: end, &events)
+        belief.leader = nil
+        belief.leaderSince = nil
+    }
+
+    /// The zone HMM's posterior on the zone a beacon entered in (or a restarted brain
+    /// restored), the rest shared by the other gateways that heard it.
+    static let beliefOnEntry = 0.6
 
     /// How many standard deviations the trends must differ by to count as walking.
     static let walkingTrend = 0.5

@@ -38,6 +38,19 @@ struct LinkEstimate: Sendable, Equatable {
     /// 10 s), and how many arrived in the step being processed.
     var rate: Double?
     var stepCount = 0
+    /// The average behind `rate`, and what bounds it (`RateBurst`).
+    var average: Double?
+    var burst = RateBurst()
+    /// The RSSI of the advertisements in the step being processed: their sum and count; then
+    /// their mean and count once the step's evidence is in (nil: none this step).
+    var stepRSSISum = 0.0
+    var stepRSSICount = 0
+    var fresh: Fresh?
+
+    struct Fresh: Sendable, Equatable {
+        var mean: Double
+        var count: Int
+    }
 
     static let initialSlopeDeviation = 2.0
 
@@ -103,6 +116,7 @@ struct Evidence: Sendable, Equatable {
     /// its value when the beacon was last heard: what the exit's silence is measured against.
     var rate: Double?
     var rateWhenLastHeard: Double?
+    var burst = RateBurst()
     /// Advertisements counted in the step being processed.
     var stepCount = 0
     /// The gateway passing the zone test, and for how many steps in a row.
@@ -115,10 +129,33 @@ struct Evidence: Sendable, Equatable {
     /// The decision step of this visit's latest decision there (capture time): an exit is
     /// never dated before it.
     var lastDecided: Instant?
+    /// The zone HMM's belief (`brain.zoneModel` `hmm`), from the first decision after entry.
+    var belief: ZoneBelief?
 
     init(at time: Instant) {
         firstHeard = time
         lastHeard = time
+    }
+}
+
+/// What bounds a rate of advertisements: those that arrived after the first decision step
+/// that heard any, over the time since. A beacon heard in one step has shown no rate (0: the
+/// longest silence applies); a fob heard once every 3 s is not read at its first burst.
+struct RateBurst: Sendable, Equatable {
+    private var firstStep: Instant?
+    private var later = 0
+
+    mutating func count(_ n: Int, at end: Instant) {
+        if firstStep == nil {
+            if n > 0 { firstStep = end }
+        } else {
+            later += n
+        }
+    }
+
+    func bound(_ average: Double, at end: Instant, step: Double) -> Double {
+        guard let firstStep else { return 0 }
+        return min(average, Double(later) / max(end.seconds(since: firstStep), step))
     }
 }
 

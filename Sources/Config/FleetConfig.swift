@@ -375,6 +375,14 @@ public struct ProofConfig: Sendable, Equatable {
     }
 }
 
+/// Which estimator decides a beacon's zone (`brain.zoneModel`).
+public enum ZoneModelKind: String, Sendable, Equatable, CaseIterable {
+    /// Pairwise comparison of the gateways' smoothed levels against the zone's.
+    case pairwise
+    /// A hidden Markov model over the zones: dwell prior, adjacency, heavy-tailed evidence.
+    case hmm
+}
+
 /// The brain's own tuning: how it fuses every gateway's reports into one zone per beacon
 /// and decides entry and exit (docs/presence.md has the model and why the defaults).
 public struct BrainConfig: Sendable, Equatable {
@@ -391,6 +399,20 @@ public struct BrainConfig: Sendable, Equatable {
     public var zoneUpdates: Int
     /// Seconds without an advertisement after which a gateway can no longer take the zone.
     public var zoneStaleAfter: Double
+    /// Which estimator decides the zone: the pairwise comparison of smoothed levels
+    /// (`zoneConfidence`…), or the zone HMM (`zoneDwell`, `zoneSwitch`, `zoneHold`,
+    /// `zoneNoise`; docs/presence.md, "The zone HMM").
+    public var zoneModel: ZoneModelKind = .pairwise
+    /// The zone HMM: seconds a customer typically stays in a zone (the dwell prior: leaving
+    /// per second is about 1 / zoneDwell).
+    public var zoneDwell: Double = 10
+    /// The zone HMM: posterior probability another zone must reach to take the zone.
+    public var zoneSwitch: Double = 0.8
+    /// The zone HMM: seconds of capture time that zone must stay above `zoneSwitch` first.
+    public var zoneHold: Double = 0
+    /// The zone HMM: dB of noise on the difference of two gateways' levels on top of the
+    /// measurements' own (shadowing, bodies), before the outlier tail.
+    public var zoneNoise: Double = 6
     /// The brain's RSSI filter per beacon and gateway, a level and its trend: how fast the
     /// level may wander (dB²/s), how fast its trend may change (dB²/s³: a customer walking
     /// towards or away from the gateway) and how noisy one advertisement is (dB²).

@@ -152,6 +152,13 @@ extension FleetConfig {
             if let v = r.number(o["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
             if let v = r.integer(o["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
             if let v = r.number(o["zoneStaleAfter"], at: "brain.zoneStaleAfter", in: 0.5...60, unit: " s") { brain.zoneStaleAfter = v }
+            if let v = r.oneOf(o["zoneModel"], at: "brain.zoneModel", ZoneModelKind.allCases.map(\.rawValue)) {
+                brain.zoneModel = ZoneModelKind(rawValue: v)!
+            }
+            if let v = r.number(o["zoneDwell"], at: "brain.zoneDwell", in: 1...3600, unit: " s") { brain.zoneDwell = v }
+            if let v = r.number(o["zoneSwitch"], at: "brain.zoneSwitch", in: 0.5...0.9999) { brain.zoneSwitch = v }
+            if let v = r.number(o["zoneHold"], at: "brain.zoneHold", in: 0...60, unit: " s") { brain.zoneHold = v }
+            if let v = r.number(o["zoneNoise"], at: "brain.zoneNoise", in: 0...40, unit: " dB") { brain.zoneNoise = v }
             if let v = r.number(o["rssiProcessNoise"], at: "brain.rssiProcessNoise", in: 0.01...1000) { brain.rssiProcessNoise = v }
             if let v = r.number(o["rssiTrendNoise"], at: "brain.rssiTrendNoise", in: 0...1000) { brain.rssiTrendNoise = v }
             if let v = r.number(o["rssiMeasurementNoise"], at: "brain.rssiMeasurementNoise", in: 0.01...1000) {
