@@ -114,12 +114,8 @@ public struct BrainCore: Sendable {
     /// Retained messages of the brain's own topics only tell what the broker holds.
     private var readingBack: Bool { !isSettled || recovery.isReadingBack }
 
-    private var registry: [BeaconRef: [BeaconEntry]] = [:]
-    /// The registry's UUID-only entries: any major and minor of that UUID.
-    private var uuidEntries: [BeaconUUID: BeaconEntry] = [:]
-    private var storeEntries: [UInt16: StoreEntry] = [:]
-    /// `gateways[].store`, by gateway id.
-    private var gatewayStores: [String: UInt16] = [:]
+    /// The config's beacons, stores and gateways, indexed.
+    public private(set) var directory: BeaconDirectory
     /// The seal on the brain's records: only sealed ones are trusted (`RecordSeal`).
     public var recordSeal = RecordSeal()
     /// Who may join which beacon (`brain.joins`).
@@ -154,14 +150,8 @@ public struct BrainCore: Sendable {
     private var pendingErrors: [ObserverJoin.Key: String] = [:]
     private var offlineObservers: Set<String> = []
 
-    /// What the broker holds on the brain's own retained topics, as signatures (see
-    /// `signature(of:)`): lets the brain publish only changes and delete what it left behind.
-    private var known: [String: String] = [:]
-    /// `known` when the connection came back, until the retained state is read back: what
-    /// the brain had written. While reading back, a topic not read back yet is not known to
-    /// be absent (the broker may still send it, and subscribers saw it before the outage),
-    /// so deleting one of these is written, not skipped.
-    private var writtenBeforeReconnect: [String: String] = [:]
+    /// What the broker holds on the brain's own retained topics (`RetainedMirror`).
+    private var known = RetainedMirror()
     /// Scopes whose visit or join ended while a cooldown in seconds still runs.
     private var lingering: Set<RuleEngine.Scope> = []
     private var dirtyPresence: Set<BeaconRef> = []
@@ -195,6 +185,7 @@ public struct BrainCore: Sendable {
         joinLimiter = JoinRateLimiter(burst: limits.joinBurst, interval: limits.joinInterval)
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         joinPolicy = JoinPolicy(config: config)
+        directory = BeaconDirectory(config: config, stores: stores)
         index(config)
         proximityRoster.configure(config)
         bridges.configure(bridgedStores(config))
@@ -202,51 +193,23 @@ public struct BrainCore: Sendable {
 
     // MARK: - Queries
 
-    /// The registry entry of a beacon; with a UUID, only an entry with that UUID, else the
-    /// UUID-only entry of that UUID (topics carry no UUID: such an entry applies once a
-    /// gateway's payload has told the beacon's UUID).
-    public func entry(_ ref: BeaconRef, uuid: BeaconUUID? = nil) -> BeaconEntry? {
-        let entries = registry[ref]
-        guard let uuid else { return entries?.first }
-        if let own = entries?.first(where: { $0.id?.uuid == uuid }) { return own }
-        guard ref.eddystone == nil else { return nil }
-        return uuidEntries[uuid]?.resolved(for: BeaconID(uuid: uuid, major: ref.major, minor: ref.minor))
-    }
+    /// The registry entry of a beacon (`BeaconDirectory.entry`).
+    public func entry(_ ref: BeaconRef, uuid: BeaconUUID? = nil) -> BeaconEntry? { directory.entry(ref, uuid: uuid) }
 
-    /// The store (a major) a beacon belongs to: its registry `store`, else its major. An
-    /// Eddystone beacon has no major: it belongs to its registry entry's `store`, or to none.
-    public func store(of ref: BeaconRef) -> UInt16? {
-        if let store = registry[ref]?.first?.storeMajor { return store }
-        return ref.eddystone == nil ? ref.major : nil
-    }
+    /// The store (a major) a beacon belongs to (`BeaconDirectory.store(of:)`).
+    public func store(of ref: BeaconRef) -> UInt16? { directory.store(of: ref) }
 
-    /// Whether this brain handles the beacon (`--stores`; a beacon of no store is handled only
-    /// by a brain of every store).
-    public func owns(_ ref: BeaconRef) -> Bool {
-        stores.isEmpty || store(of: ref).map(stores.contains) == true
-    }
+    /// Whether this brain handles the beacon (`--stores`).
+    public func owns(_ ref: BeaconRef) -> Bool { directory.owns(ref) }
 
-    /// The beacon's standing offer: its registry entry's ad, else its store's. Keyed by
-    /// major/minor like the `ad` topic, so the reply to a join and the retained ad agree.
-    public func ad(of ref: BeaconRef) -> JSONValue? {
-        entry(ref)?.ad ?? store(of: ref).flatMap { storeEntries[$0]?.ad }
-    }
+    /// The beacon's standing offer (`BeaconDirectory.ad(of:)`).
+    public func ad(of ref: BeaconRef) -> JSONValue? { directory.ad(of: ref) }
 
-    /// The majors whose topics this brain needs: its stores and the majors of registry
-    /// beacons assigned to them; `nil` for every major.
-    public var majors: [UInt16]? {
-        guard !stores.isEmpty else { return nil }
-        var majors = stores
-        for ref in registry.keys where owns(ref) && ref.eddystone == nil { majors.insert(ref.major) }
-        return majors.sorted()
-    }
+    /// The majors whose topics this brain needs; `nil` for every major.
+    public var majors: [UInt16]? { directory.majors }
 
-    /// The Eddystone beacons whose topics this brain needs (registry beacons of its stores);
-    /// `nil` for every Eddystone beacon.
-    public var eddystoneBeacons: [BeaconRef]? {
-        guard !stores.isEmpty else { return nil }
-        return registry.keys.filter { $0.eddystone != nil && owns($0) }.sorted()
-    }
+    /// The Eddystone beacons whose topics this brain needs; `nil` for every one.
+    public var eddystoneBeacons: [BeaconRef]? { directory.eddystoneBeacons }
 
     /// The Eddystone beacons the subscriptions name; `[nil]` for every one.
     private var eddystoneLevels: [BeaconRef?] { eddystoneBeacons.map { $0 as [BeaconRef?] } ?? [nil] }
@@ -517,8 +480,7 @@ public struct BrainCore: Sendable {
                              joins: Array(observers.joins.keys))
         presence.reconnected(at: now, patience: recovery.settings.reconnectGrace)
         bridges.reconnected()
-        writtenBeforeReconnect = known
-        known = [:]
+        known.reconnected()
         note(.info, "reconnected; reading the retained state back",
              ["beacons": "\(presence.beacons.count)", "joins": "\(observers.count)"])
         return finish(at: now)
@@ -534,7 +496,7 @@ public struct BrainCore: Sendable {
     /// against what the broker holds (`known`).
     private mutating func readBackComplete(at now: Instant) {
         recovery.readBackComplete(at: now)
-        writtenBeforeReconnect = [:]
+        known.readBackComplete()
         // A bridged store whose status the broker no longer holds (it lost its retained
         // messages) is unknown until its bridge says 1 again.
         for change in bridges.readBackComplete() { bridgeChanged(change, at: now) }
@@ -559,7 +521,7 @@ public struct BrainCore: Sendable {
 
     /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
     private mutating func markLeftovers() {
-        for topic in known.keys {
+        for topic in known.topics {
             if case let (ref, .fleetPresence)? = topics.parseBeacon(topic) {
                 dirtyPresence.insert(ref)
                 continue
@@ -654,12 +616,12 @@ public struct BrainCore: Sendable {
             // Beacons may have moved between stores: every roster entry is checked again.
             rosterBook.removeAll()
             for key in observers.joins.keys { touchRoster(key) }
-            for topic in known.keys {
+            for topic in known.topics {
                 guard let (store, client) = topics.parseCustomer(topic) else { continue }
                 dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
                 dirtyStores.insert(store)
             }
-            for store in storeEntries.keys { dirtyStores.insert(store) }
+            for store in directory.configuredStores { dirtyStores.insert(store) }
             // Owners, profiles and which gateways count may have changed.
             for (store, visit) in rosterVisits { dirtyCustomers.insert(RosterBook.Key(store: store, client: visit.client)) }
             observeProximity(Set(presence.beacons.keys).union(rosterVisits.map { $0.visit.beacon }), at: now)
@@ -727,7 +689,7 @@ public struct BrainCore: Sendable {
             case "": break
             default: malformed(.gatewayStatus, topic, "expected online or offline")
             }
-            if isSettled, let major = gatewayStores[gateway] {
+            if isSettled, let major = directory.store(ofGateway: gateway) {
                 bridgeChanged(bridges.gatewayStatus(gateway, store: major), at: now)
             }
 
@@ -885,7 +847,7 @@ public struct BrainCore: Sendable {
             known[topic] = String(decoding: payload, as: UTF8.self)
 
         case .telemetry:
-            guard owned(ref), registry[ref] != nil, !payload.isEmpty else { return }
+            guard owned(ref), directory.isRegistered(ref), !payload.isEmpty else { return }
             guard let json = json(payload, .telemetry, topic), case .object(let o) = json else { return }
             let millivolts: Int? = switch o["batteryMv"] {
             case .number(let mv)? where mv == mv.rounded() && (1...65535).contains(mv): Int(mv)
@@ -987,7 +949,7 @@ public struct BrainCore: Sendable {
             let text = record.json, topic = topics.calibration(ofGateway: gateway)
             setRetained(topic, signature: text) { seal.seal(text, topic: topic) }
         }
-        for topic in known.keys.sorted() {
+        for topic in known.topics {
             guard let gateway = topics.parseCalibration(topic), calibrator.applied[gateway] == nil,
                   stores.isEmpty || calibrator.calibrates(gateway) else { continue }
             setRetained(topic, signature: nil) { "" }
@@ -1433,11 +1395,11 @@ public struct BrainCore: Sendable {
     /// went away.
     private mutating func syncAds() {
         var desired: [String: String] = [:]
-        for ref in registry.keys where owns(ref) {
+        for ref in directory.ownBeacons {
             if let ad = ad(of: ref) { desired[topics.ad(of: ref)] = ad.jsonText }
         }
         for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
-        for topic in known.keys.sorted() where desired[topic] == nil {
+        for topic in known.topics where desired[topic] == nil {
             if case (_, .ad)? = topics.parseBeacon(topic) { setRetained(topic, signature: nil) { "" } }
         }
     }
@@ -1446,11 +1408,7 @@ public struct BrainCore: Sendable {
     /// a `nil` signature deletes what the broker holds.
     /// `expiry`: seconds after which the broker drops it (MQTT 5).
     private mutating func setRetained(_ topic: String, signature: String?, expiry: UInt32? = nil, text: () -> String) {
-        let deletesWhatItWrote = signature == nil && known[topic] == nil
-            && writtenBeforeReconnect.removeValue(forKey: topic) != nil
-        guard known[topic] != signature || deletesWhatItWrote else { return }
-        known[topic] = signature
-        out.messages.append(MQTTMessage(topic: topic, text: signature == nil ? "" : text(), qos: 1, retain: true, expiry: expiry))
+        if let message = known.set(topic, signature: signature, expiry: expiry, text: text) { out.messages.append(message) }
     }
 
     /// What the brain retains about customers (roster entries and summaries) expires on the
@@ -1492,7 +1450,7 @@ public struct BrainCore: Sendable {
                 setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
             for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
-                let source = storeEntries[key.store]?.roster.source ?? .joins
+                let source = directory.storeEntry(key.store)?.roster.source ?? .joins
                 let joins = source.usesJoins ? observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store } : []
                 let visits = proximityRoster.visits(of: key.client, in: key.store)
                 let text = rosterBook.update(client: key.client, store: key.store, joins: joins, visits: visits,
@@ -1512,7 +1470,7 @@ public struct BrainCore: Sendable {
                 }
                 let topic = topics.roster(ofStore: store)
                 if rosterBook.count(of: store) == 0 && known[topic] == nil { continue }
-                let roster = rosterBook.summary(store: store, name: storeEntries[store]?.name, limit: limits.rosterLimit)
+                let roster = rosterBook.summary(store: store, name: directory.storeEntry(store)?.name, limit: limits.rosterLimit)
                 let time = lastTime
                 let signature = roster.json(at: nil)
                 guard known[topic] != signature else { continue }
@@ -1547,14 +1505,8 @@ public struct BrainCore: Sendable {
         return { ref, gateway in bridges.isUnknown(storeOf(ref, gateway)) }
     }
 
-    /// The store a gateway's view comes from: the gateway's store, else the beacon's. A value,
-    /// for closures that run while `presence` changes.
-    private var viewStore: @Sendable (BeaconRef, String) -> UInt16? {
-        let (gatewayStores, registry) = (self.gatewayStores, self.registry)
-        return { ref, gateway in
-            gatewayStores[gateway] ?? registry[ref]?.first?.storeMajor ?? (ref.eddystone == nil ? ref.major : nil)
-        }
-    }
+    /// The store a gateway's view comes from (`BeaconDirectory.viewStore`).
+    private var viewStore: @Sendable (BeaconRef, String) -> UInt16? { directory.viewStore }
 
     private mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
         switch change {
@@ -1661,8 +1613,8 @@ public struct BrainCore: Sendable {
     /// written where they changed, records of beacons gone from the registry deleted.
     private mutating func checkBeaconHealth(_ only: Set<BeaconRef>? = nil, at now: Instant) {
         guard isSettled else { return }
-        let all = registry.keys.filter { owns($0) }
-        let beacons = (only.map { only in all.filter(only.contains) } ?? all).sorted()
+        let all = directory.ownBeacons
+        let beacons = only.map { only in all.filter(only.contains) } ?? all
         guard !beacons.isEmpty else { return }
         let present = presence.beacons
         let (changed, reports) = beaconHealth.check(beacons, isPresent: { present[$0] != nil },
@@ -1742,17 +1694,7 @@ public struct BrainCore: Sendable {
     }
 
     private mutating func index(_ config: FleetConfig) {
-        registry = [:]
-        uuidEntries = [:]
-        for entry in config.beacons {
-            switch entry.match {
-            case .uuid(let uuid): uuidEntries[uuid] = entry
-            case .beacon(let id): registry[BeaconRef(id: id), default: []].append(entry)
-            }
-        }
-        storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })
-        gatewayStores = [:]
-        for gateway in config.gateways { gatewayStores[gateway.id] = gateway.store }
+        directory = BeaconDirectory(config: config, stores: stores)
         joinPolicy = JoinPolicy(config: config)
         joinPolicy.proofs = Self.proofs(config, proofSecrets)
     }
