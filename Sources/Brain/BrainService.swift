@@ -5,7 +5,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
-import LiveClock
+public import LiveClock
 import SystemCalls
 
 /// The brain process: one MQTT connection, one `BrainCore`, a timer; run as a `Service`
@@ -64,6 +64,9 @@ public final class BrainService: Service, Sendable {
         /// most 0.1 s at a time: an answer from the first lane then never queues behind
         /// thousands of replies to a flood in libmosquitto's queue.
         public var deferredUnacknowledgedLimit = 100
+        /// Where the brain reads the time (`ServiceClock`): the system's clocks, or in tests
+        /// a `ManualClock` that moves only when the test says so.
+        public var clock: any ServiceClock = SystemClock()
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -81,6 +84,8 @@ public final class BrainService: Service, Sendable {
         public var publishFailures: Int
         /// MQTT events lost because the brain fell behind (the client's buffer overflowed).
         public var droppedEvents: Int
+        /// Timer rounds done (`tick`): a test that advanced a `ManualClock` waits for the next one.
+        public var ticks: Int
     }
 
     struct State {
@@ -91,7 +96,7 @@ public final class BrainService: Service, Sendable {
         /// Decided while disconnected, to publish on reconnect.
         var queued: [MQTTMessage] = []
         var connections = 0
-        /// Monotonic seconds (`WallClock.monotonic()`).
+        /// Monotonic seconds (`ServiceClock.monotonic()`).
         var connectedAt: Double?
         var lastRetained: Double?
         var syncToken = ""
@@ -107,6 +112,7 @@ public final class BrainService: Service, Sendable {
         var lanes = InboundLanes<MQTTEvent>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
+        var ticks = 0
     }
 
     let client: MQTTClient
@@ -120,7 +126,9 @@ public final class BrainService: Service, Sendable {
     let clientSegment: String
     /// Where the settle marker goes (`brain/sync/<client id>`).
     let syncTopic: String
-    let started = WallClock.monotonic()
+    let started: Double
+    /// `options.clock`.
+    let clock: any ServiceClock
 
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
     /// that brains splitting a fleet do not take over each other's connection.
@@ -144,6 +152,8 @@ public final class BrainService: Service, Sendable {
         let options = options ?? Options(clientID: Self.defaultClientID(stores: stores))
         self.options = options
         self.logger = logger
+        clock = options.clock
+        started = clock.monotonic()
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
         core.recovery.settings = options.recovery
         core.recordSeal = RecordSeal(key: options.recordKey)
@@ -165,7 +175,7 @@ public final class BrainService: Service, Sendable {
             Statistics(counters: s.core.counters, settled: s.core.isSettled && s.synced, connected: s.connected,
                        connections: s.connections, beacons: s.core.presence.beacons.count, joins: s.core.observers.count,
                        published: s.published, publishFailures: s.publishFailures,
-                       droppedEvents: dropped + s.droppedEvents)
+                       droppedEvents: dropped + s.droppedEvents, ticks: s.ticks)
         }
     }
 
@@ -270,7 +280,7 @@ public final class BrainService: Service, Sendable {
         var heldSince: Double?
         while true {
             arrivals.withLock { swap(&$0, &arrived) }
-            let now = WallClock.monotonic()
+            let now = WallClock.monotonic()  // pacing the network, not a decision: the system clock
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit && now - (heldSince ?? now) < 0.1
             if !held { heldSince = nil }
             let (event, waiting): (MQTTEvent?, Bool) = state.withLock { s in
@@ -311,9 +321,9 @@ public final class BrainService: Service, Sendable {
                 s.connections += 1
                 s.connected = true
                 s.synced = false
-                s.connectedAt = WallClock.monotonic()
+                s.connectedAt = clock.monotonic()
                 s.lastRetained = nil
-                s.syncToken = "\(s.connections)-\(WallClock.now().nanoseconds)"
+                s.syncToken = "\(s.connections)-\(clock.now().nanoseconds)"
                 // What was decided during the outage first, in its order.
                 let queued = s.queued
                 s.queued = []
@@ -324,7 +334,7 @@ public final class BrainService: Service, Sendable {
                     do { try client.subscribe(s.core.readBackSubscriptions, qos: 1) } catch {
                         logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
                     }
-                    emit(&s, s.core.reconnect(at: WallClock.now()))
+                    emit(&s, s.core.reconnect(at: clock.now()))
                 }
                 send(&s, (options.isStandIn ? [] : [s.core.onlineMessage])
                           + [MQTTMessage(topic: syncTopic, text: s.syncToken, qos: 1, retain: false)])
@@ -344,9 +354,9 @@ public final class BrainService: Service, Sendable {
                     if message.text == s.syncToken { settle(&s) }
                     return
                 }
-                if message.retain { s.lastRetained = WallClock.monotonic() }
+                if message.retain { s.lastRetained = clock.monotonic() }
                 let output = s.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
-                                            at: WallClock.now())
+                                            at: clock.now())
                 emit(&s, output)
             }
         }
@@ -354,8 +364,9 @@ public final class BrainService: Service, Sendable {
 
     func tick() {
         state.withLock { s in
+            defer { s.ticks += 1 }
             guard s.connected, let connectedAt = s.connectedAt else { return }
-            let now = WallClock.monotonic()
+            let now = clock.monotonic()
             if !s.synced {
                 let quiet = now - (s.lastRetained ?? connectedAt) >= options.settleQuiet
                 if quiet || now - connectedAt >= options.settleLimit {
@@ -364,12 +375,12 @@ public final class BrainService: Service, Sendable {
                 }
                 return
             }
-            emit(&s, s.core.advance(to: WallClock.now()))
+            emit(&s, s.core.advance(to: clock.now()))
             returnMemoryAfterABurst(&s, now: now)
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + options.healthInterval
             let health = s.core.health(client: clientSegment, version: Self.version, uptime: now - started,
-                                       published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
+                                       published: s.published, publishFailures: s.publishFailures, at: clock.now())
             send(&s, [health])
             options.onHealth?(health.text)
         }
@@ -395,7 +406,7 @@ public final class BrainService: Service, Sendable {
     private func settle(_ s: inout State) {
         guard !s.synced else { return }
         s.synced = true
-        emit(&s, s.core.settle(at: WallClock.now()))
+        emit(&s, s.core.settle(at: clock.now()))
         s.nextHealth = nil
         // Settled: the brain is the authority on its own topics and needs no echo of them.
         let readBack = s.core.readBackSubscriptions
