@@ -159,15 +159,12 @@ public enum WebApp {
                 let database = try await HistoryStores.open(history, readOnly: true)
                 defer { Task { await database.close() } }
                 let visits = try await database.visits(store: nil, from: window.start, to: window.end)
-                let now = WallClock.now()
-                chain = HistoryFigures(visits: visits, from: window.start, to: window.end, now: now, options: history.figureOptions)
-                for store in Set(visits.map(\.store)).union(feed.withState { $0.knownStores }).sorted() {
-                    let mine = visits.filter { $0.store == store }
-                    guard !mine.isEmpty else { continue }
-                    stores.append(AnalyticsPage.Store(
-                        store: store, name: feed.withState { $0.storeName(store) } ?? "Store \(store)",
-                        figures: HistoryFigures(visits: mine, from: window.start, to: window.end, now: now,
-                                                options: history.figureOptions)))
+                let figures = HistoryFigures.chain(visits: visits, from: window.start, to: window.end, now: WallClock.now(),
+                                                   options: history.figureOptions)
+                chain = figures.chain
+                stores = feed.withState { state in
+                    figures.stores.map { AnalyticsPage.Store(store: $0.store, name: state.storeName($0.store) ?? "Store \($0.store)",
+                                                             figures: $0.figures) }
                 }
             } catch {
                 problem = "The history cannot be read: \(error)"
