@@ -5,6 +5,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import CoreHost
 public import LiveClock
 import SystemCalls
 
@@ -417,7 +418,7 @@ public final class BrainService: Service, Sendable {
     }
 
     private func emit(_ s: inout State, _ output: BrainOutput) {
-        for entry in output.log { log(entry) }
+        for entry in output.log { logger.log(entry) }
         send(&s, output.messages)
         if output.subscriptionsChanged { resubscribe(&s) }
     }
@@ -469,16 +470,5 @@ public final class BrainService: Service, Sendable {
         } catch {
             logger.error("could not change subscriptions", metadata: ["error": "\(error)"])
         }
-    }
-
-    private func log(_ entry: LogEntry) {
-        let level: Logger.Level = switch entry.level {
-        case .debug: .debug
-        case .info: .info
-        case .notice: .notice
-        case .warning: .warning
-        case .error: .error
-        }
-        logger.log(level: level, "\(entry.message)", metadata: entry.metadata.mapValues { .string($0) })
     }
 }

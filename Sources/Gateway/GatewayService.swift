@@ -7,6 +7,7 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import CoreHost
 import SystemCalls
 import Wire
 
@@ -353,8 +354,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// connection has gone goes back to the engine, with all after it, for the reconnect.
     func emit(_ s: inout State, _ output: GatewayOutput) {
         for entry in output.log {
-            logger.log(level: Logger.Level(rawValue: entry.level.rawValue) ?? .info, "\(entry.message)",
-                       metadata: entry.metadata.mapValues { .string($0) })
+            logger.log(entry)
         }
         for index in output.messages.indices {
             do {
