@@ -129,6 +129,14 @@ public final class BrainService: Service, Sendable {
     let clientSegment: String
     /// Where the settle marker goes (`brain/sync/<client id>`).
     let syncTopic: String
+    /// The QoS of the brain's subscriptions: 1, or 0 at a NATS centre. There a QoS 1
+    /// subscription is a JetStream consumer, which nats-server 2.9 deletes and creates again
+    /// through JetStream's leaders when the brain moves to another node after its node died:
+    /// while they are elected again (4-10 s) it holds the CONNECT and refuses subscriptions,
+    /// and the brain missed 10 s of reports. A QoS 0 subscription is NATS routing, taken at
+    /// once. The brain's session is clean, so QoS 1 kept nothing for it across a move anyway
+    /// (docs/fleet.md, NATSNodeFaultTests).
+    let subscriptionQoS: Int
     let started: Double
     /// `options.clock`.
     let clock: any ServiceClock
@@ -164,6 +172,7 @@ public final class BrainService: Service, Sendable {
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)
+        subscriptionQoS = config.centre.kind == .nats ? 0 : 1
         var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
                                      password: password)
         mqtt.reconnectDelay = options.reconnectDelay
@@ -198,7 +207,7 @@ public final class BrainService: Service, Sendable {
             s.subscribed = wantedSubscriptions(s)
             return s.subscribed
         }
-        try client.subscribe(filters, qos: 1)
+        try client.subscribe(filters, qos: subscriptionQoS)
         try client.start()
         logger.info("brain starting", metadata: [
             "broker": "\(state.withLock { $0.core.config.broker.url })", "client": "\(options.clientID)",
@@ -332,7 +341,7 @@ public final class BrainService: Service, Sendable {
                 if s.connections > 1 {
                     // Our own retained topics again, for the read-back (before the marker).
                     s.subscribed = wantedSubscriptions(s)
-                    do { try client.subscribe(s.core.readBackSubscriptions, qos: 1) } catch {
+                    do { try client.subscribe(s.core.readBackSubscriptions, qos: subscriptionQoS) } catch {
                         logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
                     }
                     emit(&s, s.core.reconnect(at: clock.now()))
@@ -463,7 +472,7 @@ public final class BrainService: Service, Sendable {
         s.subscribed = wanted
         do {
             if !gone.isEmpty { try client.unsubscribe(gone) }
-            if !new.isEmpty { try client.subscribe(new, qos: 1) }
+            if !new.isEmpty { try client.subscribe(new, qos: subscriptionQoS) }
             logger.info("subscriptions follow the new config", metadata: ["added": "\(new)", "removed": "\(gone)"])
         } catch {
             logger.error("could not change subscriptions", metadata: ["error": "\(error)"])

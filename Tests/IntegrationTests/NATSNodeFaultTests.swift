@@ -6,18 +6,22 @@ import Testing
 /// The first fault of issue 22 item 3 on a 3-node NATS centre: two gateways replay a store
 /// into the store's Mosquitto, bridged by `beaconctl bridge` to the cluster (from node 2 on);
 /// the brain and Ana's `beaconctl observe` are on the cluster (the brain on node 1). Node 1 is
-/// SIGKILLed once the first effects are out: the brain moves to another node, and what it
-/// decides — greetings, rule publishes, each beacon's presence transitions and every zone
-/// decision with its capture time — equals a run without the fault (BrokerOutageTests'
-/// comparison), the retained state is intact, and the brain is back within 5 s.
+/// SIGKILLed once the first effects are out: the brain moves to another node at once, and its
+/// greetings, rule publishes and each beacon's presence transitions equal a run without the
+/// fault (BrokerOutageTests' comparison).
 ///
-/// Opt-in (`BEACONBRIDGE_NATS_FAULT=1`): it takes 8 minutes and more on a loaded machine, and
-/// under load the brain's connection to the two nodes left drops again and again on its 5 s
-/// keepalive (a node stalls its MQTT clients while JetStream elects leaders), so it is not yet
-/// a test of the whole suite (docs/fleet.md).
+/// Not yet met, recorded as known issues (docs/fleet.md, "What each failure looks like"): the
+/// brain's `online` seen again within 5 s of the kill, every zone decision with its capture
+/// time, and the retained state intact. The brain is connected to the next node and reading
+/// within about a second, but nats-server 2.9 holds every retained publish for 4 s until
+/// JetStream has a new leader for `$MQTT_rmsgs` (4-10 s after the kill of a node that led
+/// it) and then drops it from the retained store ("unable to store retained message").
+///
+/// Opt-in (`BEACONBRIDGE_NATS_FAULT=1`): 53-75 s in most runs, but 187 s in two of six on this
+/// loaded 2-core machine, and what it checks beyond the effects is not yet met.
 @Suite("NATS centre: a node dies under the brain",
        .enabled(if: ProcessInfo.processInfo.environment["BEACONBRIDGE_NATS_FAULT"] != nil,
-                "opt-in: BEACONBRIDGE_NATS_FAULT=1 (slow, and not yet met: docs/fleet.md)"))
+                "opt-in: BEACONBRIDGE_NATS_FAULT=1 (up to 3 minutes, and partly not met on nats-server 2.9: docs/fleet.md)"))
 struct NATSNodeFaultTests {
     /// Capture seconds: 100/1 at the door throughout, 100/2 at the door until 10 s, 100/9 at
     /// the counter for 0.5 s, 100/3 at the counter from 15 s.
@@ -31,7 +35,7 @@ struct NATSNodeFaultTests {
         var brainBack: Double?
     }
 
-    @Test("slow: kill the node the brain is on: the brain moves; greetings and rule effects exactly as without the fault")
+    @Test("kill the node the brain is on: the brain moves; greetings, rule effects and transitions as without the fault")
     func brainsNodeDies() async throws {
         async let baseline = Self.run(fault: false)
         let faulted = try await Self.run(fault: true)
@@ -47,14 +51,14 @@ struct NATSNodeFaultTests {
         if ProcessInfo.processInfo.environment["BEACONBRIDGE_FLEET_REPORT"] != nil {
             print("NATS node fault: the brain online again \(String(format: "%.2f", back)) s after its node was killed")
         }
-        // Not yet (docs/fleet.md, "What each failure looks like"): nats-server 2.9 takes a new
-        // JetStream leader for MQTT's streams 10-20 s after a node dies (more under load) and
-        // refuses MQTT clients and publishes meanwhile, so the brain is away far longer than
-        // 5 s; what it decides in that time is not yet what it decides without the fault.
-        // Recorded, not hidden.
-        withKnownIssue("the brain away while JetStream elects new leaders (10-120 s, not 5 s)", isIntermittent: true) {
-            #expect(back <= 5, "the brain back within 5 s of its node's death: \(back) s")
-            #expect(faulted.effects.transitions == expected.effects.transitions)
+        // No presence transition lost or duplicated against the run without the fault.
+        #expect(faulted.effects.transitions == expected.effects.transitions)
+        // Not yet (docs/fleet.md): nats-server 2.9 holds the brain's retained publishes (its
+        // `online` first) while JetStream elects a new leader for MQTT's retained messages, and
+        // drops from the retained store what it could not store in 4 s. Recorded, not hidden.
+        withKnownIssue("nats-server 2.9 holds retained publishes 4 s each and drops them while JetStream elects a new leader (4-10 s)",
+                       isIntermittent: true) {
+            #expect(back <= 5, "the brain's online seen again within 5 s of its node's death: \(back) s")
             #expect(faulted.effects.decisions == expected.effects.decisions, "every decision with its capture time")
             #expect(faulted.retained == expected.retained, "the retained state after the fault")
         }
@@ -76,9 +80,9 @@ struct NATSNodeFaultTests {
         }
         let fleet = try dir.write("fleet.json", """
         {
-          "broker": { "url": "\(url(from: 0))", "keepalive": 5 },
+          "broker": { "url": "\(url(from: 0))" },
           "centre": { "kind": "nats", "nodes": [\(nodes.joined(separator: ", "))] },
-          "bridge": { "url": "\(url(from: 1))", "keepalive": 5 },
+          "bridge": { "url": "\(url(from: 1))" },
           "brain": { "joins": "open" },
           "defaults": { "exitTimeout": 3 },
           "gateways": [ { "id": "door", "source": "btsnoop:\(door)", "zone": "Entrance", "store": 100 },
@@ -99,7 +103,10 @@ struct NATSNodeFaultTests {
         let store = try await MosquittoBroker.start(in: dir, extraConfig: bridge, port: storePort)
 
         let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "beacons/100/+/events", "brain/status"]
-        let watcher = try await MosquittoSubscriber.start(port: ports[2], filters: filters + ["stores/100/bridge"], in: dir,
+        // The test's own subscribers take QoS 0: on nats-server a QoS 1 subscription is a JetStream
+        // consumer, which a node may refuse ("Unable to add JetStream consumer") or stall while
+        // JetStream elects new leaders after the kill; what they watch must not depend on that.
+        let watcher = try await MosquittoSubscriber.start(port: ports[2], filters: filters + ["stores/100/bridge"], qos: 0, in: dir,
                                                           diagnostics: cluster.diagnostics)
         var processes: [ChildProcess] = []
         var others: [MosquittoSubscriber] = []
@@ -149,8 +156,10 @@ struct NATSNodeFaultTests {
             }
             guard done else { throw TestFailure("not every visit ended\n\(BrokerOutageTests.effects([watcher]))\n\(diagnostics())") }
             // The retained state, from node 2, while everyone still runs.
-            let reader = try await MosquittoSubscriber.start(port: ports[1], filters: ["beacons/#", "gateways/+/status", "brain/status",
-                                                                                      "stores/#", "observers/+/status"], in: dir)
+            // The brain's status last: nats-server answered the filters' retained messages in
+            // their order in every run seen here, so it comes after the others.
+            let reader = try await MosquittoSubscriber.start(port: ports[1], filters: ["beacons/#", "gateways/+/status", "stores/#",
+                                                                                      "observers/+/status", "brain/status"], qos: 0, in: dir)
             others.append(reader)
             _ = await reader.waitFor(timeout: 20) { $0.topic == "brain/status" && $0.retained }
             for process in processes.reversed() {
@@ -166,6 +175,9 @@ struct NATSNodeFaultTests {
             }.sorted()
             if let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"] {
                 try? diagnostics().write(toFile: "\(keep)/nats-\(fault ? "fault" : "baseline").log", atomically: true, encoding: .utf8)
+                for node in cluster.nodes {
+                    try? node.log.write(toFile: "\(keep)/nats-\(fault ? "fault" : "baseline")-\(node.name).log", atomically: true, encoding: .utf8)
+                }
                 try? watcher.records.map(\.description).joined(separator: "\n")
                     .write(toFile: "\(keep)/nats-\(fault ? "fault" : "baseline")-watcher.log", atomically: true, encoding: .utf8)
             }
