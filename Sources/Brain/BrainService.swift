@@ -28,7 +28,8 @@ import SystemCalls
 /// After a lost connection the core keeps its state and reads the retained state back the
 /// same way (`BrainCore.reconnect`), so nothing it answered is answered again and nothing
 /// that ended during the outage goes unanswered. What the core decides while the connection
-/// is down waits in a bounded queue (`outageQueueLimit`) and goes out first on reconnect.
+/// is down waits in the outbox (`Outbox`, the gateway's policy: retained state latest per
+/// topic, the rest bounded by `outageQueueLimit`) and goes out first on reconnect.
 public final class BrainService: Service, Sendable {
     public static let version = "0.1.0"
 
@@ -49,8 +50,9 @@ public final class BrainService: Service, Sendable {
         public var reconnectDelay: ClosedRange<Double> = 1...30
         /// Wills held back and what must be seen again after a reconnect (docs/brain.md).
         public var recovery = ConnectionRecovery.Settings()
-        /// Messages decided while disconnected and kept for the reconnect; the oldest go
-        /// first when it is full (counted in `publishFailures`).
+        /// Messages that are not retained (replies, events) decided while disconnected and kept
+        /// for the reconnect; the oldest go first when it is full (counted in
+        /// `publishFailures`). Retained state is kept latest per topic, whatever this says.
         public var outageQueueLimit = 10_000
         /// Standing in for another shard's brain (`ShardSupervisor`): no `online`/`offline` on
         /// `brain/status` (nor a will) and no service-manager notifications, which belong to
@@ -95,7 +97,7 @@ public final class BrainService: Service, Sendable {
         /// The retained state of this connection has been read (the sync marker came back).
         var synced = false
         /// Decided while disconnected, to publish on reconnect.
-        var queued: [MQTTMessage] = []
+        var queued: Outbox
         var connections = 0
         /// Monotonic seconds (`ServiceClock.monotonic()`).
         var connectedAt: Double?
@@ -176,7 +178,7 @@ public final class BrainService: Service, Sendable {
         mqtt.reconnectDelay = options.reconnectDelay
         if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
-        state = Mutex(State(core: core))
+        state = Mutex(State(core: core, queued: Outbox(limit: options.outageQueueLimit)))
     }
 
     public var statistics: Statistics {
@@ -335,9 +337,7 @@ public final class BrainService: Service, Sendable {
                 s.lastRetained = nil
                 s.syncToken = "\(s.connections)-\(clock.now().nanoseconds)"
                 // What was decided during the outage first, in its order.
-                let queued = s.queued
-                s.queued = []
-                send(&s, queued)
+                send(&s, s.queued.drain())
                 if s.connections > 1 {
                     // Our own retained topics again, for the read-back (before the marker).
                     s.subscribed = wantedSubscriptions(s)
@@ -451,14 +451,12 @@ public final class BrainService: Service, Sendable {
     }
 
     /// Keeps messages for the reconnect: an answer decided from a message that arrived just
-    /// before the connection went is still owed. Bounded; the oldest go first.
+    /// before the connection went is still owed (`Outbox`: retained state latest per topic,
+    /// the rest bounded, the oldest dropped first and counted as publish failures).
     private func queue(_ s: inout State, _ messages: ArraySlice<MQTTMessage>) {
-        s.queued += messages
-        let excess = s.queued.count - options.outageQueueLimit
-        if excess > 0 {
-            s.queued.removeFirst(excess)
-            s.publishFailures += excess
-        }
+        let dropped = s.queued.dropped
+        for message in messages { s.queued.queue(message) }
+        s.publishFailures += s.queued.dropped - dropped
     }
 
     /// What the brain listens to: everything while reading the retained state back, then
