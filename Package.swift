@@ -100,15 +100,20 @@ let package = Package(
             dependencies: ["CMosquitto", "CMosquittoTLS", "BeaconKit", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
+        // What the gateway's and the brain's services share around their pure cores.
+        .target(
+            name: "CoreHost",
+            dependencies: ["BeaconKit", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
-            dependencies: ["BeaconKit", "Wire", "Config", "GatewayCore", "SystemCalls", "HCI", "MQTT", "LiveClock",
+            dependencies: ["BeaconKit", "Wire", "Config", "GatewayCore", "SystemCalls", "HCI", "MQTT", "LiveClock", "CoreHost",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock", "SystemCalls",
+            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock", "SystemCalls", "CoreHost",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
@@ -220,7 +225,7 @@ let package = Package(
         .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
-            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport", "Simulation",
+            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport", "Simulation", "LiveClock", "CoreHost",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),

@@ -5,7 +5,8 @@ public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
-import LiveClock
+import CoreHost
+public import LiveClock
 import SystemCalls
 
 /// The brain process: one MQTT connection, one `BrainCore`, a timer; run as a `Service`
@@ -27,7 +28,8 @@ import SystemCalls
 /// After a lost connection the core keeps its state and reads the retained state back the
 /// same way (`BrainCore.reconnect`), so nothing it answered is answered again and nothing
 /// that ended during the outage goes unanswered. What the core decides while the connection
-/// is down waits in a bounded queue (`outageQueueLimit`) and goes out first on reconnect.
+/// is down waits in the outbox (`Outbox`, the gateway's policy: retained state latest per
+/// topic, the rest bounded by `outageQueueLimit`) and goes out first on reconnect.
 public final class BrainService: Service, Sendable {
     public static let version = "0.1.0"
 
@@ -48,8 +50,9 @@ public final class BrainService: Service, Sendable {
         public var reconnectDelay: ClosedRange<Double> = 1...30
         /// Wills held back and what must be seen again after a reconnect (docs/brain.md).
         public var recovery = ConnectionRecovery.Settings()
-        /// Messages decided while disconnected and kept for the reconnect; the oldest go
-        /// first when it is full (counted in `publishFailures`).
+        /// Messages that are not retained (replies, events) decided while disconnected and kept
+        /// for the reconnect; the oldest go first when it is full (counted in
+        /// `publishFailures`). Retained state is kept latest per topic, whatever this says.
         public var outageQueueLimit = 10_000
         /// Standing in for another shard's brain (`ShardSupervisor`): no `online`/`offline` on
         /// `brain/status` (nor a will) and no service-manager notifications, which belong to
@@ -64,6 +67,9 @@ public final class BrainService: Service, Sendable {
         /// most 0.1 s at a time: an answer from the first lane then never queues behind
         /// thousands of replies to a flood in libmosquitto's queue.
         public var deferredUnacknowledgedLimit = 100
+        /// Where the brain reads the time (`ServiceClock`): the system's clocks, or in tests
+        /// a `ManualClock` that moves only when the test says so.
+        public var clock: any ServiceClock = SystemClock()
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -81,6 +87,8 @@ public final class BrainService: Service, Sendable {
         public var publishFailures: Int
         /// MQTT events lost because the brain fell behind (the client's buffer overflowed).
         public var droppedEvents: Int
+        /// Timer rounds done (`tick`): a test that advanced a `ManualClock` waits for the next one.
+        public var ticks: Int
     }
 
     struct State {
@@ -89,9 +97,9 @@ public final class BrainService: Service, Sendable {
         /// The retained state of this connection has been read (the sync marker came back).
         var synced = false
         /// Decided while disconnected, to publish on reconnect.
-        var queued: [MQTTMessage] = []
+        var queued: Outbox
         var connections = 0
-        /// Monotonic seconds (`WallClock.monotonic()`).
+        /// Monotonic seconds (`ServiceClock.monotonic()`).
         var connectedAt: Double?
         var lastRetained: Double?
         var syncToken = ""
@@ -107,6 +115,7 @@ public final class BrainService: Service, Sendable {
         var lanes = InboundLanes<MQTTEvent>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
+        var ticks = 0
     }
 
     let client: MQTTClient
@@ -120,7 +129,17 @@ public final class BrainService: Service, Sendable {
     let clientSegment: String
     /// Where the settle marker goes (`brain/sync/<client id>`).
     let syncTopic: String
-    let started = WallClock.monotonic()
+    /// The QoS of the brain's subscriptions: 1, or 0 at a NATS centre. There a QoS 1
+    /// subscription is a JetStream consumer, which nats-server 2.9 deletes and creates again
+    /// through JetStream's leaders when the brain moves to another node after its node died:
+    /// while they are elected again (4-10 s) it holds the CONNECT and refuses subscriptions,
+    /// and the brain missed 10 s of reports. A QoS 0 subscription is NATS routing, taken at
+    /// once. The brain's session is clean, so QoS 1 kept nothing for it across a move anyway
+    /// (docs/fleet.md, NATSNodeFaultTests).
+    let subscriptionQoS: Int
+    let started: Double
+    /// `options.clock`.
+    let clock: any ServiceClock
 
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
     /// that brains splitting a fleet do not take over each other's connection.
@@ -144,6 +163,8 @@ public final class BrainService: Service, Sendable {
         let options = options ?? Options(clientID: Self.defaultClientID(stores: stores))
         self.options = options
         self.logger = logger
+        clock = options.clock
+        started = clock.monotonic()
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
         core.recovery.settings = options.recovery
         core.recordSeal = RecordSeal(key: options.recordKey)
@@ -151,12 +172,13 @@ public final class BrainService: Service, Sendable {
         topics = core.topics
         clientSegment = Self.topicSegment(clientID: options.clientID)
         syncTopic = core.topics.brainSync(clientSegment)
+        subscriptionQoS = config.centre.kind == .nats ? 0 : 1
         var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
                                      password: password)
         mqtt.reconnectDelay = options.reconnectDelay
         if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
-        state = Mutex(State(core: core))
+        state = Mutex(State(core: core, queued: Outbox(limit: options.outageQueueLimit)))
     }
 
     public var statistics: Statistics {
@@ -165,7 +187,7 @@ public final class BrainService: Service, Sendable {
             Statistics(counters: s.core.counters, settled: s.core.isSettled && s.synced, connected: s.connected,
                        connections: s.connections, beacons: s.core.presence.beacons.count, joins: s.core.observers.count,
                        published: s.published, publishFailures: s.publishFailures,
-                       droppedEvents: dropped + s.droppedEvents)
+                       droppedEvents: dropped + s.droppedEvents, ticks: s.ticks)
         }
     }
 
@@ -185,7 +207,7 @@ public final class BrainService: Service, Sendable {
             s.subscribed = wantedSubscriptions(s)
             return s.subscribed
         }
-        try client.subscribe(filters, qos: 1)
+        try client.subscribe(filters, qos: subscriptionQoS)
         try client.start()
         logger.info("brain starting", metadata: [
             "broker": "\(state.withLock { $0.core.config.broker.url })", "client": "\(options.clientID)",
@@ -270,7 +292,7 @@ public final class BrainService: Service, Sendable {
         var heldSince: Double?
         while true {
             arrivals.withLock { swap(&$0, &arrived) }
-            let now = WallClock.monotonic()
+            let now = WallClock.monotonic()  // pacing the network, not a decision: the system clock
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit && now - (heldSince ?? now) < 0.1
             if !held { heldSince = nil }
             let (event, waiting): (MQTTEvent?, Bool) = state.withLock { s in
@@ -311,20 +333,18 @@ public final class BrainService: Service, Sendable {
                 s.connections += 1
                 s.connected = true
                 s.synced = false
-                s.connectedAt = WallClock.monotonic()
+                s.connectedAt = clock.monotonic()
                 s.lastRetained = nil
-                s.syncToken = "\(s.connections)-\(WallClock.now().nanoseconds)"
+                s.syncToken = "\(s.connections)-\(clock.now().nanoseconds)"
                 // What was decided during the outage first, in its order.
-                let queued = s.queued
-                s.queued = []
-                send(&s, queued)
+                send(&s, s.queued.drain())
                 if s.connections > 1 {
                     // Our own retained topics again, for the read-back (before the marker).
                     s.subscribed = wantedSubscriptions(s)
-                    do { try client.subscribe(s.core.readBackSubscriptions, qos: 1) } catch {
+                    do { try client.subscribe(s.core.readBackSubscriptions, qos: subscriptionQoS) } catch {
                         logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
                     }
-                    emit(&s, s.core.reconnect(at: WallClock.now()))
+                    emit(&s, s.core.reconnect(at: clock.now()))
                 }
                 send(&s, (options.isStandIn ? [] : [s.core.onlineMessage])
                           + [MQTTMessage(topic: syncTopic, text: s.syncToken, qos: 1, retain: false)])
@@ -344,9 +364,9 @@ public final class BrainService: Service, Sendable {
                     if message.text == s.syncToken { settle(&s) }
                     return
                 }
-                if message.retain { s.lastRetained = WallClock.monotonic() }
+                if message.retain { s.lastRetained = clock.monotonic() }
                 let output = s.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
-                                            at: WallClock.now())
+                                            at: clock.now())
                 emit(&s, output)
             }
         }
@@ -354,8 +374,9 @@ public final class BrainService: Service, Sendable {
 
     func tick() {
         state.withLock { s in
+            defer { s.ticks += 1 }
             guard s.connected, let connectedAt = s.connectedAt else { return }
-            let now = WallClock.monotonic()
+            let now = clock.monotonic()
             if !s.synced {
                 let quiet = now - (s.lastRetained ?? connectedAt) >= options.settleQuiet
                 if quiet || now - connectedAt >= options.settleLimit {
@@ -364,12 +385,12 @@ public final class BrainService: Service, Sendable {
                 }
                 return
             }
-            emit(&s, s.core.advance(to: WallClock.now()))
+            emit(&s, s.core.advance(to: clock.now()))
             returnMemoryAfterABurst(&s, now: now)
             if let next = s.nextHealth, now < next { return }
             s.nextHealth = now + options.healthInterval
             let health = s.core.health(client: clientSegment, version: Self.version, uptime: now - started,
-                                       published: s.published, publishFailures: s.publishFailures, at: WallClock.now())
+                                       published: s.published, publishFailures: s.publishFailures, at: clock.now())
             send(&s, [health])
             options.onHealth?(health.text)
         }
@@ -395,7 +416,7 @@ public final class BrainService: Service, Sendable {
     private func settle(_ s: inout State) {
         guard !s.synced else { return }
         s.synced = true
-        emit(&s, s.core.settle(at: WallClock.now()))
+        emit(&s, s.core.settle(at: clock.now()))
         s.nextHealth = nil
         // Settled: the brain is the authority on its own topics and needs no echo of them.
         let readBack = s.core.readBackSubscriptions
@@ -406,7 +427,7 @@ public final class BrainService: Service, Sendable {
     }
 
     private func emit(_ s: inout State, _ output: BrainOutput) {
-        for entry in output.log { log(entry) }
+        for entry in output.log { logger.log(entry) }
         send(&s, output.messages)
         if output.subscriptionsChanged { resubscribe(&s) }
     }
@@ -430,14 +451,12 @@ public final class BrainService: Service, Sendable {
     }
 
     /// Keeps messages for the reconnect: an answer decided from a message that arrived just
-    /// before the connection went is still owed. Bounded; the oldest go first.
+    /// before the connection went is still owed (`Outbox`: retained state latest per topic,
+    /// the rest bounded, the oldest dropped first and counted as publish failures).
     private func queue(_ s: inout State, _ messages: ArraySlice<MQTTMessage>) {
-        s.queued += messages
-        let excess = s.queued.count - options.outageQueueLimit
-        if excess > 0 {
-            s.queued.removeFirst(excess)
-            s.publishFailures += excess
-        }
+        let dropped = s.queued.dropped
+        for message in messages { s.queued.queue(message) }
+        s.publishFailures += s.queued.dropped - dropped
     }
 
     /// What the brain listens to: everything while reading the retained state back, then
@@ -453,21 +472,10 @@ public final class BrainService: Service, Sendable {
         s.subscribed = wanted
         do {
             if !gone.isEmpty { try client.unsubscribe(gone) }
-            if !new.isEmpty { try client.subscribe(new, qos: 1) }
+            if !new.isEmpty { try client.subscribe(new, qos: subscriptionQoS) }
             logger.info("subscriptions follow the new config", metadata: ["added": "\(new)", "removed": "\(gone)"])
         } catch {
             logger.error("could not change subscriptions", metadata: ["error": "\(error)"])
         }
-    }
-
-    private func log(_ entry: LogEntry) {
-        let level: Logger.Level = switch entry.level {
-        case .debug: .debug
-        case .info: .info
-        case .notice: .notice
-        case .warning: .warning
-        case .error: .error
-        }
-        logger.log(level: level, "\(entry.message)", metadata: entry.metadata.mapValues { .string($0) })
     }
 }

@@ -20,6 +20,10 @@ public struct HistoryConfig: Sendable, Equatable {
     public var queueZones: [String]
     /// The stores' offset from UTC, minutes: hours, days and weeks are the store's.
     public var utcOffsetMinutes: Int
+    /// Seconds a visit must spend in the counter zones (in all) to count as having reached
+    /// the counter, and in the queue zones to count in the queue time; `nil`: the figures'
+    /// default (`HistoryFigures.Options.defaultMinimumStay`).
+    public var minimumStaySeconds: Double?
 
     public init(database: String = "/var/lib/beaconbridge/history.sqlite", passwordFile: String? = nil, keyFile: String? = nil,
                 retentionDays: Int = 90, counterZones: [String] = ["counter"], queueZones: [String] = [],
@@ -110,7 +114,8 @@ public struct PostgresAddress: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension FleetConfig {
-    static let historyKeys = ["database", "passwordFile", "keyFile", "retentionDays", "counterZones", "queueZones", "utcOffset"]
+    static let historyKeys = ["database", "passwordFile", "keyFile", "retentionDays", "counterZones", "queueZones", "utcOffset",
+                              "minimumStaySeconds"]
 
     static func parseHistory(_ value: JSONValue?, _ r: inout ConfigReader) -> HistoryConfig {
         var config = HistoryConfig()
@@ -129,6 +134,9 @@ extension FleetConfig {
                 if let zone = r.string(item, at: "history.\(key)[\(i)]", maxLength: maxNameLength) { zones.append(zone) }
             }
             if key == "counterZones" { config.counterZones = zones } else { config.queueZones = zones }
+        }
+        if let seconds = r.number(o["minimumStaySeconds"], at: "history.minimumStaySeconds", in: 0...3600) {
+            config.minimumStaySeconds = seconds
         }
         if let text = r.string(o["utcOffset"], at: "history.utcOffset", maxLength: 6) {
             if let minutes = Self.utcOffsetMinutes(text) {

@@ -2,11 +2,12 @@ public import BeaconKit
 public import Config
 public import GatewayCore
 public import HCI
-import LiveClock
+public import LiveClock
 public import Logging
 public import MQTT
 public import ServiceLifecycle
 import Synchronization
+import CoreHost
 import SystemCalls
 import Wire
 
@@ -62,13 +63,17 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// The proof of presence of the store this gateway advertises for (`advertise.proof`):
     /// its minor changes to the store's value at every slot.
     let proof: PresenceProof?
+    /// Where the gateway reads the wall time and its timers' seconds (`ServiceClock`); a
+    /// replayed source keeps its own capture time (`AdvertisingSource.clock`).
+    let clock: any ServiceClock
 
     /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
                 password: String?, configPath: String?, logger: Logger, clientID: String? = nil,
                 onHealth: (@Sendable (String) -> Void)? = nil, proof: PresenceProof? = nil,
-                brokerFromCommandLine: Bool = false) throws(MQTTError) {
+                brokerFromCommandLine: Bool = false, clock: any ServiceClock = SystemClock()) throws(MQTTError) {
         self.config = config
+        self.clock = clock
         self.proof = proof
         self.onHealth = onHealth
         self.gateway = gateway
@@ -90,23 +95,23 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         engine.brokerFromCommandLine = brokerFromCommandLine
         state = Mutex(State(engine: engine))
         configuredAdvertising = ConfiguredAdvertising(gateway.advertise)
-        configuredAdvertising.inForce = gateway.advertise?.at(WallClock.now(), proof: proof)
+        configuredAdvertising.inForce = gateway.advertise?.at(self.clock.now(), proof: proof)
     }
 
     /// `advertise` as it goes on the air now: a proof's minor is the store's value of this slot.
     func resolved(_ advertise: AdvertiseConfig?) -> AdvertiseConfig? {
-        advertise?.at(WallClock.now(), proof: proof)
+        advertise?.at(self.clock.now(), proof: proof)
     }
 
     /// Every slot of the store's proof, the advertised minor changes to the slot's value
     /// (while the advertising in force is a proof: a command may have replaced it).
     func rotateProof(_ proof: PresenceProof) async throws {
         while !Task.isCancelled {
-            let now = WallClock.now()
+            let now = self.clock.now()
             let wait = max(0, proof.nextSlotStart(after: now).seconds(since: now)) + 0.001
             try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
             guard let current = configuredAdvertising.inForce, current.proof else { continue }
-            let wanted = current.at(WallClock.now(), proof: proof)
+            let wanted = current.at(self.clock.now(), proof: proof)
             guard wanted != current else { continue }
             do {
                 _ = try await source.setAdvertising(wanted)
@@ -141,7 +146,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         logger.info("gateway starting", metadata: [
             "id": "\(gateway.id)", "source": "\(source.name)", "broker": "\(config.broker(forGateway: gateway.id).url)",
         ])
-        let started = WallClock.monotonic()
+        let started = self.clock.monotonic()
         let notifier = ServiceNotifier.fromEnvironment()
         notify(notifier, [.ready, .status("starting: \(source.name), broker \(config.broker.url)")])
 
@@ -214,7 +219,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                     }
                 }
                 group.addTask {
-                    var nextHealth = WallClock.monotonic() + 1
+                    var nextHealth = self.clock.monotonic() + 1
                     while !Task.isCancelled {
                         timers.beat()
                         try await Task.sleep(nanoseconds: 100_000_000)
@@ -222,16 +227,16 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                             let now = self.source.clock.now()
                             self.input { $0.advance(to: now) }
                         }
-                        let settled = self.input { $0.settleInheritedPresence(at: WallClock.now()) }
+                        let settled = self.input { $0.settleInheritedPresence(at: self.clock.now()) }
                         if settled.readBackEnded {
                             // Our own presence needs no echo once the old one is settled.
                             try? self.client.unsubscribe(readBack)
                         }
-                        let now = WallClock.monotonic()
+                        let now = self.clock.monotonic()
                         if now >= nextHealth {
                             nextHealth = now + self.gateway.healthInterval
                             self.state.withLock { s in
-                                let health = s.engine.health(at: WallClock.now(), uptime: now - started, version: Self.version,
+                                let health = s.engine.health(at: self.clock.now(), uptime: now - started, version: Self.version,
                                                              sourceName: self.source.name, published: s.published)
                                 self.emit(&s, s.engine.publish(health))
                                 self.onHealth?(health.text)
@@ -269,7 +274,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         case .connected:
             let (output, connection, waits) = state.withLock { s in
                 s.connections += 1
-                let output = s.engine.connected(at: WallClock.now())
+                let output = s.engine.connected(at: self.clock.now())
                 emit(&s, output)
                 return (output, s.connections, s.engine.awaitsBrain)
             }
@@ -317,7 +322,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             }
         case .failure(let errors):
             let count = superseded()
-            input { $0.reject(errors.errors.map(\.description), origin: "fleet/config", superseded: count, at: WallClock.now()) }
+            input { $0.reject(errors.errors.map(\.description), origin: "fleet/config", superseded: count, at: self.clock.now()) }
         }
     }
 
@@ -349,8 +354,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// connection has gone goes back to the engine, with all after it, for the reconnect.
     func emit(_ s: inout State, _ output: GatewayOutput) {
         for entry in output.log {
-            logger.log(level: Logger.Level(rawValue: entry.level.rawValue) ?? .info, "\(entry.message)",
-                       metadata: entry.metadata.mapValues { .string($0) })
+            logger.log(entry)
         }
         for index in output.messages.indices {
             do {
@@ -369,7 +373,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     func command(_ message: MQTTMessage) {
         let topics = config.topics
         func reply(_ command: String, _ status: String, _ detail: String? = nil) {
-            let text = Payloads.commandReply(command, status: status, detail: detail, at: WallClock.now())
+            let text = Payloads.commandReply(command, status: status, detail: detail, at: self.clock.now())
             input { $0.publish(MQTTMessage(topic: topics.events(ofGateway: gateway.id), text: text, qos: 1, retain: false)) }
         }
         guard let json = try? JSONParser(maxDepth: 8).parse(message.payload), case .object(let object) = json,
@@ -398,7 +402,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 apply(new, origin: configPath)
                 reply("reload", "ok")
             } catch let error as ConfigErrors {
-                input { $0.reject(error.errors.map(\.description), origin: configPath, at: WallClock.now()) }
+                input { $0.reject(error.errors.map(\.description), origin: configPath, at: self.clock.now()) }
                 reply("reload", "rejected", "invalid config; the last good one stays")
             } catch {
                 reply("reload", "rejected", "\(error)")
@@ -444,7 +448,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// Applies a new fleet config; a changed `advertise` of this gateway takes effect at
     /// once on its controller (a command's advertising stays until the config changes it).
     func apply(_ new: FleetConfig, origin: String, superseded: Int = 0) {
-        let result = input { $0.apply(new, origin: origin, superseded: superseded, at: WallClock.now()) }.config
+        let result = input { $0.apply(new, origin: origin, superseded: superseded, at: self.clock.now()) }.config
         guard case .applied = result, let mine = new.gateway(id: gateway.id) else { return }
         guard configuredAdvertising.replace(with: mine.advertise) else { return }
         let wanted = resolved(mine.advertise)

@@ -128,7 +128,7 @@ public struct GatewayEngine: Sendable {
         registry = Self.registry(config)
         tracker = Self.tracker(config, gateway)
         reporter = RSSIReporter(interval: gateway.reportInterval)
-        outbox = Outbox(sightingLimit: gateway.queueLimit)
+        outbox = Outbox(limit: gateway.queueLimit)
         resendSeconds = min(Self.reportBacklogSeconds, max(10, 1.5 * Double(config.broker(forGateway: gateway.id).keepalive)))
     }
 
@@ -576,6 +576,6 @@ public struct GatewayEngine: Sendable {
     }
 
     private mutating func queue(_ message: MQTTMessage) {
-        if message.retain { outbox.keep(message) } else { outbox.add(message) }
+        outbox.queue(message)
     }
 }

@@ -7,6 +7,9 @@ import Logging
 import NIOCore
 import PostgresNIO
 import SystemCalls
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `beaconctl bench-history` measures, beside SQLite's own baseline in the same run.
 public enum HistoryBenchmark {
@@ -46,13 +49,13 @@ public enum HistoryBenchmark {
 
     /// SQLite's own floor for the same rows: one plain `INSERT` per decision into a table
     /// without keys or indexes, prepared once, in transactions of `batch` (GRDB, as the
-    /// history). Seconds taken.
-    public static func plainInserts(_ events: [HistoryEvent], path: String, batch: Int) throws -> Double {
+    /// history). What it cost.
+    public static func plainInserts(_ events: [HistoryEvent], path: String, batch: Int) throws -> Cost {
         let queue = try DatabaseQueue(path: path)
         try queue.write { db in
             try db.execute(sql: "CREATE TABLE plain (store INTEGER, beacon TEXT, since INTEGER, at INTEGER, kind TEXT, zone TEXT)")
         }
-        let started = WallClock.monotonic()
+        let started = Cost.start()
         var index = 0
         while index < events.count {
             let end = min(index + batch, events.count)
@@ -65,9 +68,53 @@ public enum HistoryBenchmark {
             }
             index = end
         }
-        return WallClock.monotonic() - started
+        return started.end()
     }
 
+    /// What a measured run cost: wall-clock seconds, this process's CPU seconds and, for a
+    /// PostgreSQL server on this machine, its session's (the backend process's, from /proc).
+    /// On a machine other programs keep busy, the wall clock counts their time too; CPU
+    /// seconds count only the work measured.
+    public struct Cost: Sendable {
+        public var wall: Double
+        public var cpu: Double
+        /// `nil` when the server's process cannot be read (another machine).
+        public var serverCPU: Double?
+        /// This process's and the server's CPU seconds.
+        public var allCPU: Double { cpu + (serverCPU ?? 0) }
+
+        public init(wall: Double, cpu: Double, serverCPU: Double?) {
+            self.wall = wall
+            self.cpu = cpu
+            self.serverCPU = serverCPU
+        }
+
+        /// A measurement under way: `end()` says what it cost since.
+        public struct Started: Sendable {
+            let wall: Double, cpu: Double, server: Int32?, serverCPU: Double?
+
+            public func end() -> Cost {
+                let serverNow = server.flatMap(Cost.cpuSeconds(ofProcess:))
+                return Cost(wall: WallClock.monotonic() - wall, cpu: WallClock.processCPU() - cpu,
+                            serverCPU: serverCPU.flatMap { before in serverNow.map { $0 - before } })
+            }
+        }
+
+        /// Starts measuring; `server` is a PostgreSQL session's backend process id.
+        public static func start(server: Int32? = nil) -> Started {
+            Started(wall: WallClock.monotonic(), cpu: WallClock.processCPU(), server: server,
+                    serverCPU: server.flatMap(cpuSeconds(ofProcess:)))
+        }
+
+        /// User plus system CPU seconds of a process on this machine, from /proc/PID/stat.
+        public static func cpuSeconds(ofProcess pid: Int32) -> Double? {
+            guard let text = try? FileSystem.readText("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            // After the command: utime and stime are fields 14 and 15 (1-based, man 5 proc).
+            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        }
+    }
 }
 
 // MARK: PostgreSQL
@@ -139,15 +186,15 @@ extension HistoryBenchmark {
         /// plain `INSERT` per decision into a table without keys or indexes, in
         /// transactions of `batch`, one round trip each (`arrays` false: the plain INSERT
         /// loop); or (`arrays`) one INSERT of the batch's rows as arrays (`unnest`), as the
-        /// history sends them. Seconds taken.
-        public func plainInserts(_ events: [HistoryEvent], batch: Int, arrays: Bool, name: String) async throws -> Double {
+        /// history sends them. What it cost.
+        public func plainInserts(_ events: [HistoryEvent], batch: Int, arrays: Bool, name: String) async throws -> Cost {
             let target = try await create(name)
             let logger = Logger(label: "bench-history")
             let connection = try await PostgresConnection.connect(configuration: configuration(target.database), id: 1, logger: logger)
             do {
                 try await connection.query("CREATE TABLE plain (store integer, beacon text, since bigint, at bigint, kind text, zone text)",
                                            logger: logger)
-                let started = WallClock.monotonic()
+                let started = Cost.start(server: try await Self.backend(connection))
                 var index = 0
                 while index < events.count {
                     let slice = events[index..<min(index + batch, events.count)]
@@ -169,9 +216,9 @@ extension HistoryBenchmark {
                     try await connection.query("COMMIT", logger: logger)
                     index += batch
                 }
-                let seconds = WallClock.monotonic() - started
+                let cost = started.end()
                 try await connection.close()
-                return seconds
+                return cost
             } catch {
                 try? await connection.close()
                 throw HistoryStoreError("PostgreSQL \(target): \(PostgresHistory.describe(error))")
@@ -179,16 +226,32 @@ extension HistoryBenchmark {
         }
     }
 
-    /// The history's ingest of the same events in batches of `batch`, into either store. Seconds taken.
+    /// The history's ingest of the same events in batches of `batch`, into either store. What it cost.
     public static func ingest(_ events: [HistoryEvent], into database: any HistoryKeeping, pseudonyms: Pseudonymizer,
-                              batch: Int) async throws -> Double {
-        let started = WallClock.monotonic()
+                              batch: Int) async throws -> Cost {
+        let started = Cost.start(server: try await serverProcess(of: database))
         var index = 0
         while index < events.count {
             let end = min(index + batch, events.count)
             _ = try await database.ingest(Array(events[index..<end]), pseudonyms: pseudonyms)
             index = end
         }
-        return WallClock.monotonic() - started
+        return started.end()
+    }
+
+    /// The backend process of `database`'s PostgreSQL session (`nil` for SQLite, which runs
+    /// in this process).
+    public static func serverProcess(of database: any HistoryKeeping) async throws -> Int32? {
+        guard let postgres = database as? PostgresHistory else { return nil }
+        return try await postgres.backendProcess()
+    }
+}
+
+extension HistoryBenchmark.PostgresScratch {
+    static func backend(_ connection: PostgresConnection) async throws -> Int32? {
+        for try await pid in try await connection.query("SELECT pg_backend_pid()", logger: Logger(label: "bench-history")).decode(Int32.self) {
+            return pid
+        }
+        return nil
     }
 }

@@ -83,6 +83,10 @@ public final class HistoryDatabase: HistoryKeeping {
                   PRIMARY KEY (store, day)) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v3-since") { db in
+            // The chain's pages (every store) and pruning read visits by start alone.
+            try db.execute(sql: "CREATE INDEX visitsBySince ON visits(since)")
+        }
         return migrator
     }
 
@@ -93,9 +97,8 @@ public final class HistoryDatabase: HistoryKeeping {
     // MARK: Writing
 
     public func ingest(_ events: [HistoryEvent], pseudonyms: Pseudonymizer) throws(HistoryStoreError) -> IngestCount {
-        let named = events.map { ($0, pseudonyms.pseudonym(of: $0.beacon)) }
+        let batch = HistoryBatch(events, pseudonyms: pseudonyms)
         return try write { db in
-            var count = IngestCount()
             let visitor = try db.cachedStatement(sql: """
                 INSERT INTO visitors (pseudonym, firstSeen) VALUES (?, ?)
                 ON CONFLICT (pseudonym) DO UPDATE SET firstSeen = min(firstSeen, excluded.firstSeen) RETURNING id
@@ -103,27 +106,32 @@ public final class HistoryDatabase: HistoryKeeping {
             let visit = try db.cachedStatement(sql: """
                 INSERT INTO visits (store, visitor, since, ended) VALUES (?, ?, ?, ?)
                 ON CONFLICT (store, visitor, since) DO UPDATE SET ended = coalesce(max(excluded.ended, visits.ended), excluded.ended, visits.ended)
-                RETURNING id, ended
+                RETURNING id
                 """)
             let before = try db.cachedStatement(sql: "SELECT ended FROM visits WHERE store = ? AND visitor = ? AND since = ?")
             let segment = try db.cachedStatement(sql: """
                 INSERT INTO segments (visit, entered, zone, zoneName) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING
                 """)
-            for (event, pseudonym) in named {
-                let since = Self.milliseconds(event.since), at = Self.milliseconds(event.at)
-                guard let visitorID = try Int64.fetchOne(visitor, arguments: [pseudonym, since]) else { continue }
-                if event.kind == .exit {
-                    let old = try Int64?.fetchOne(before, arguments: [Int64(event.store), visitorID, since]) ?? nil
-                    _ = try Row.fetchOne(visit, arguments: [Int64(event.store), visitorID, since, at])
-                    if let old, old >= at { count.duplicates += 1 } else { count.stored += 1 }
-                } else {
-                    guard let row = try Row.fetchOne(visit, arguments: [Int64(event.store), visitorID, since, nil as Int64?]) else { continue }
-                    let visitID: Int64 = row[0]
-                    try segment.execute(arguments: [visitID, at, event.zone, event.zoneName])
-                    if db.changesCount > 0 { count.stored += 1 } else { count.duplicates += 1 }
-                }
+            var visitorIDs: [String: Int64] = [:]
+            for (pseudonym, firstSeen) in batch.visitors {
+                visitorIDs[pseudonym] = try Int64.fetchOne(visitor, arguments: [pseudonym, firstSeen])
             }
-            return count
+            var visitIDs: [HistoryBatch.VisitKey: Int64] = [:]
+            var endedBefore: [HistoryBatch.VisitKey: Int64] = [:]
+            for (key, ended) in batch.visits {
+                guard let visitorID = visitorIDs[key.pseudonym] else { continue }
+                let arguments: StatementArguments = [Int64(key.store), visitorID, key.since]
+                // Only an exit's count needs the visit's end as it was.
+                if ended != nil, let old = try Int64?.fetchOne(before, arguments: arguments) ?? nil { endedBefore[key] = old }
+                visitIDs[key] = try Int64.fetchOne(visit, arguments: arguments + [ended])
+            }
+            var added = 0
+            for (key, zoneName) in batch.segments {
+                guard let visitID = visitIDs[key.visit] else { continue }
+                try segment.execute(arguments: [visitID, key.entered, key.zone, zoneName])
+                added += db.changesCount
+            }
+            return batch.count(endedBefore: endedBefore, segmentsAdded: added)
         }
     }
 
@@ -161,6 +169,10 @@ public final class HistoryDatabase: HistoryKeeping {
             try db.execute(sql: "DELETE FROM visits WHERE since < ?", arguments: [cutoffMS])
             let erased = db.changesCount
             try db.execute(sql: "DELETE FROM visitors WHERE NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = visitors.id)")
+            // A visitor's first visit is what makes a later one "returning": the erased ones no longer count.
+            try db.execute(sql: """
+                UPDATE visitors SET firstSeen = (SELECT min(since) FROM visits WHERE visits.visitor = visitors.id) WHERE firstSeen < ?
+                """, arguments: [cutoffMS])
             return erased
         }
     }
@@ -173,8 +185,7 @@ public final class HistoryDatabase: HistoryKeeping {
 
     static func visits(_ db: Database, store: UInt16?, from: Instant, to: Instant) throws -> [Visit] {
         let rows = try Row.fetchCursor(db, sql: """
-            SELECT v.id, v.store, p.pseudonym, v.since, v.ended,
-                   EXISTS (SELECT 1 FROM visits e WHERE e.visitor = v.visitor AND e.since < v.since) AS returningVisit,
+            SELECT v.id, v.store, p.pseudonym, v.since, v.ended, p.firstSeen < v.since AS returningVisit,
                    s.entered, s.zone, s.zoneName
             FROM visits v JOIN visitors p ON p.id = v.visitor LEFT JOIN segments s ON s.visit = v.id
             WHERE \(store == nil ? "" : "v.store = ? AND ")v.since >= ? AND v.since < ? AND (v.ended IS NULL OR v.ended > ?)

@@ -2,6 +2,7 @@ public import BeaconKit
 public import Config
 public import History
 public import Logging
+import BrainCore
 import SystemCalls
 
 /// Where the history is kept: one SQLite file (`HistoryDatabase`, the default) or a chain's
@@ -106,7 +107,7 @@ public struct HistoryDay: Sendable, Equatable {
 /// Both stores' schema versions and time columns.
 enum HistorySchema {
     /// The schema's versions, oldest first; a database is migrated from whichever it holds.
-    static let versions = ["v1-visits", "v2-daily"]
+    static let versions = ["v1-visits", "v2-daily", "v3-since"]
 
     /// Times are capture times in milliseconds since 1970.
     static func milliseconds(_ t: Instant) -> Int64 { t.nanoseconds / 1_000_000 }
@@ -171,5 +172,86 @@ public enum HistoryStores {
         } catch {
             throw HistoryStoreError("cannot read history.passwordFile \(file): \(error)")
         }
+    }
+}
+
+/// A batch of events grouped by their natural keys, as both stores write them: each visitor,
+/// visit and segment once (a visit's row is upserted once per batch, not once per decision),
+/// and then each decision counted as new or already held, in the batch's order.
+struct HistoryBatch {
+    struct VisitKey: Hashable {
+        var store: UInt16, pseudonym: String, since: Int64
+    }
+
+    struct SegmentKey: Hashable {
+        var visit: VisitKey, entered: Int64, zone: String
+    }
+
+    /// Each pseudonym once, with the earliest visit start the batch has of it.
+    private(set) var visitors: [(pseudonym: String, firstSeen: Int64)] = []
+    /// Each visit once, with the latest exit the batch has of it (`nil`: none).
+    private(set) var visits: [(key: VisitKey, ended: Int64?)] = []
+    /// Each zone segment once, with its zone's name.
+    private(set) var segments: [(key: SegmentKey, zoneName: String)] = []
+    /// The exit decisions, in order.
+    private var exits: [(visit: VisitKey, at: Int64)] = []
+    /// Segment decisions the batch itself repeats.
+    private var repeated = 0
+
+    /// `events` with each beacon's pseudonym computed once.
+    init(_ events: [HistoryEvent], pseudonyms: Pseudonymizer) {
+        var names: [BeaconRef: String] = [:]
+        var visitorIndex: [String: Int] = [:]
+        var visitIndex: [VisitKey: Int] = [:]
+        var seen: Set<SegmentKey> = []
+        for event in events {
+            let pseudonym: String
+            if let known = names[event.beacon] {
+                pseudonym = known
+            } else {
+                pseudonym = pseudonyms.pseudonym(of: event.beacon)
+                names[event.beacon] = pseudonym
+            }
+            let since = HistorySchema.milliseconds(event.since), at = HistorySchema.milliseconds(event.at)
+            if let index = visitorIndex[pseudonym] {
+                visitors[index].firstSeen = min(visitors[index].firstSeen, since)
+            } else {
+                visitorIndex[pseudonym] = visitors.count
+                visitors.append((pseudonym, since))
+            }
+            let visit = VisitKey(store: event.store, pseudonym: pseudonym, since: since)
+            let index: Int
+            if let known = visitIndex[visit] {
+                index = known
+            } else {
+                index = visits.count
+                visitIndex[visit] = index
+                visits.append((visit, nil))
+            }
+            if event.kind == .exit {
+                visits[index].ended = max(visits[index].ended ?? at, at)
+                exits.append((visit, at))
+            } else {
+                let segment = SegmentKey(visit: visit, entered: at, zone: event.zone)
+                if seen.insert(segment).inserted {
+                    segments.append((segment, event.zoneName))
+                } else {
+                    repeated += 1
+                }
+            }
+        }
+    }
+
+    /// What the batch did, given each visit's exit before it (`endedBefore`) and how many of
+    /// its segments were new (`segmentsAdded`): an exit is new if it ends its visit later than
+    /// the history (and the batch before it) did.
+    func count(endedBefore: [VisitKey: Int64], segmentsAdded: Int) -> HistoryIngestCount {
+        var count = HistoryIngestCount(stored: segmentsAdded, duplicates: segments.count - segmentsAdded + repeated)
+        var ended = endedBefore
+        for (visit, at) in exits {
+            if let before = ended[visit], before >= at { count.duplicates += 1 } else { count.stored += 1 }
+            ended[visit] = max(ended[visit] ?? at, at)
+        }
+        return count
     }
 }

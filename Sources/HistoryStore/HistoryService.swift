@@ -257,6 +257,7 @@ public final class HistoryService: Service, Sendable {
 extension HistoryConfig {
     /// The figures' zones and clock from the config.
     public var figureOptions: HistoryFigures.Options {
-        HistoryFigures.Options(counterZones: Set(counterZones), queueZones: Set(queueZones), utcOffsetMinutes: utcOffsetMinutes)
+        HistoryFigures.Options(counterZones: Set(counterZones), queueZones: Set(queueZones), utcOffsetMinutes: utcOffsetMinutes,
+                               minimumStay: minimumStaySeconds ?? HistoryFigures.Options.defaultMinimumStay)
     }
 }

@@ -81,6 +81,8 @@ public actor PostgresHistory: HistoryKeeping {
               PRIMARY KEY (store, day))
             """,
         ]),
+        // The chain's pages (every store) and pruning read visits by start alone.
+        ("v3-since", ["CREATE INDEX visitsBySince ON visits(since)"]),
     ]
 
     /// Applies the versions the database lacks, oldest first, up to `last` (all when `nil`),
@@ -112,12 +114,9 @@ public actor PostgresHistory: HistoryKeeping {
 
     // MARK: Writing
 
-    private struct VisitKey: Hashable {
+    /// A row of `visits` by its natural key, the visitor by id.
+    private struct VisitRow: Hashable {
         var store: Int64, visitor: Int64, since: Int64
-    }
-
-    private struct SegmentKey: Hashable {
-        var visit: Int64, entered: Int64, zone: String
     }
 
     /// No exit yet: `unnest` takes no optionals, so the arrays carry this and the SQL turns it into NULL.
@@ -125,41 +124,36 @@ public actor PostgresHistory: HistoryKeeping {
 
     public func ingest(_ events: [HistoryEvent], pseudonyms: Pseudonymizer) async throws(HistoryStoreError) -> HistoryIngestCount {
         guard !events.isEmpty else { return HistoryIngestCount() }
-        let named = events.map { ($0, pseudonyms.pseudonym(of: $0.beacon)) }
         // PostgreSQL upserts a row once per statement: the batch's keys are made distinct here.
-        var earliest: [String: Int64] = [:]
-        for (event, pseudonym) in named {
-            let since = HistorySchema.milliseconds(event.since)
-            earliest[pseudonym] = min(earliest[pseudonym] ?? since, since)
-        }
-        let firstSeen = earliest
+        let batch = HistoryBatch(events, pseudonyms: pseudonyms)
         let logger = self.logger
         // A big batch (what waited through an outage) is given time in proportion.
         return try await transaction("writing", timeout: 60 + Double(events.count) / 2_000) { connection in
             // 1. Visitors, by pseudonym.
-            let pseudonymList = Array(firstSeen.keys)
             var visitorIDs: [String: Int64] = [:]
             let visitorRows = try await connection.query("""
-                INSERT INTO visitors (pseudonym, firstSeen) SELECT * FROM unnest(\(pseudonymList)::text[], \(pseudonymList.map { firstSeen[$0]! })::int8[])
+                INSERT INTO visitors (pseudonym, firstSeen)
+                SELECT * FROM unnest(\(batch.visitors.map(\.pseudonym))::text[], \(batch.visitors.map(\.firstSeen))::int8[])
                 ON CONFLICT (pseudonym) DO UPDATE SET firstSeen = least(visitors.firstSeen, excluded.firstSeen) RETURNING pseudonym, id
                 """, logger: logger)
             for try await (pseudonym, id) in visitorRows.decode((String, Int64).self) { visitorIDs[pseudonym] = id }
 
-            // 2. Visits, by store, visitor and start; the latest exit of the batch ends one.
-            var keys: [VisitKey] = []
-            var exits: [VisitKey: Int64] = [:]
-            for (event, pseudonym) in named {
-                guard let visitor = visitorIDs[pseudonym] else { continue }
-                let key = VisitKey(store: Int64(event.store), visitor: visitor, since: HistorySchema.milliseconds(event.since))
-                if exits[key] == nil { keys.append(key) }
-                exits[key] = max(exits[key] ?? Self.open, event.kind == .exit ? HistorySchema.milliseconds(event.at) : Self.open)
+            // 2. Visits, by store, visitor and start; the batch's latest exit ends one.
+            var rows: [VisitRow] = [], ends: [Int64] = []
+            var keys: [VisitRow: HistoryBatch.VisitKey] = [:]
+            for (key, ended) in batch.visits {
+                guard let visitor = visitorIDs[key.pseudonym] else { continue }
+                let row = VisitRow(store: Int64(key.store), visitor: visitor, since: key.since)
+                rows.append(row)
+                ends.append(ended ?? Self.open)
+                keys[row] = key
             }
-            var visitIDs: [VisitKey: Int64] = [:]
-            var endedBefore: [VisitKey: Int64] = [:]
+            var visitIDs: [HistoryBatch.VisitKey: Int64] = [:]
+            var endedBefore: [HistoryBatch.VisitKey: Int64] = [:]
             // `old` reads the visits as they were before this statement's upsert.
             let visitRows = try await connection.query("""
-                WITH input AS (SELECT * FROM unnest(\(keys.map(\.store))::int8[], \(keys.map(\.visitor))::int8[],
-                                                    \(keys.map(\.since))::int8[], \(keys.map { exits[$0]! })::int8[])
+                WITH input AS (SELECT * FROM unnest(\(rows.map(\.store))::int8[], \(rows.map(\.visitor))::int8[],
+                                                    \(rows.map(\.since))::int8[], \(ends)::int8[])
                                AS t(store, visitor, since, ended)),
                 old AS (SELECT v.store, v.visitor, v.since, v.ended FROM visits v
                         JOIN input i ON v.store = i.store AND v.visitor = i.visitor AND v.since = i.since),
@@ -171,47 +165,31 @@ public actor PostgresHistory: HistoryKeeping {
                 LEFT JOIN old ON old.store = up.store AND old.visitor = up.visitor AND old.since = up.since
                 """, logger: logger)
             for try await (id, store, visitor, since, ended) in visitRows.decode((Int64, Int64, Int64, Int64, Int64?).self) {
-                let key = VisitKey(store: store, visitor: visitor, since: since)
+                guard let key = keys[VisitRow(store: store, visitor: visitor, since: since)] else { continue }
                 visitIDs[key] = id
                 if let ended { endedBefore[key] = ended }
             }
 
-            // 3. Segments, by visit, time and zone; and what was new, decision by decision.
-            var count = HistoryIngestCount()
-            var segments: [SegmentKey: String] = [:]
-            var segmentOrder: [SegmentKey] = []
-            for (event, pseudonym) in named {
-                guard let visitor = visitorIDs[pseudonym] else { continue }
-                let key = VisitKey(store: Int64(event.store), visitor: visitor, since: HistorySchema.milliseconds(event.since))
-                guard let visit = visitIDs[key] else { continue }
-                let at = HistorySchema.milliseconds(event.at)
-                if event.kind == .exit {
-                    if let ended = endedBefore[key], ended >= at { count.duplicates += 1 } else { count.stored += 1 }
-                    endedBefore[key] = max(endedBefore[key] ?? at, at)
-                } else {
-                    let segment = SegmentKey(visit: visit, entered: at, zone: event.zone)
-                    if segments[segment] == nil {
-                        segments[segment] = event.zoneName
-                        segmentOrder.append(segment)
-                    } else {
-                        count.duplicates += 1
-                    }
-                }
+            // 3. Segments, by visit, time and zone.
+            var visits: [Int64] = [], entered: [Int64] = [], zones: [String] = [], names: [String] = []
+            for (key, zoneName) in batch.segments {
+                guard let visit = visitIDs[key.visit] else { continue }
+                visits.append(visit)
+                entered.append(key.entered)
+                zones.append(key.zone)
+                names.append(zoneName)
             }
-            if !segmentOrder.isEmpty {
+            var added = 0
+            if !visits.isEmpty {
                 let inserted = try await connection.query("""
                     WITH added AS (INSERT INTO segments (visit, entered, zone, zoneName)
-                                   SELECT * FROM unnest(\(segmentOrder.map(\.visit))::int8[], \(segmentOrder.map(\.entered))::int8[],
-                                                        \(segmentOrder.map(\.zone))::text[], \(segmentOrder.map { segments[$0]! })::text[])
+                                   SELECT * FROM unnest(\(visits)::int8[], \(entered)::int8[], \(zones)::text[], \(names)::text[])
                                    ON CONFLICT DO NOTHING RETURNING 1)
                     SELECT count(*) FROM added
-                    """, logger: logger).decode(Int64.self)
-                var added = 0
-                for try await n in inserted { added = Int(n) }
-                count.stored += added
-                count.duplicates += segmentOrder.count - added
+                    """, logger: logger)
+                added = try await Self.single(inserted)
             }
-            return count
+            return batch.count(endedBefore: endedBefore, segmentsAdded: added)
         }
     }
 
@@ -254,6 +232,11 @@ public actor PostgresHistory: HistoryKeeping {
             try await connection.query("""
                 DELETE FROM visitors WHERE NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = visitors.id)
                 """, logger: self.logger)
+            // A visitor's first visit is what makes a later one "returning": the erased ones no longer count.
+            try await connection.query("""
+                UPDATE visitors SET firstSeen = (SELECT min(since) FROM visits WHERE visits.visitor = visitors.id)
+                WHERE firstSeen < \(cutoffMS)
+                """, logger: self.logger)
             return erased
         }
     }
@@ -271,10 +254,10 @@ public actor PostgresHistory: HistoryKeeping {
         binds.append(HistorySchema.milliseconds(from))
         if let store { binds.append(Int64(store)) }
         let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-            SELECT v.id, v.store::int8, p.pseudonym, v.since, v.ended,
-                   EXISTS (SELECT 1 FROM visits e WHERE e.visitor = v.visitor AND e.since < v.since),
-                   s.entered, s.zone, s.zoneName
-            FROM visits v JOIN visitors p ON p.id = v.visitor LEFT JOIN segments s ON s.visit = v.id
+            SELECT v.id, v.store::int8, p.pseudonym, v.since, v.ended, p.firstSeen < v.since, s.entered, s.zone, s.zoneName
+            FROM visits v
+            CROSS JOIN LATERAL (SELECT pseudonym, firstSeen FROM visitors p WHERE p.id = v.visitor OFFSET 0) p
+            LEFT JOIN segments s ON s.visit = v.id
             WHERE \(store == nil ? "" : "v.store = $4 AND ")v.since >= $1 AND v.since < $2 AND (v.ended IS NULL OR v.ended > $3)
             ORDER BY v.id, s.entered
             """, binds: binds), logger: logger)
@@ -327,6 +310,17 @@ public actor PostgresHistory: HistoryKeeping {
                 return HistoryCounts(visits: Int(visits), segments: Int(segments), visitors: Int(visitors))
             }
             return HistoryCounts(visits: 0, segments: 0, visitors: 0)
+        }
+    }
+
+    /// The server process of this history's session (`pg_backend_pid()`), for measuring
+    /// the server's share of the work (`beaconctl bench-history`).
+    public func backendProcess() async throws(HistoryStoreError) -> Int32? {
+        try await use("reading") { connection in
+            for try await pid in try await connection.query("SELECT pg_backend_pid()", logger: self.logger).decode(Int32.self) {
+                return pid
+            }
+            return nil
         }
     }
 

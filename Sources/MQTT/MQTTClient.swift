@@ -459,24 +459,32 @@ public final class MQTTClient: Sendable {
         return mosquitto_connect_async(handle.raw, next.host, Int32(next.port), Int32(options.keepalive))
     }
 
-    /// Waits out the current reconnection delay and doubles it; false when stopping. With
-    /// several nodes the delay doubles once every node was tried: a cluster that lost one
-    /// node is reached on the next at the shortest delay.
+    /// Waits out the current reconnection delay and doubles it; false when stopping.
     ///
-    /// Waits on `wakeup`, which `stop()` signals after it has set the phase: a stop that
-    /// comes before the wait begins leaves the pipe readable, so it is never missed, and
-    /// the phase is read again after every wake.
+    /// With several nodes (a cluster) the next node is tried at once: after a connection that
+    /// lived `TakeOver.window` seconds or more is lost (its node died: the others are most
+    /// likely up), and after a failed attempt until every node was tried in this round; only
+    /// then does the client wait out the delay, which doubles once per round. A connection
+    /// closed sooner than that waits, so a node that keeps accepting and closing (a take-over,
+    /// a node refusing sessions while JetStream elects leaders) is not hammered.
     private func backOff() -> Bool {
         let highest = max(0.01, options.reconnectDelay.upperBound)
         let nodes = options.broker.endpoints.count
         let delay = state.withLock { state in
+            let lost = state.lost
+            state.lost = nil
+            if nodes > 1, lost == .afterWhile {
+                state.attemptsInRound = 1
+                return 0.0
+            }
             let delay = state.delay
             state.attemptsInRound += 1
-            if state.attemptsInRound >= nodes {
+            if state.attemptsInRound >= nodes || lost == .soon {
                 state.attemptsInRound = 0
                 state.delay = min(delay * 2, highest)
+                return delay
             }
-            return delay
+            return 0
         }
         let deadline = WallClock.monotonic() + delay
         while true {
@@ -570,7 +578,9 @@ public final class MQTTClient: Sendable {
         let (report, reason) = state.withLock { state in
             var reason = reason
             if state.connected, let since = state.connectedAt {
-                state.shortConnections = WallClock.monotonic() - since < TakeOver.window ? state.shortConnections + 1 : 0
+                let short = WallClock.monotonic() - since < TakeOver.window
+                state.lost = short ? .soon : .afterWhile
+                state.shortConnections = short ? state.shortConnections + 1 : 0
                 if state.shortConnections >= TakeOver.repeats {
                     reason += TakeOver.explanation(clientID: options.clientID, username: options.username ?? options.broker.username,
                                                    times: state.shortConnections)
@@ -721,6 +731,10 @@ private struct State {
     var endpoint = 0
     /// Failed attempts since the delay last doubled (it doubles once per round of the nodes).
     var attemptsInRound = 0
+    /// How long the connection just lost had lived (`TakeOver.window`): one that lived longer
+    /// moves to the next node at once (several nodes), one closed sooner waits out the delay.
+    var lost: Lost?
+    enum Lost { case soon, afterWhile }
     /// The first connection attempt failed at once; the network thread begins by retrying.
     var connectOnStart = false
     /// libmosquitto's error lines since the connection attempt began (TLS failures).

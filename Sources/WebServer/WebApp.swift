@@ -126,8 +126,9 @@ public enum WebApp {
         staff.get("events/fleet") { _, _ in events(feed, .fleet) }
         staff.get("events/stores/:store/greeter") { _, context in events(feed, .greeter(store: try store(context))) }
         staff.get("events/stores/:store/floor") { _, context in events(feed, .floor(store: try store(context))) }
-        staff.get("analytics") { request, _ in await analytics(request, feed: feed, history: settings.history, csv: false) }
-        staff.get("analytics.csv") { request, _ in await analytics(request, feed: feed, history: settings.history, csv: true) }
+        let reader = settings.history.map(HistoryReader.init)
+        staff.get("analytics") { request, _ in await analytics(request, feed: feed, history: reader, csv: false) }
+        staff.get("analytics.csv") { request, _ in await analytics(request, feed: feed, history: reader, csv: true) }
         staff.get("photos/:store/:client") { _, context -> Response in
             let store = try store(context)
             let client = try context.parameters.require("client")
@@ -144,7 +145,8 @@ public enum WebApp {
     // MARK: - Responses
 
     /// `/analytics` and `/analytics.csv`: `?range=day|week&date=YYYY-MM-DD`.
-    static func analytics(_ request: Request, feed: FleetFeed, history: HistoryConfig?, csv: Bool) async -> Response {
+    static func analytics(_ request: Request, feed: FleetFeed, history reader: HistoryReader?, csv: Bool) async -> Response {
+        let history = reader?.config
         let offset = history?.utcOffsetMinutes ?? 0
         let window = AnalyticsPage.Window(range: request.uri.queryParameters["range"].map(String.init),
                                           date: request.uri.queryParameters["date"].map(String.init),
@@ -152,22 +154,16 @@ public enum WebApp {
         var stores: [AnalyticsPage.Store] = []
         var chain: HistoryFigures?
         var problem: String?
-        if let history, history.postgres != nil || FileSystem.exists(history.database) {
+        if let reader, let history, history.postgres != nil || FileSystem.exists(history.database) {
             do {
-                // Opened for each page: SQLite's file is cheap to open, and a PostgreSQL
-                // connection is not held by a page nobody looks at.
-                let database = try await HistoryStores.open(history, readOnly: true)
-                defer { Task { await database.close() } }
+                let database = try await reader.database()
                 let visits = try await database.visits(store: nil, from: window.start, to: window.end)
-                let now = WallClock.now()
-                chain = HistoryFigures(visits: visits, from: window.start, to: window.end, now: now, options: history.figureOptions)
-                for store in Set(visits.map(\.store)).union(feed.withState { $0.knownStores }).sorted() {
-                    let mine = visits.filter { $0.store == store }
-                    guard !mine.isEmpty else { continue }
-                    stores.append(AnalyticsPage.Store(
-                        store: store, name: feed.withState { $0.storeName(store) } ?? "Store \(store)",
-                        figures: HistoryFigures(visits: mine, from: window.start, to: window.end, now: now,
-                                                options: history.figureOptions)))
+                let figures = HistoryFigures.chain(visits: visits, from: window.start, to: window.end, now: WallClock.now(),
+                                                   options: history.figureOptions)
+                chain = figures.chain
+                stores = feed.withState { state in
+                    figures.stores.map { AnalyticsPage.Store(store: $0.store, name: state.storeName($0.store) ?? "Store \($0.store)",
+                                                             figures: $0.figures) }
                 }
             } catch {
                 problem = "The history cannot be read: \(error)"
@@ -292,4 +288,28 @@ struct LoginForm: Decodable {
     var username: String?
     var password: String?
     var next: String?
+}
+
+/// Where the analytics pages read the history. A chain's PostgreSQL is connected to once, at
+/// the first page, and that client serves every page after (it reconnects by itself when
+/// the server went away); a SQLite file is opened read-only for each page, which costs
+/// little and finds a file beacon-history created after beacon-web started.
+actor HistoryReader {
+    nonisolated let config: HistoryConfig
+    private var shared: (any HistoryKeeping)?
+
+    init(_ config: HistoryConfig) { self.config = config }
+
+    func database() async throws(HistoryStoreError) -> any HistoryKeeping {
+        if let shared { return shared }
+        let opened = try await HistoryStores.open(config, readOnly: true)
+        guard config.postgres != nil else { return opened }
+        // Another page connected while this one did: one client is kept.
+        if let shared {
+            await opened.close()
+            return shared
+        }
+        shared = opened
+        return opened
+    }
 }

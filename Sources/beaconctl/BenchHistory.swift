@@ -80,7 +80,34 @@ struct BenchHistory: AsyncParsableCommand {
     }
 
     struct Page {
-        var name: String, median: Double, worst: Double, visits: Int
+        /// Wall-clock ms; CPU ms (this process's and, for PostgreSQL here, the server's) per run.
+        var name: String, median: Double, worst: Double, cpu: Double, visits: Int
+    }
+
+    typealias Cost = HistoryBenchmark.Cost
+
+    /// Decisions per second of wall clock and per CPU second (this process's and the server's).
+    static func rates(_ count: Int, _ cost: Cost) -> (wall: Double, cpu: Double) {
+        (Double(count) / cost.wall, Double(count) / max(cost.allCPU, 1e-9))
+    }
+
+    static func costJSON(_ count: Int, _ cost: Cost) -> JSONValue {
+        let (wall, cpu) = rates(count, cost)
+        return .object(["perSecond": .number(rounded(wall, 0)), "perCPUSecond": .number(rounded(cpu, 0)),
+                        "seconds": .number(rounded(cost.wall, 3)), "cpuSeconds": .number(rounded(cost.cpu, 3)),
+                        "serverCPUSeconds": cost.serverCPU.map { .number(rounded($0, 3)) } ?? .null])
+    }
+
+    static func pageText(_ p: Page) -> String {
+        "\(p.name): \(p.visits) visits, median \(decimal(p.median, places: 1)) ms, worst \(decimal(p.worst, places: 1)) ms, "
+            + "CPU \(decimal(p.cpu, places: 1)) ms a run"
+    }
+
+    /// `12345 decisions/s, 23456 per CPU second`.
+    static func rateText(_ count: Int, _ cost: Cost) -> String {
+        let (wall, cpu) = rates(count, cost)
+        return "\(Int(wall)) decisions/s, \(Int(cpu)) per CPU second"
+            + (cost.serverCPU.map { " (server \(decimal($0 / cost.allCPU * 100, places: 0)) % of it)" } ?? "")
     }
 
     /// Each page's query (a day, a week, the last day) on a year of one store, `runs` times.
@@ -94,6 +121,8 @@ struct BenchHistory: AsyncParsableCommand {
                                      ("the last day", end - 86_400, 86_400.0)] {
             var times: [Double] = []
             var count = 0
+            let server = try await HistoryBenchmark.serverProcess(of: busy)
+            let all = Cost.start(server: server)
             for _ in 0..<runs {
                 let t0 = WallClock.monotonic()
                 let visits = try await busy.visits(store: 100, from: from, to: from + length)
@@ -101,8 +130,10 @@ struct BenchHistory: AsyncParsableCommand {
                 times.append((WallClock.monotonic() - t0) * 1000)
                 count = figures.footfall
             }
+            let cost = all.end()
             times.sort()
-            pages.append(Page(name: name, median: times[times.count / 2], worst: times.last ?? 0, visits: count))
+            pages.append(Page(name: name, median: times[times.count / 2], worst: times.last ?? 0,
+                              cpu: cost.allCPU * 1000 / Double(runs), visits: count))
         }
         return pages
     }
@@ -120,11 +151,13 @@ struct BenchHistory: AsyncParsableCommand {
             let history = try HistoryDatabase(path: directory + "/ingest.sqlite")
             let kept = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
             let again = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
-            let rate = Double(events.count) / kept, plainRate = Double(events.count) / plain
-            say("ingest, \(events.count) decisions in transactions of \(batch):")
-            say("  plain INSERT loop      \(Int(plainRate)) decisions/s")
-            say("  history (upserts)      \(Int(rate)) decisions/s  (\(decimal(rate / plainRate * 100, places: 1)) % of plain)")
-            say("  history, all again     \(Int(Double(events.count) / again)) decisions/s (every one a duplicate)")
+            let n = events.count
+            say("ingest, \(n) decisions in transactions of \(batch):")
+            say("  plain INSERT loop      \(Self.rateText(n, plain))")
+            say("  history (upserts)      \(Self.rateText(n, kept))")
+            say("                         \(decimal(Self.rates(n, kept).wall / Self.rates(n, plain).wall, places: 2))× the plain loop's rate, "
+                + "\(decimal(Self.rates(n, kept).cpu / Self.rates(n, plain).cpu, places: 2))× per CPU second")
+            say("  history, all again     \(Self.rateText(n, again)) (every one a duplicate)")
 
             // 2. A year of one busy store.
             // Open 14 hours a day.
@@ -132,14 +165,14 @@ struct BenchHistory: AsyncParsableCommand {
                                                   start: start, spacing: 14 * 3600 / Double(perDay), perDay: perDay)
             let busy = try HistoryDatabase(path: directory + "/year.sqlite")
             let loaded = try await HistoryBenchmark.ingest(year, into: busy, pseudonyms: pseudonyms, batch: batch)
-            say("a year: \(days * perDay) visits (\(year.count) decisions) loaded in \(decimal(loaded, places: 1)) s")
+            say("a year: \(days * perDay) visits (\(year.count) decisions) loaded in \(decimal(loaded.wall, places: 1)) s: "
+                + Self.rateText(year.count, loaded))
             let pages = try await pages(busy, start: start)
-            for p in pages {
-                say("  \(p.name): \(p.visits) visits, median \(decimal(p.median, places: 1)) ms, worst \(decimal(p.worst, places: 1)) ms")
-            }
+            for p in pages { say("  " + Self.pageText(p)) }
             func pagesJSON(_ pages: [Page]) -> JSONValue {
                 .array(pages.map { p in .object(["page": .string(p.name), "visits": .number(Double(p.visits)),
-                                                  "medianMs": .number(rounded(p.median, 2)), "worstMs": .number(rounded(p.worst, 2))]) })
+                                                  "medianMs": .number(rounded(p.median, 2)), "worstMs": .number(rounded(p.worst, 2)),
+                                                  "cpuMs": .number(rounded(p.cpu, 2))]) })
             }
             var postgresJSON: JSONValue = .null
             if let postgres, let address = try? PostgresAddress.parse(postgres).get() {
@@ -148,10 +181,10 @@ struct BenchHistory: AsyncParsableCommand {
             }
             if json {
                 printLine(JSONValue.object([
-                    "ingest": .object(["decisions": .number(Double(events.count)), "batch": .number(Double(batch)),
-                                       "plainPerSecond": .number(rounded(plainRate, 0)), "historyPerSecond": .number(rounded(rate, 0)),
-                                       "duplicatesPerSecond": .number(rounded(Double(events.count) / again, 0))]),
-                    "year": .object(["visits": .number(Double(days * perDay)), "loadSeconds": .number(rounded(loaded, 2)),
+                    "ingest": .object(["decisions": .number(Double(n)), "batch": .number(Double(batch)),
+                                       "plain": Self.costJSON(n, plain), "history": Self.costJSON(n, kept),
+                                       "duplicates": Self.costJSON(n, again)]),
+                    "year": .object(["visits": .number(Double(days * perDay)), "load": Self.costJSON(year.count, loaded),
                                      "pages": pagesJSON(pages)]),
                     "postgres": postgresJSON,
                 ]).jsonText)
@@ -175,24 +208,24 @@ struct BenchHistory: AsyncParsableCommand {
             let kept = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
             let again = try await HistoryBenchmark.ingest(events, into: history, pseudonyms: pseudonyms, batch: batch)
             await history.close()
-            let n = Double(events.count)
-            let (rate, plainRate, arrayRate) = (n / kept, n / plain, n / arrays)
-            say("PostgreSQL \(address), ingest, \(events.count) decisions in transactions of \(batch):")
-            say("  plain INSERT loop      \(Int(plainRate)) decisions/s")
-            say("  one array INSERT       \(Int(arrayRate)) decisions/s")
-            say("  history (upserts)      \(Int(rate)) decisions/s  (\(decimal(rate / plainRate, places: 2))× the INSERT loop, "
-                + "\(decimal(rate / arrayRate * 100, places: 1)) % of the array INSERT)")
-            say("  history, all again     \(Int(n / again)) decisions/s (every one a duplicate)")
+            let n = events.count
+            say("PostgreSQL \(address), ingest, \(n) decisions in transactions of \(batch) (CPU: this process's and the server's):")
+            say("  plain INSERT loop      \(Self.rateText(n, plain))")
+            say("  one array INSERT       \(Self.rateText(n, arrays))")
+            say("  history (upserts)      \(Self.rateText(n, kept))")
+            say("                         \(decimal(Self.rates(n, kept).wall / Self.rates(n, plain).wall, places: 2))× the INSERT loop's rate, "
+                + "\(decimal(Self.rates(n, kept).wall / Self.rates(n, arrays).wall, places: 2))× the array INSERT's; per CPU second "
+                + "\(decimal(Self.rates(n, kept).cpu / Self.rates(n, plain).cpu, places: 2))× and "
+                + "\(decimal(Self.rates(n, kept).cpu / Self.rates(n, arrays).cpu, places: 2))×")
+            say("  history, all again     \(Self.rateText(n, again)) (every one a duplicate)")
 
             let busy = try await PostgresHistory(try await scratch.create("year"), password: password)
             let loaded = try await HistoryBenchmark.ingest(year, into: busy, pseudonyms: pseudonyms, batch: batch)
-            say("  a year: \(days * perDay) visits loaded in \(decimal(loaded, places: 1)) s")
+            say("  a year: \(days * perDay) visits loaded in \(decimal(loaded.wall, places: 1)) s: " + Self.rateText(year.count, loaded))
             try await scratch.analyze("year")
             let pages = try await pages(busy, start: start)
             await busy.close()
-            for p in pages {
-                say("    \(p.name): \(p.visits) visits, median \(decimal(p.median, places: 1)) ms, worst \(decimal(p.worst, places: 1)) ms")
-            }
+            for p in pages { say("    " + Self.pageText(p)) }
 
             // A chain's day: every store open 14 hours.
             let chain = try await PostgresHistory(try await scratch.create("chain"), password: password)
@@ -204,30 +237,31 @@ struct BenchHistory: AsyncParsableCommand {
             let midnight = start - 8 * 3600
             var times: [Double] = []
             var footfall = 0
-            for _ in 0..<max(3, runs / 4) {
+            let chainRuns = max(3, runs / 4)
+            let all = Cost.start(server: try await HistoryBenchmark.serverProcess(of: chain))
+            for _ in 0..<chainRuns {
                 let t0 = WallClock.monotonic()
                 let visits = try await chain.visits(store: nil, from: midnight, to: midnight + 86_400)
-                let whole = HistoryFigures(visits: visits, from: midnight, to: midnight + 86_400, now: midnight + 86_400, options: options)
-                var byStore: [UInt16: [Visit]] = [:]
-                for visit in visits { byStore[visit.store, default: []].append(visit) }
-                for (_, mine) in byStore {
-                    _ = HistoryFigures(visits: mine, from: midnight, to: midnight + 86_400, now: midnight + 86_400, options: options)
-                }
+                let whole = HistoryFigures.chain(visits: visits, from: midnight, to: midnight + 86_400, now: midnight + 86_400,
+                                                 options: options)
                 times.append((WallClock.monotonic() - t0) * 1000)
-                footfall = whole.footfall
+                footfall = whole.chain.footfall
             }
+            let chainCPU = all.end().allCPU * 1000 / Double(chainRuns)
             await chain.close()
             times.sort()
-            say("  a chain's day: \(chainStores) stores, \(footfall) visits (loaded in \(decimal(chainLoaded, places: 1)) s): "
-                + "median \(decimal(times[times.count / 2], places: 0)) ms, worst \(decimal(times.last ?? 0, places: 0)) ms")
+            say("  a chain's day: \(chainStores) stores, \(footfall) visits (loaded in \(decimal(chainLoaded.wall, places: 1)) s): "
+                + "median \(decimal(times[times.count / 2], places: 0)) ms, worst \(decimal(times.last ?? 0, places: 0)) ms, "
+                + "CPU \(decimal(chainCPU, places: 0)) ms a run")
             await scratch.drop(names)
             return .object([
                 "server": .string(address.description),
-                "ingest": .object(["plainPerSecond": .number(rounded(plainRate, 0)), "arrayPerSecond": .number(rounded(arrayRate, 0)),
-                                   "historyPerSecond": .number(rounded(rate, 0)), "duplicatesPerSecond": .number(rounded(n / again, 0))]),
-                "year": .object(["loadSeconds": .number(rounded(loaded, 2)), "pages": pagesJSON(pages)]),
+                "ingest": .object(["plain": Self.costJSON(n, plain), "arrays": Self.costJSON(n, arrays),
+                                   "history": Self.costJSON(n, kept), "duplicates": Self.costJSON(n, again)]),
+                "year": .object(["load": Self.costJSON(year.count, loaded), "pages": pagesJSON(pages)]),
                 "chainDay": .object(["stores": .number(Double(chainStores)), "visits": .number(Double(footfall)),
-                                     "medianMs": .number(rounded(times[times.count / 2], 1)), "worstMs": .number(rounded(times.last ?? 0, 1))]),
+                                     "medianMs": .number(rounded(times[times.count / 2], 1)), "worstMs": .number(rounded(times.last ?? 0, 1)),
+                                     "cpuMs": .number(rounded(chainCPU, 1))]),
             ])
         } catch {
             await scratch.drop(names)

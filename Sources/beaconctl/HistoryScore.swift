@@ -14,7 +14,9 @@ import SystemCalls
 /// none) and from the simulator's ground truth (what really happened).
 struct HistoryAccuracy {
     /// The store's counter is both the conversion's target and, for this benchmark, the
-    /// zone marked as a queue (the simulator has no queue of its own).
+    /// zone marked as a queue (the simulator has no queue of its own). The history's default
+    /// minimum stay applies to the truth as to the history: a customer who walked past the
+    /// counter did not reach it, in either.
     static let options = HistoryFigures.Options(counterZones: ["counter"], queueZones: ["counter"])
 
     var kept: HistoryFigures
@@ -202,7 +204,8 @@ struct HistoryReport {
     var table: String {
         func pad(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(0, width - text.count)) }
         func left(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
-        var lines = ["", "history (counter = conversion target and queue zone) over \(results.count) seed\(results.count == 1 ? "" : "s")",
+        var lines = ["", "history (counter = conversion target and queue zone, reached after "
+                     + "\(decimal(HistoryAccuracy.options.minimumStay, places: 0)) s there) over \(results.count) seed\(results.count == 1 ? "" : "s")",
                      pad("", 40) + ["median", "min", "p10", "max"].map { left($0, 10) }.joined()]
         for row in rows {
             let s = Summary(row.values)

@@ -1,6 +1,7 @@
 import BeaconKit
 import Config
 import Brain
+import LiveClock
 import Foundation
 import Logging
 import MQTT
@@ -21,10 +22,12 @@ final class RunningBrain: Sendable {
     let task: Task<Void, any Error>
 
     static func start(_ config: FleetConfig, broker: MosquittoBroker, stores: Set<UInt16> = [],
-                      clientID: String = "brain-\(UUID().uuidString.prefix(6))") async throws -> RunningBrain {
+                      clientID: String = "brain-\(UUID().uuidString.prefix(6))",
+                      clock: any ServiceClock = SystemClock()) async throws -> RunningBrain {
         var config = config
         config.broker.url = broker.brokerURL
         var options = BrainService.Options(clientID: clientID)
+        options.clock = clock
         options.tickInterval = 0.05
         options.reconnectDelay = 0.1...1
         var logger = Logger(label: "brain-test")

@@ -68,6 +68,39 @@ import Testing
         #expect(HistoryFigures.occupancy(of: visits, at: t(3_850)) == 2)
     }
 
+    @Test func walkingPastTheCounterIsNotReachingIt() {
+        // a is served for 30 s; b walks past the counter in 4 s; c stands there 4 s, then 7 s: 11 s in all.
+        let visits = [
+            visit("a", 0, 100, [(0, "door"), (50, "counter"), (80, "door")]),
+            visit("b", 0, 100, [(0, "door"), (40, "counter"), (44, "shelves")]),
+            visit("c", 0, 100, [(0, "door"), (20, "counter"), (24, "door"), (60, "counter"), (67, "door")]),
+            visit("d", 0, 100, [(0, "door")]),
+        ]
+        func figures(_ minimumStay: Double) -> HistoryFigures {
+            HistoryFigures(visits: visits, from: t(0), to: t(3_600), now: t(200),
+                           options: .init(counterZones: ["counter"], queueZones: ["counter"], minimumStay: minimumStay))
+        }
+        let f = figures(10)
+        #expect(f.reachedCounter == 2)
+        #expect(f.conversion == 0.5)
+        // Queue: a 30 s, c 11 s; b's 4 s was not queueing.
+        #expect(f.queueTime.count == 2 && f.queueTime.median == 20.5)
+        let any = figures(0)
+        #expect(any.reachedCounter == 3 && any.queueTime.count == 3)
+        #expect(HistoryFigures.Options().minimumStay == HistoryFigures.Options.defaultMinimumStay)
+    }
+
+    @Test func theChainAndEachStoreInOnePass() {
+        let visits = [visit("a", 0, 100, [(0, "door"), (50, "counter")], store: 200),
+                      visit("b", 10, 60, [(10, "door")]),
+                      visit("c", 20, 90, [(20, "door"), (30, "counter")], store: 200)]
+        let all = HistoryFigures.chain(visits: visits, from: t(0), to: t(3_600), now: t(200))
+        #expect(all.chain == HistoryFigures(visits: visits, from: t(0), to: t(3_600), now: t(200)))
+        #expect(all.stores.map(\.store) == [100, 200])
+        #expect(all.stores.map(\.figures.footfall) == [1, 2])
+        #expect(all.stores[1].figures == HistoryFigures(visits: [visits[0], visits[2]], from: t(0), to: t(3_600), now: t(200)))
+    }
+
     @Test func bucketsFollowTheStoresClock() {
         // 23:30 UTC is 00:30 the next day at +01:00.
         let visits = [visit("a", 86_400 - 1_800 - 9 * 3_600, 86_400 - 1_700 - 9 * 3_600, [])]
@@ -137,6 +170,8 @@ import Testing
         #expect(set.history.retentionDays == 30)
         #expect(set.history.queueZones == ["queue"])
         #expect(set.history.utcOffsetMinutes == -330)
+        #expect(set.history.minimumStaySeconds == nil)
+        #expect(try historyFleet(#"{"minimumStaySeconds": 4.5}"#).history.minimumStaySeconds == 4.5)
         #expect(set.history.postgres == nil)
 
         let chain = try historyFleet(#"{"database": "postgres://history@[::1]:6543/beaconbridge", "passwordFile": "/p", "keyFile": "/k"}"#)
@@ -151,6 +186,7 @@ import Testing
         (#"{"retention": 30}"#, "history.retention: unknown key"),
         (#"{"retentionDays": 0}"#, "history.retentionDays: 0 is out of range"),
         (#"{"utcOffset": "+1"}"#, "history.utcOffset: \"+1\" is not an offset"),
+        (#"{"minimumStaySeconds": -1}"#, "history.minimumStaySeconds: -1 is out of range"),
         (#"{"database": "postgresql://h/db", "keyFile": "/k"}"#, "history.database: \"postgresql://h/db\" names no user"),
         (#"{"database": "postgres://u:pw@h/db", "keyFile": "/k"}"#, "history.database: no password in history.database"),
         (#"{"database": "postgres://u@h/db"}"#, "history.database: with PostgreSQL, history.keyFile must name"),

@@ -94,6 +94,10 @@ import Testing
         #expect(try await db.daily(store: nil, from: t(-86_400), to: t(86_400)).map(\.store) == [100, 200])
         // The visitor of the kept visit remains; the erased ones' visitors are gone.
         #expect(try await db.counts().visitors == 1)
+        #expect(config.history.figureOptions.minimumStay == HistoryFigures.Options.defaultMinimumStay)
+        #expect(try historyFleet(#"{"minimumStaySeconds": 4.5}"#).history.figureOptions.minimumStay == 4.5)
+        // Its earlier visit is erased: the kept one is no longer a return.
+        #expect(try await contents(db).first?.returning == false)
         // Pruning again keeps the figures once.
         #expect(try await db.prune(before: t(400), options: config.history.figureOptions, now: t(1_000)) == 0)
         #expect(try await db.daily(store: 100, from: t(-86_400), to: t(86_400)) == daily)

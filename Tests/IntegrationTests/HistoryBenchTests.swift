@@ -25,9 +25,12 @@ struct HistoryBenchTests {
             await server.stop()
             return
         }
-        for key in ["plainPerSecond", "arrayPerSecond", "historyPerSecond", "duplicatesPerSecond"] {
-            guard case .number(let rate)? = ingest[key] else { Issue.record("ingest.\(key) missing"); continue }
-            #expect(rate > 0, "\(key)")
+        for key in ["plain", "arrays", "history", "duplicates"] {
+            guard case .object(let cost)? = ingest[key], case .number(let rate)? = cost["perSecond"],
+                  case .number(let perCPU)? = cost["perCPUSecond"] else { Issue.record("ingest.\(key) missing: \(ingest)"); continue }
+            #expect(rate > 0 && perCPU > 0, "\(key)")
+            // The server's own CPU time, read from /proc: it runs on this machine.
+            if case .number(let server)? = cost["serverCPUSeconds"] { #expect(server >= 0) } else { Issue.record("\(key): no server CPU") }
         }
         #expect(chain["visits"] == .number(20) && chain["stores"] == .number(5), "\(chain)")
         #expect(pages.count == 3)

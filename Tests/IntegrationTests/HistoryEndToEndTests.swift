@@ -1,5 +1,6 @@
 import BeaconKit
 import BrainCore
+import Config
 import Foundation
 import History
 import HistoryStore
@@ -182,5 +183,48 @@ struct HistoryEndToEndTests {
         #expect(left.visits == 6 && left.visitors == 6)
         let again = try startProgram("beaconctl", ["forget", "--config", config, "--beacon", "100/x"], in: dir)
         #expect(await again.waitForExit(timeout: 30) == 2)
+    }
+
+    @Test("a chain's PostgreSQL: the analytics pages show its stores and share one connection")
+    func analyticsOnPostgresShareOneConnection() async throws {
+        let dir = try TemporaryDirectory("history-web-postgres")
+        let server = try await PostgresServer.start(in: dir, settings: ["fsync=off", "log_connections=on"])
+        defer { Task { await server.stop() } }
+        let url = try await server.createDatabase("chain")
+        let keyFile = dir.file("history.key")
+        let pseudonyms = Pseudonymizer(key: try Pseudonymizer.loadOrCreateKey(at: keyFile))
+        let history = try await PostgresHistory(try PostgresAddress.parse(url).get(), password: nil)
+        _ = try await history.ingest(Self.decisions().map { d in
+            HistoryEvent(kind: d.kind, store: d.beacon.major, beacon: d.beacon, zone: d.zone, zoneName: d.zoneName, since: d.since, at: d.at)
+        }, pseudonyms: pseudonyms)
+        await history.close()
+        let broker = try await MosquittoBroker.start(in: dir)
+        defer { Task { await broker.stop() } }
+        let config = try writeFleet(dir, broker: broker, gateways: [
+            #"{"id": "door", "zone": "Entrance", "store": 100}"#, #"{"id": "door-200", "zone": "Entrance", "store": 200}"#,
+        ], extra: """
+        "stores": [{"major": 100, "name": "Main Street"}, {"major": 200, "name": "Harbour"}],
+        "history": {"database": "\(url)", "keyFile": "\(keyFile)", "queueZones": ["queue"]}
+        """)
+        let (web, base) = try await BeaconWebTests.startWeb(config: config, in: dir)
+        defer { Task { await web.stop() } }
+        let jar = dir.file("cookies")
+        _ = try await BeaconWebTests.http(base + "/login", cookies: jar,
+                                          form: "username=manager&password=correct+horse+battery+staple&next=%2Fanalytics", in: dir)
+        func connections() -> Int {
+            server.log.components(separatedBy: "\n").count { $0.contains("connection authorized") && $0.contains("database=chain") }
+        }
+        let before = connections()
+        for path in ["/analytics?range=day&date=2026-11-21", "/analytics?range=week&date=2026-11-21", "/analytics.csv?range=day&date=2026-11-21"] {
+            let page = try await BeaconWebTests.http(base + path, cookies: jar, in: dir)
+            #expect(page.status == 200, "\(path): \(page.headers)\n\(web.diagnostics)")
+            if path.hasPrefix("/analytics?range=day") {
+                let text = String(decoding: page.body, as: UTF8.self)
+                #expect(text.contains(#"data-store="100""#) && text.contains(#"data-store="200""#), "\(text.suffix(3000))")
+                #expect(text.contains(#"<dd data-figure="footfall">5</dd>"#), "\(text.suffix(3000))")
+            }
+        }
+        // Three pages, one connection (each page used to open and close its own).
+        #expect(connections() - before == 1, "\(server.log.suffix(3000))")
     }
 }

@@ -43,6 +43,29 @@ struct ReconnectTests {
         await broker.stop()
     }
 
+    @Test("several nodes: a connection lost after a while moves to the next node at once, not after the back-off")
+    func nextNodeAtOnce() async throws {
+        let directory = try TemporaryDirectory("mqtt-next-node")
+        let first = try await MosquittoBroker.start(in: directory)
+        let second = try await MosquittoBroker.start(in: directory)
+        var settings = MQTTClientOptions(broker: try BrokerURL(parsing: "mqtt://127.0.0.1:\(first.port),127.0.0.1:\(second.port)"),
+                                         clientID: "mover")
+        // A back-off of 10 minutes: a client that waited it out could not pass.
+        settings.reconnectDelay = 600...600
+        let (client, log) = try startedClient(settings)
+        try client.subscribe(["orders/#"])
+        #expect(await log.waitForConnection(), "\(log.all)")
+        // Only a connection that lived 5 s (TakeOver.window) moves at once: one closed sooner
+        // may be a take-over or a node refusing sessions, and waits.
+        try await Task.sleep(for: .seconds(5.5))
+        await first.kill()
+        #expect(await log.waitForDisconnection() == "connection lost", "\(log.all)")
+        #expect(await log.waitForConnection(number: 2, timeout: 60), "\(log.all)\n\(second.diagnostics)")
+        #expect(await awaitSubscription(client, log, topic: "orders/1"), "subscribed again on the second node\n\(log.all)")
+        await client.stop()
+        await second.stop()
+    }
+
     @Test("start() before the broker is up: reports the refusal, connects when it comes")
     func brokerNotUpYet() async throws {
         let directory = try TemporaryDirectory("mqtt-late-broker")

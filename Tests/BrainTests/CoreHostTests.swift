@@ -1,0 +1,42 @@
+import BeaconKit
+import CoreHost
+import Logging
+import Synchronization
+import Testing
+
+/// What the two services share around their cores.
+@Suite("Core host")
+struct CoreHostTests {
+    final class Lines: Sendable {
+        let kept = Mutex<[(Logger.Level, String, Logger.Metadata?)]>([])
+    }
+
+    /// Keeps what is logged through it.
+    struct Recorder: LogHandler {
+        let lines: Lines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+                 file: String, function: String, line: UInt) {
+            lines.kept.withLock { $0.append((level, message.description, metadata)) }
+        }
+    }
+
+    @Test("a core's log entry is logged at the level of the same name, with its metadata")
+    func logEntries() {
+        let lines = Lines()
+        let recorder = Recorder(lines: lines)
+        let logger = Logger(label: "core-host-test") { _ in recorder }
+        let levels: [(LogEntry.Level, Logger.Level)] = [
+            (.debug, .debug), (.info, .info), (.notice, .notice), (.warning, .warning), (.error, .error),
+        ]
+        for (level, _) in levels { logger.log(LogEntry(level, "gateway offline", ["gateway": "door"])) }
+        let logged = lines.kept.withLock { $0 }
+        #expect(logged.map(\.0) == levels.map(\.1))
+        #expect(logged.allSatisfy { $0.1 == "gateway offline" && $0.2 == ["gateway": .string("door")] })
+    }
+}
