@@ -8,7 +8,7 @@ import Testing
 @Suite("Core host")
 struct CoreHostTests {
     final class Lines: Sendable {
-        let kept = Mutex<[(Logger.Level, String, Logger.Metadata?)]>([])
+        let kept = Mutex<[(Logger.Level, String, Logger.Metadata?, String)]>([])
     }
 
     /// Keeps what is logged through it.
@@ -22,11 +22,11 @@ struct CoreHostTests {
         }
         func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
                  file: String, function: String, line: UInt) {
-            lines.kept.withLock { $0.append((level, message.description, metadata)) }
+            lines.kept.withLock { $0.append((level, message.description, metadata, source)) }
         }
     }
 
-    @Test("a core's log entry is logged at the level of the same name, with its metadata")
+    @Test("a core's log entry is logged at the level of the same name, with its metadata and the caller's module as source")
     func logEntries() {
         let lines = Lines()
         let recorder = Recorder(lines: lines)
@@ -38,5 +38,8 @@ struct CoreHostTests {
         let logged = lines.kept.withLock { $0 }
         #expect(logged.map(\.0) == levels.map(\.1))
         #expect(logged.allSatisfy { $0.1 == "gateway offline" && $0.2 == ["gateway": .string("door")] })
+        // `[BrainTests]`, not `[CoreHost]`: logs name the service that logged (the kernel-path
+        // rig waits for `[Gateway] enter`).
+        #expect(logged.allSatisfy { $0.3 == "BrainTests" }, "\(logged.map(\.3))")
     }
 }
