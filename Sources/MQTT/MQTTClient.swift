@@ -467,6 +467,10 @@ public final class MQTTClient: Sendable {
     /// then does the client wait out the delay, which doubles once per round. A connection
     /// closed sooner than that waits, so a node that keeps accepting and closing (a take-over,
     /// a node refusing sessions while JetStream elects leaders) is not hammered.
+    ///
+    /// Waits on `wakeup`, which `stop()` signals after it has set the phase: a stop that
+    /// comes before the wait begins leaves the pipe readable, so it is never missed, and
+    /// the phase is read again after every wake.
     private func backOff() -> Bool {
         let highest = max(0.01, options.reconnectDelay.upperBound)
         let nodes = options.broker.endpoints.count
