@@ -138,8 +138,8 @@ public final class BrainService: Service, Sendable {
     /// (docs/fleet.md, NATSNodeFaultTests).
     let subscriptionQoS: Int
     let started: Double
-    /// `options.clock`.
-    let clock: any ServiceClock
+    /// Where the brain reads the time (`Options.clock`).
+    var clock: any ServiceClock { options.clock }
 
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
     /// that brains splitting a fleet do not take over each other's connection.
@@ -163,8 +163,7 @@ public final class BrainService: Service, Sendable {
         let options = options ?? Options(clientID: Self.defaultClientID(stores: stores))
         self.options = options
         self.logger = logger
-        clock = options.clock
-        started = clock.monotonic()
+        started = options.clock.monotonic()
         var core = BrainCore(config: config, stores: stores, limits: options.limits)
         core.recovery.settings = options.recovery
         core.recordSeal = RecordSeal(key: options.recordKey)

@@ -62,7 +62,7 @@ public struct BeaconDirectory: Sendable {
     /// Whether this brain handles the beacon (`--stores`; a beacon of no store is handled only
     /// by a brain of every store).
     public func owns(_ ref: BeaconRef) -> Bool {
-        stores.isEmpty || store(of: ref).map(stores.contains) == true
+        store(of: ref).map(handles(store:)) ?? stores.isEmpty
     }
 
     /// Whether this brain handles the store (`--stores`).

@@ -69,7 +69,7 @@ extension BrainCore {
                 let text = record?.json, topic = topics.answeredRecord(of: key.beacon, client: key.client)
                 setRetained(topic, signature: text) { text.map { seal.seal($0, topic: topic) } ?? "" }
             }
-            for key in dirtyCustomers.sorted() where stores.isEmpty || stores.contains(key.store) {
+            for key in dirtyCustomers.sorted() where directory.handles(store: key.store) {
                 let source = directory.storeEntry(key.store)?.roster.source ?? .joins
                 let joins = source.usesJoins ? observers.joins(ofClient: key.client).filter { store(of: $0.beacon) == key.store } : []
                 let visits = proximityRoster.visits(of: key.client, in: key.store)
@@ -83,7 +83,7 @@ extension BrainCore {
             dirtyCustomers = []
             // Summaries at most once per `rosterInterval` per store; the rest wait for `advance`.
             var waiting: Set<UInt16> = []
-            for store in dirtyStores.sorted() where stores.isEmpty || stores.contains(store) {
+            for store in dirtyStores.sorted() where directory.handles(store: store) {
                 if let due = rosterDue[store], lastTime < due {
                     waiting.insert(store)
                     continue

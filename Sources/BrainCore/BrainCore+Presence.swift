@@ -97,7 +97,7 @@ extension BrainCore {
     /// The bridged stores this brain handles, with their gateways.
     func bridgedStores(_ config: FleetConfig) -> [UInt16: Set<String>] {
         var bridged: [UInt16: Set<String>] = [:]
-        for store in config.bridgedStores where stores.isEmpty || stores.contains(store.major) {
+        for store in config.bridgedStores where directory.handles(store: store.major) {
             bridged[store.major] = Set(config.gateways(ofStore: store.major).map(\.id))
         }
         return bridged

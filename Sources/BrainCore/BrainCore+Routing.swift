@@ -62,7 +62,7 @@ extension BrainCore {
             }
 
         case .bridgeStatus(let major):
-            guard stores.isEmpty || stores.contains(major) else {
+            guard directory.handles(store: major) else {
                 counters.foreign += 1
                 return
             }
@@ -111,7 +111,7 @@ extension BrainCore {
             }
 
         case .roster(let store):
-            guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty else { return }
+            guard readingBack, retained, directory.handles(store: store), !payload.isEmpty else { return }
             guard let json = json(payload, .roster, topic) else {
                 known[topic] = ""
                 return
@@ -292,7 +292,7 @@ extension BrainCore {
     /// A customer topic of ours on the broker (read back while settling): a proximity visit
     /// carries on from it, so only a sealed one is trusted.
     mutating func readCustomer(store: UInt16, client: String, topic: String, payload: [UInt8], retained: Bool) {
-        guard readingBack, retained, stores.isEmpty || stores.contains(store), !payload.isEmpty,
+        guard readingBack, retained, directory.handles(store: store), !payload.isEmpty,
               let opened = opened(payload, topic: topic) else { return }
         guard let json = json(Array(opened.utf8), .roster, topic) else {
             known[topic] = ""

@@ -103,7 +103,7 @@ public struct BrainCore: Sendable {
 
     public internal(set) var config: FleetConfig
     /// The stores (majors) this brain handles; empty for all.
-    public let stores: Set<UInt16>
+    public var stores: Set<UInt16> { directory.stores }
     public let limits: Limits
     public let topics: Topics
     public internal(set) var presence: FleetPresence
@@ -185,7 +185,6 @@ public struct BrainCore: Sendable {
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], limits: Limits = .init()) {
         self.config = config
-        self.stores = stores
         self.limits = limits
         topics = config.topics
         presence = FleetPresence(settings: FleetPresence.Settings(config))
@@ -196,7 +195,6 @@ public struct BrainCore: Sendable {
         rejections = RejectionReports(perSecond: limits.eventsPerSecond)
         joinPolicy = JoinPolicy(config: config)
         directory = BeaconDirectory(config: config, stores: stores)
-        index(config)
         proximityRoster.configure(config)
         bridges.configure(bridgedStores(config))
     }

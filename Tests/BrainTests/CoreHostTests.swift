@@ -20,9 +20,8 @@ struct CoreHostTests {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-                 file: String, function: String, line: UInt) {
-            lines.kept.withLock { $0.append((level, message.description, metadata, source)) }
+        func log(event: LogEvent) {
+            lines.kept.withLock { $0.append((event.level, event.message.description, event.metadata, event.source)) }
         }
     }
 
