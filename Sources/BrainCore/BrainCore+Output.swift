@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Config
 
 /// What goes out: retained state written only where it changed (`RetainedMirror`), records before

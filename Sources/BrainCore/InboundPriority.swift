@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 
 extension BrainCore {
     /// The lane a message waits in before `receive` (`InboundLanes`), and the observer it

@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import BrainCore
 public import Config
 import Tracking
@@ -254,11 +255,11 @@ public struct FleetState: Sendable {
         if presence[customer.beacon] != nil { return true }
         let ref = customer.beacon
         return ref.eddystone == nil && ref.major == store && config.storeEntry(store)?.proof != nil
-            && !config.beacons.contains { $0.id.map(BeaconRef.init(id:)) == ref }
+            && !config.beacons.contains { $0.id?.ref == ref }
     }
 
     func isOwnTag(_ customer: Roster.Customer) -> Bool {
-        config.beacons.contains { $0.owner == customer.client && $0.id.map(BeaconRef.init(id:)) == customer.beacon }
+        config.beacons.contains { $0.owner == customer.client && $0.id?.ref == customer.beacon }
     }
 
     mutating func reconcileCards(store: UInt16, at now: Instant) {
@@ -360,6 +361,6 @@ extension FleetConfig {
     /// The store a beacon belongs to: its registry `store`, else its major (0 for an
     /// Eddystone beacon, which has none).
     func store(of beacon: BeaconRef) -> UInt16 {
-        beacons.first { $0.id.map(BeaconRef.init(id:)) == beacon }?.store ?? beacon.major
+        beacons.first { $0.id?.ref == beacon }?.store ?? beacon.major
     }
 }

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Wire
 import Tracking
 import Config
