@@ -106,8 +106,8 @@ struct PublishSubscribeTests {
         #expect(await awaitSubscription(client, log, topic: "news/probe"))
 
         try client.unsubscribe(["news/#"])
+        #expect(await eventually { broker.log.contains("Sending UNSUBACK") }, "\(broker.diagnostics)")
         // In-order delivery: once the marker published after it arrives, news/late would have too.
-        try await Task.sleep(for: .milliseconds(200))
         try client.publish(MQTTMessage(topic: "news/late", text: "x", qos: 1))
         try client.publish(MQTTMessage(topic: "marker", text: "m", qos: 1))
         #expect(await log.waitForMessage(topic: "marker") != nil)
@@ -139,7 +139,7 @@ struct PublishSubscribeTests {
 
         let fresh = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/#"], in: directory)
         #expect(await fresh.waitFor(topic: "beacons/marker")?.retained == true)
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await fresh.caughtUp(on: broker, marker: "beacons/caught-up"))
         #expect(!fresh.records.contains { $0.topic == "beacons/1/2/presence" }, "\(fresh.records)")
 
         await client.stop()
