@@ -104,6 +104,27 @@ struct PayloadsTests {
         #expect(GatewayHealth(parsing: Array("online".utf8)) == nil)
     }
 
+    /// A zone decision (`beacons/<M>/<m>/events`), one type both ways: the brain's bytes (as
+    /// written on 2026-11-28, quoted so that a byte change fails) read back to the value that
+    /// wrote them, for both families; a decision must name the beacon of its topic.
+    @Test func zoneDecisionRoundTrip() throws {
+        let counter = BeaconRef(major: 100, minor: 7)
+        let tag = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!, instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        let cases: [(ZoneDecision, String)] = [
+            (ZoneDecision(kind: .enter, beacon: counter, zone: "door", zoneName: "Entrance", since: t0, at: t0 + 1.25),
+             #"{"event":"enter","major":100,"minor":7,"zone":"door","zoneName":"Entrance","since":"2026-11-21T09:00:00.000Z","ts":"2026-11-21T09:00:01.250Z"}"#),
+            (ZoneDecision(kind: .zone, beacon: tag, zone: "counter", zoneName: "Counter", from: "door", since: t0, at: t0 + 30),
+             #"{"event":"zone","namespace":"00112233445566778899","instance":"aabbccddeeff","zone":"counter","zoneName":"Counter","from":"door","since":"2026-11-21T09:00:00.000Z","ts":"2026-11-21T09:00:30.000Z"}"#),
+        ]
+        for (decision, bytes) in cases {
+            #expect(decision.json == bytes)
+            #expect(try ZoneDecision(parsing: JSONParser().parse(Array(bytes.utf8)), topic: decision.beacon) == decision)
+        }
+        #expect(throws: PayloadError.self) {
+            try ZoneDecision(parsing: JSONParser().parse(Array(cases[0].1.utf8)), topic: BeaconRef(major: 100, minor: 8))
+        }
+    }
+
     /// `beaconctl decode` output lines (README, "Decoding").
     @Test func decodedLines() {
         func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String? {
