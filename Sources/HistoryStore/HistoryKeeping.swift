@@ -39,7 +39,8 @@ public protocol HistoryKeeping: Sendable {
     /// Visits, segments and visitors held (for health and tests).
     func counts() async throws(HistoryStoreError) -> HistoryCounts
 
-    /// The migrations applied, sorted (`HistoryDatabase.versions` once up to date).
+    /// The migrations applied, sorted (`HistoryDatabase.versions` or `PostgresHistory.versions`
+    /// once up to date).
     func appliedMigrations() async throws(HistoryStoreError) -> [String]
 
     /// Lets go of the file or the connection.
