@@ -127,7 +127,7 @@ enum HistorySchema {
 }
 
 /// Rows of visits joined with their segments, in visit order then segment order, into
-/// `Visit`s (both stores read the same columns).
+/// `Visit`s (SQLite's reading; PostgreSQL sends a row per visit with its segments as arrays).
 struct VisitAssembler {
     private var current: (id: Int64, store: UInt16, visitor: String, since: Instant, ended: Instant?, returning: Bool,
                           moves: [Visit.Move])?

@@ -83,13 +83,15 @@ public actor PostgresHistory: HistoryKeeping {
         ]),
         // The chain's pages (every store) and pruning read visits by start alone.
         ("v3-since", ["CREATE INDEX visitsBySince ON visits(since)"]),
-        // PostgreSQL's alone (SQLite's file stays at v3): ingest at 50,000 decisions/s. A
-        // segment's foreign key ran a trigger per segment inserted, a third of the server's
-        // work; `forget` and `prune` now erase segments themselves. The natural key's index
-        // in the order (store, since, visitor) also serves a store's pages, which had an
-        // index of their own (one index fewer to update per visit).
+        // PostgreSQL's alone (SQLite's file stays at v3), for its ingest rate. The foreign
+        // keys ran a trigger per segment and per visit inserted, about 40 % of the server's
+        // work on a batch: the ingest locks the visitors and visits it adds to instead
+        // (`FOR KEY SHARE`), and `forget` and `prune` erase visits and segments themselves.
+        // The natural key's index in the order (store, since, visitor) also serves a
+        // store's pages, which had an index of their own (one index fewer per visit).
         ("v4-postgres-ingest", [
             "ALTER TABLE segments DROP CONSTRAINT segments_visit_fkey",
+            "ALTER TABLE visits DROP CONSTRAINT visits_visitor_fkey",
             "ALTER TABLE visits DROP CONSTRAINT visits_store_visitor_since_key",
             "ALTER TABLE visits ADD CONSTRAINT visitsByKey UNIQUE (store, since, visitor)",
             "DROP INDEX visitsByStore",
@@ -132,22 +134,25 @@ public actor PostgresHistory: HistoryKeeping {
     private static let open = Int64.min
 
     /// A batch in one statement (one round trip, one plan): the visitors, visits and segments
-    /// of `HistoryBatch` as arrays, each row looked up by its natural key and inserted only if
+    /// of `HistoryBatch` as arrays, each row looked up by its natural key (by index: `LATERAL`,
+    /// whatever the planner's statistics of a table growing under it) and inserted only if
     /// it is new, so that a row the history already holds is not rewritten (an upsert's
     /// `DO UPDATE` writes a new version of every row it touches: the visitor of every visit,
     /// on every batch). A visitor's first visit moves only earlier and a visit's exit only
-    /// later. Visits held before are locked (`FOR KEY SHARE`) while their segments go in, so
-    /// that `forget` and `prune`, which erase a visit's segments after the visit, see them.
-    /// The segments name their visit by its place in the visits' arrays (`n`).
+    /// later. The visitors and visits held before are locked (`FOR KEY SHARE`, what a
+    /// foreign key's check did row by row) until the batch commits, so that `forget` and
+    /// `prune`, which lock before they erase, see everything added to them. The segments
+    /// name their visit by its place in the visits' arrays (`n`).
     ///
     /// It answers how many segments were new, how many of the batch's visits it found or
     /// made (fewer: another writer added one of its rows since this statement began; the
     /// batch is failed and written again), and the exits the history held before (by `n`).
     static let ingestStatement = """
         WITH vin AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS t(pseudonym, firstSeen)),
-        known AS (SELECT p.id, p.pseudonym FROM visitors p JOIN vin ON p.pseudonym = vin.pseudonym),
-        lowered AS (UPDATE visitors p SET firstSeen = vin.firstSeen FROM vin
-                    WHERE p.pseudonym = vin.pseudonym AND vin.firstSeen < p.firstSeen RETURNING 1),
+        known AS (SELECT p.id, p.pseudonym, p.firstSeen FROM vin
+                  CROSS JOIN LATERAL (SELECT id, pseudonym, firstSeen FROM visitors p WHERE p.pseudonym = vin.pseudonym FOR KEY SHARE) p),
+        lowered AS (UPDATE visitors p SET firstSeen = vin.firstSeen FROM known JOIN vin ON vin.pseudonym = known.pseudonym
+                    WHERE p.id = known.id AND vin.firstSeen < known.firstSeen RETURNING 1),
         added AS (INSERT INTO visitors (pseudonym, firstSeen)
                   SELECT pseudonym, firstSeen FROM vin WHERE NOT EXISTS (SELECT 1 FROM known WHERE known.pseudonym = vin.pseudonym)
                   ON CONFLICT (pseudonym) DO NOTHING RETURNING id, pseudonym),
@@ -155,8 +160,9 @@ public actor PostgresHistory: HistoryKeeping {
         vis AS (SELECT t.n, t.store::int4 AS store, who.id AS visitor, t.since, nullif(t.ended, \(open)) AS ended
                 FROM unnest($3::text[], $4::int8[], $5::int8[], $6::int8[]) WITH ORDINALITY AS t(pseudonym, store, since, ended, n)
                 JOIN who ON who.pseudonym = t.pseudonym),
-        old AS (SELECT vis.n, v.id, v.ended FROM vis JOIN visits v ON v.store = vis.store AND v.visitor = vis.visitor AND v.since = vis.since
-                FOR KEY SHARE OF v),
+        old AS (SELECT vis.n, v.id, v.ended FROM vis
+                CROSS JOIN LATERAL (SELECT id, ended FROM visits v WHERE v.store = vis.store AND v.since = vis.since AND v.visitor = vis.visitor
+                                    FOR KEY SHARE) v),
         fresh AS (INSERT INTO visits (store, visitor, since, ended)
                   SELECT store, visitor, since, ended FROM vis WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.n = vis.n) ORDER BY n
                   ON CONFLICT (store, since, visitor) DO NOTHING RETURNING id, store, visitor, since),
@@ -226,9 +232,10 @@ public actor PostgresHistory: HistoryKeeping {
         return batch.count(endedBefore: endedBefore, segmentsAdded: added)
     }
 
-    /// The visitor is locked first, then its visits erased, then their segments (which have
-    /// no foreign key since `v4-postgres-ingest`), each statement seeing what an ingest that
-    /// held these rows committed meanwhile: none of the beacon's segments is left behind.
+    /// The visitor is locked first, then its visits erased, then their segments, then the
+    /// visitor (no foreign keys cascade since `v4-postgres-ingest`), each statement seeing
+    /// what an ingest that held these rows committed meanwhile: nothing of the beacon is
+    /// left behind.
     public func forget(_ beacon: BeaconRef, pseudonyms: Pseudonymizer) async throws(HistoryStoreError) -> Int {
         let pseudonym = pseudonyms.pseudonym(of: beacon)
         return try await transaction("writing") { connection in
@@ -276,8 +283,14 @@ public actor PostgresHistory: HistoryKeeping {
                 SELECT count(*) FROM kept
                 """, logger: self.logger))
             try await connection.query("DELETE FROM segments WHERE visit IN (SELECT id FROM pruned)", logger: self.logger)
+            // Visitors left without visits: locked first (an ingest adding a visit to one
+            // holds it until it commits), then erased if they still have none.
+            var alone: [Int64] = []
+            for try await id in try await connection.query("""
+                SELECT id FROM visitors p WHERE NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = p.id) FOR UPDATE
+                """, logger: self.logger).decode(Int64.self) { alone.append(id) }
             try await connection.query("""
-                DELETE FROM visitors WHERE NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = visitors.id)
+                DELETE FROM visitors p WHERE id = ANY(\(alone)) AND NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = p.id)
                 """, logger: self.logger)
             // A visitor's first visit is what makes a later one "returning": the erased ones no longer count.
             try await connection.query("""
@@ -294,10 +307,11 @@ public actor PostgresHistory: HistoryKeeping {
         try await use("reading") { connection in try await self.visits(connection, store: store, from: from, to: to) }
     }
 
-    /// Each visit's visitor and segments are read by their keys (`LATERAL … OFFSET 0`): joined
-    /// plainly, PostgreSQL hashes the whole `segments` table for a week's 3,500 visits (a
-    /// year of one busy store: 547,500 segments read for 10,500, `EXPLAIN ANALYZE` 403 ms
-    /// against 80 ms). Rows come by start, so the sort is mostly done by the index.
+    /// One row per visit, its segments as arrays, each visit's visitor and segments read by
+    /// their keys (`LATERAL`): joined plainly, PostgreSQL hashed the whole `segments` table
+    /// for a week's 3,500 visits (a year of one busy store: 547,500 segments read for
+    /// 10,500, `EXPLAIN ANALYZE` 403 ms against 80 ms), and a row per segment sent each
+    /// visit's columns three times over.
     private func visits(_ connection: PostgresConnection, store: UInt16?, from: Instant, to: Instant) async throws -> [Visit] {
         var binds = PostgresBindings()
         binds.append(HistorySchema.milliseconds(from) - HistorySchema.longestVisit)
@@ -305,21 +319,28 @@ public actor PostgresHistory: HistoryKeeping {
         binds.append(HistorySchema.milliseconds(from))
         if let store { binds.append(Int64(store)) }
         let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-            SELECT v.id, v.store::int8, p.pseudonym, v.since, v.ended, p.firstSeen < v.since, s.entered, s.zone, s.zoneName
+            SELECT v.store::int8, p.pseudonym, v.since, v.ended, p.firstSeen < v.since, s.entered, s.zones, s.names
             FROM visits v
             CROSS JOIN LATERAL (SELECT pseudonym, firstSeen FROM visitors p WHERE p.id = v.visitor OFFSET 0) p
-            LEFT JOIN LATERAL (SELECT entered, zone, zoneName FROM segments s WHERE s.visit = v.id OFFSET 0) s ON true
+            CROSS JOIN LATERAL (SELECT coalesce(array_agg(entered ORDER BY entered, zone), '{}') AS entered,
+                                       coalesce(array_agg(zone ORDER BY entered, zone), '{}') AS zones,
+                                       coalesce(array_agg(zoneName ORDER BY entered, zone), '{}') AS names
+                                FROM segments s WHERE s.visit = v.id) s
             WHERE \(store == nil ? "" : "v.store = $4 AND ")v.since >= $1 AND v.since < $2 AND (v.ended IS NULL OR v.ended > $3)
-            ORDER BY v.since, v.id, s.entered
+            ORDER BY v.since, v.id
             """, binds: binds), logger: logger)
-        var assembler = VisitAssembler()
-        for try await (id, store, visitor, since, ended, returning, entered, zone, zoneName)
-            in rows.decode((Int64, Int64, String, Int64, Int64?, Bool, Int64?, String?, String?).self) {
-            assembler.add(id: id, store: store, visitor: visitor, since: since, ended: ended, returning: returning,
-                          entered: entered, zone: zone, zoneName: zoneName)
+        var visits: [Visit] = []
+        for try await (store, visitor, since, ended, returning, entered, zones, names)
+            in rows.decode((Int64, String, Int64, Int64?, Bool, [Int64], [String], [String]).self) {
+            var moves: [Visit.Move] = []
+            moves.reserveCapacity(entered.count)
+            for i in entered.indices where i < zones.count && i < names.count {
+                moves.append(Visit.Move(at: HistorySchema.instant(entered[i]), zone: zones[i], zoneName: names[i]))
+            }
+            visits.append(Visit(store: UInt16(truncatingIfNeeded: store), visitor: visitor, since: HistorySchema.instant(since),
+                                ended: ended.map(HistorySchema.instant), moves: moves, returning: returning))
         }
-        assembler.finish()
-        return assembler.visits
+        return visits
     }
 
     public func daily(store: UInt16?, from: Instant, to: Instant) async throws(HistoryStoreError) -> [HistoryDay] {
