@@ -18,7 +18,7 @@ let package = Package(
         .executable(name: "beacon-history", targets: ["beacon-history"]),
         // The pure modules, for Benchmarks/; not a supported API.
         .library(name: "BeaconKit",
-                 targets: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
+                 targets: ["BeaconKit", "Contract", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -49,26 +49,29 @@ let package = Package(
         // The pure core: Swift only, no C, no I/O, no clock of its own. Each module
         // depends only on those listed before it.
         //
-        // The base: Instant, JSON, hex and UUIDs, beacon identities and formats, topics,
+        // The base: Instant, JSON, hex and UUIDs, beacon identities and formats,
         // the one message type.
         .target(name: "BeaconKit", dependencies: [.product(name: "Crypto", package: "swift-crypto")],
                 swiftSettings: swiftSettings),
+        // The wire between the parts: every MQTT topic built and parsed in one place, and the
+        // beacon as topics name it (BeaconRef).
+        .target(name: "Contract", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         // Bytes on the wire: HCI commands and events, H4 framing, advertising data, the
         // decoder, btsnoop captures.
         .target(name: "Wire", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
         // RSSI to presence: the filter, distance, proximity, the tracker, hot/cold ranging.
         .target(
             name: "Tracking",
-            dependencies: ["BeaconKit", "Wire", .product(name: "RealModule", package: "swift-numerics")],
+            dependencies: ["BeaconKit", "Contract", "Wire", .product(name: "RealModule", package: "swift-numerics")],
             swiftSettings: swiftSettings),
         // The fleet config: model, parser and validation, source and broker URLs.
-        .target(name: "Config", dependencies: ["BeaconKit", "Tracking"], swiftSettings: swiftSettings),
+        .target(name: "Config", dependencies: ["BeaconKit", "Contract", "Tracking"], swiftSettings: swiftSettings),
         // The gateway's decisions: GatewayEngine, its payloads, the outage outbox.
-        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Wire", "Tracking", "Config"], swiftSettings: swiftSettings),
+        .target(name: "GatewayCore", dependencies: ["BeaconKit", "Contract", "Wire", "Tracking", "Config"], swiftSettings: swiftSettings),
         // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
         .target(
             name: "BrainCore",
-            dependencies: ["BeaconKit", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics"),
+            dependencies: ["BeaconKit", "Contract", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics"),
                            .product(name: "ExtrasBase64", package: "swift-extras-base64")],
             swiftSettings: swiftSettings),
         // A synthetic store as captures, and the benchmarks' workloads.
@@ -107,13 +110,13 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
-            dependencies: ["BeaconKit", "Wire", "Config", "GatewayCore", "SystemCalls", "HCI", "MQTT", "LiveClock", "CoreHost",
+            dependencies: ["BeaconKit", "Contract", "Wire", "Config", "GatewayCore", "SystemCalls", "HCI", "MQTT", "LiveClock", "CoreHost",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .target(
             name: "Brain",
-            dependencies: ["BeaconKit", "Config", "BrainCore", "MQTT", "LiveClock", "SystemCalls", "CoreHost",
+            dependencies: ["BeaconKit", "Contract", "Config", "BrainCore", "MQTT", "LiveClock", "SystemCalls", "CoreHost",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
@@ -141,7 +144,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "beaconctl",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
+            dependencies: ["BeaconKit", "Contract", "Wire", "Tracking", "Config", "GatewayCore", "BrainCore", "Simulation",
                            "HCI", "MQTT", "Gateway", "Brain", "CommandLineSupport", "SystemCalls", "LiveClock",
                            "History", "HistoryStore", "CJPEG",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -149,7 +152,7 @@ let package = Package(
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         // What people look at: the fleet's retained state as pages (pure: no I/O, no clock).
-        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Tracking", "Config", "BrainCore",
+        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Contract", "Tracking", "Config", "BrainCore",
                                                   .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: swiftSettings),
         // The HTTP server over Hummingbird and the MQTT client that feeds it.
@@ -189,12 +192,12 @@ let package = Package(
             swiftSettings: swiftSettings),
         // The store's memory (pure): visits and zone segments from the brain's decisions,
         // and the figures a shop manager asks for (footfall, dwell, conversion, queue time).
-        .target(name: "History", dependencies: ["BeaconKit", "Config", "BrainCore"], swiftSettings: swiftSettings),
+        .target(name: "History", dependencies: ["BeaconKit", "Contract", "Config", "BrainCore"], swiftSettings: swiftSettings),
         // Where the history is kept (SQLite through GRDB, versioned migrations) and the
         // service that keeps it (beacon-history).
         .target(
             name: "HistoryStore",
-            dependencies: ["History", "BeaconKit", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
+            dependencies: ["History", "BeaconKit", "Contract", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "PostgresNIO", package: "postgres-nio"),
                            .product(name: "NIOCore", package: "swift-nio"),
@@ -220,26 +223,26 @@ let package = Package(
         // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
         .testTarget(
             name: "BeaconKitTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
+            dependencies: ["BeaconKit", "Contract", "Wire", "Tracking", "Config", "GatewayCore", "Simulation"],
             swiftSettings: swiftSettings),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BeaconKit", "Wire", "Config", "SystemCalls", "LiveClock", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrainTests",
-            dependencies: ["Brain", "BrainCore", "BeaconKit", "Tracking", "Config", "MQTT", "TestSupport", "Simulation", "LiveClock", "CoreHost",
+            dependencies: ["Brain", "BrainCore", "BeaconKit", "Contract", "Tracking", "Config", "MQTT", "TestSupport", "Simulation", "LiveClock", "CoreHost",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "BeaconKit", "TestSupport"], swiftSettings: swiftSettings),
-        .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Tracking", "Config", "BrainCore", "GatewayCore"],
+        .testTarget(name: "WebTests", dependencies: ["WebDisplay", "WebServer", "BeaconKit", "Contract", "Tracking", "Config", "BrainCore", "GatewayCore"],
                     swiftSettings: swiftSettings),
         .testTarget(
             name: "HistoryTests",
-            dependencies: ["History", "HistoryStore", "BeaconKit", "Config", "BrainCore", "Simulation", "MQTT", "TestSupport",
+            dependencies: ["History", "HistoryStore", "BeaconKit", "Contract", "Config", "BrainCore", "Simulation", "MQTT", "TestSupport",
                            "beacon-history", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "GatewayCore", "LiveClock", "TestSupport", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Contract", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "GatewayCore", "LiveClock", "TestSupport", "CommandLineSupport",
                            "SystemCalls", "History", "HistoryStore",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline",
                            .product(name: "Logging", package: "swift-log")],

@@ -421,18 +421,18 @@ public struct JSONWriter {
     }
 
     @inline(__always)
-    mutating func append(_ byte: UInt8) {
+    package mutating func append(_ byte: UInt8) {
         reserve(1) { $0.pointee = byte }
     }
 
     @inline(__always)
-    mutating func append(_ literal: StaticString) {
+    package mutating func append(_ literal: StaticString) {
         let count = literal.utf8CodeUnitCount
         reserve(count) { $0.update(from: literal.utf8Start, count: count) }
     }
 
     @inline(__always)
-    mutating func append(_ raw: UnsafeRawBufferPointer) {
+    package mutating func append(_ raw: UnsafeRawBufferPointer) {
         guard let base = raw.baseAddress, raw.count > 0 else { return }
         reserve(raw.count) { $0.update(from: base.assumingMemoryBound(to: UInt8.self), count: raw.count) }
     }
@@ -447,7 +447,7 @@ public struct JSONWriter {
     }
 
     /// `value` in decimal, zero-padded to at least `width` (≤ 20) digits.
-    mutating func appendDecimal(_ value: UInt64, width: Int = 1) {
+    package mutating func appendDecimal(_ value: UInt64, width: Int = 1) {
         var count = 1
         var v = value / 10
         while v > 0 { count += 1; v /= 10 }

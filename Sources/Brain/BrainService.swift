@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 public import Config
 public import BrainCore
 public import Logging

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import BrainCore
 public import Config
 public import Logging

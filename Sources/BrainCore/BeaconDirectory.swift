@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import Config
 
 /// What the fleet config says about beacons, stores and gateways, indexed for the brain:
@@ -19,7 +20,7 @@ public struct BeaconDirectory: Sendable {
         for entry in config.beacons {
             switch entry.match {
             case .uuid(let uuid): uuidEntries[uuid] = entry
-            case .beacon(let id): registry[BeaconRef(id: id), default: []].append(entry)
+            case .beacon(let id): registry[id.ref, default: []].append(entry)
             }
         }
         storeEntries = Dictionary(config.stores.map { ($0.major, $0) }, uniquingKeysWith: { first, _ in first })

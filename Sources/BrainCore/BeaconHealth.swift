@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import Config
 
 /// The health of the registry's beacons as the brain tells it: when each was last seen by

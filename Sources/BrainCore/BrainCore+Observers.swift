@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Config
 
 /// Observers: joins answered, refused, throttled and ended; rosters touched.

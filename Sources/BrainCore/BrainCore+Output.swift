@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Config
 
 /// What goes out: retained state written only where it changed (`RetainedMirror`), records before
@@ -20,7 +21,7 @@ extension BrainCore {
         }
         for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
         for topic in known.topics where desired[topic] == nil {
-            if case (_, .ad)? = topics.parseBeacon(topic) { setRetained(topic, signature: nil) { "" } }
+            if case .beacon(_, .ad)? = topics.parse(topic) { setRetained(topic, signature: nil) { "" } }
         }
     }
 

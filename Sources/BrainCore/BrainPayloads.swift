@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import Tracking
 public import Config
 

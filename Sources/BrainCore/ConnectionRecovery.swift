@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 
 /// How the brain keeps its effects exactly-once across broker outages (docs/brain.md,
 /// "Broker outages"): what it must see again after a reconnect before it believes a visit

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Config
 
 // Eddystone-UID beacons in the brain: `BeaconRef` names them by namespace and instance, topics

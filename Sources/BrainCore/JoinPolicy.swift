@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import Config
 
 /// Who may join which beacon (`brain.joins`, docs/security.md).
@@ -37,7 +38,7 @@ public struct JoinPolicy: Sendable {
         var owned: [String: [BeaconRef]] = [:]
         var owners: [BeaconRef: String] = [:]
         for entry in config.beacons {
-            guard let owner = entry.owner, let ref = entry.id.flatMap(BeaconRef.init(id:)) else { continue }
+            guard let owner = entry.owner, let ref = entry.id?.ref else { continue }
             owned[owner, default: []].append(ref)
             owners[ref] = owners[ref] ?? owner
         }

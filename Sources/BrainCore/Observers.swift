@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 
 /// One observer's join of one beacon's channel.
 public struct ObserverJoin: Sendable, Equatable {

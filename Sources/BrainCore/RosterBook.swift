@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 import Config
 
 /// The greeter view of every store, kept up to date one customer at a time.

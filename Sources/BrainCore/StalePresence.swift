@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 
 /// Gateway presence that belongs to a visit the brain already ended. A broker killed
 /// before saving can bring back a delete it had acknowledged, so the retained presence

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 
 /// Who may publish and read what on a fleet's broker, as a Mosquitto ACL file.
 ///

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 
 /// One problem in a config, at a JSON path: `gateways[2].uuids[0]: "xyz" is not a UUID`.
 public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {

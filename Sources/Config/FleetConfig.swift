@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import Tracking
 
 /// The whole fleet in one JSON document (README, "Fleet configuration"). Parsed and

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 
 /// What the fleet config says about how the fleet is shown: where gateways stand on a
 /// store's floor (for `beacon-web`'s floor page) and whether Home Assistant discovery is

@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 import Tracking
 
 extension FleetConfig {

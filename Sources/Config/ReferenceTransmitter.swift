@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 
 /// A transmitter at a known place on a store's floor: a gateway that advertises its own
 /// iBeacon (`gateways[].advertise` with a `position`), or a registry beacon with a

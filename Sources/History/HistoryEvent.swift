@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import BrainCore
 public import Config
 
@@ -66,9 +67,8 @@ public struct DecisionReader: Sendable {
 
     /// The beacon a decision topic is about; `nil` for any other topic.
     public func beacon(ofDecisionTopic topic: String) -> BeaconRef? {
-        guard topic.hasSuffix("/events"), let parsed = topics.parseBeacon(String(topic.dropLast("/events".count))),
-              case .sighting = parsed.about else { return nil }
-        return parsed.beacon
+        guard case let .beacon(ref, .zoneEvents)? = topics.parse(topic) else { return nil }
+        return ref
     }
 
     /// The event a message carries, or why it is skipped.

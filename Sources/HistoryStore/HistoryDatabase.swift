@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import History
 import BrainCore
 import GRDB

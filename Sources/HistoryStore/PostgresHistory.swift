@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import Config
 public import History
 public import Logging

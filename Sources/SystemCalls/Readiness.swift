@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Synchronization
 
 /// What `poll(2)` found a descriptor ready for.
 public struct Readiness: OptionSet, Sendable {
@@ -43,10 +44,19 @@ public struct Readiness: OptionSet, Sendable {
 
 /// A descriptor one thread waits on (`Readiness.wait`) and any thread can make readable:
 /// how work handed to a thread that sleeps in `poll(2)` wakes it (a non-blocking pipe).
+///
+/// Signals coalesce: only the first signal after a `drain()` writes to the pipe; the
+/// others find it readable already and cost one atomic exchange, not a `write(2)` and a
+/// wake each. A raw-mode gateway publishes tens of thousands of messages a second, and a
+/// write per message woke the network thread once per message (2026-11-28: 0.66× the C
+/// baseline, from 0.85× before the poll loop came). The waiter drains before it does the
+/// work it was woken for, so whatever was handed over before a skipped signal is seen.
 public final class Wakeup: Sendable {
     /// The end to wait on.
     public let descriptor: FileDescriptor
     private let writeEnd: FileDescriptor
+    /// True from a signal's write until the next drain.
+    private let pending = Atomic<Bool>(false)
 
     public init() throws(SystemError) {
         var ends: [Int32] = [-1, -1]
@@ -73,13 +83,21 @@ public final class Wakeup: Sendable {
     /// Makes the descriptor readable until `drain()`; never blocks (a full pipe is
     /// readable already).
     public func signal() {
+        guard !pending.exchange(true, ordering: .sequentiallyConsistent) else { return }
         var byte: UInt8 = 1
         _ = Glibc.write(writeEnd.rawValue, &byte, 1)
     }
 
     /// Takes every signal so far; the descriptor is not readable afterwards.
+    ///
+    /// The pipe is emptied before the flag is cleared: cleared first, a signal between the
+    /// two would leave its byte read and the flag set, and every later signal would be
+    /// skipped with nothing left to wake the waiter. This way a signal that comes meanwhile
+    /// is skipped only while the caller has yet to do the work it drained for, and one after
+    /// writes again (at worst a spare wake).
     public func drain() {
         var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         while withUnsafeMutableBytes(of: &buffer, { Glibc.read(descriptor.rawValue, $0.baseAddress, $0.count) }) > 0 {}
+        pending.store(false, ordering: .sequentiallyConsistent)
     }
 }

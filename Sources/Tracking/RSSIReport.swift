@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 
 /// What one gateway heard in one report window, for the brain's zone fusion: every beacon,
 /// how many advertisements, their mean RSSI and when, plus the gateway's track (smoothed
@@ -81,16 +82,6 @@ public struct RSSIReport: Sendable, Equatable {
     /// Most entries in one message; a busier window goes out in several, the last one
     /// carrying the window's `to` (the others repeat `from`: they do not move time on).
     public static let entriesPerMessage = 200
-}
-
-extension BeaconID {
-    /// How topics name this beacon.
-    public var ref: BeaconRef {
-        switch self {
-        case .ibeacon(_, let major, let minor): BeaconRef(major: major, minor: minor)
-        case .eddystone(let namespace, let instance): BeaconRef(namespace: namespace, instance: instance)
-        }
-    }
 }
 
 /// Collects a gateway's advertisements into report windows. A value owned by the gateway's

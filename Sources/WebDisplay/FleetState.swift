@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 public import BrainCore
 public import Config
 import Tracking
@@ -121,7 +122,8 @@ public struct FleetState: Sendable {
             return reject(topic, "not a roster or customer record of that store", at: now)
         case .ignored: break
         }
-        if let id = topics.parseCalibration(topic) {
+        let kind = topics.parse(topic)
+        if case .gatewayCalibration(let id)? = kind {
             // What the brain's calibration learned (docs/presence.md): shown beside the config's.
             if payload.isEmpty {
                 guard gateways[id]?.calibration != nil else { return Change() }
@@ -135,7 +137,7 @@ public struct FleetState: Sendable {
             }
             return Change(fleet: true)
         }
-        if case .health(let ref)? = topics.parseBrainRecord(topic) {
+        if case .brainRecord(.health(let ref))? = kind {
             if payload.isEmpty {
                 guard beaconHealth.removeValue(forKey: ref) != nil else { return Change() }
             } else if let value = try? JSONParser(maxDepth: 4).parse(payload), let record = try? BeaconHealth.Record(parsing: value) {
@@ -146,10 +148,7 @@ public struct FleetState: Sendable {
             }
             return Change(fleet: true)
         }
-        if let (ref, about) = topics.parseBeacon(topic), ref.eddystone != nil, about == .fleetPresence {
-            return receivePresence(of: ref, payload, topic: topic, at: now)
-        }
-        switch topics.parse(topic) {
+        switch kind {
         case .gatewayStatus(let id)?:
             let text = String(decoding: payload, as: UTF8.self)
             gateways[id, default: GatewayStatus()].online = payload.isEmpty ? nil : text == "online"
@@ -164,11 +163,11 @@ public struct FleetState: Sendable {
                 return reject(topic, "not a gateway health report", at: now)
             }
             return Change(fleet: true)
-        case .fleetPresence(let major, let minor)?:
-            return receivePresence(of: BeaconRef(major: major, minor: minor), payload, topic: topic, at: now)
-        case .observer(let major, let minor, _)?:
+        case .beacon(let ref, .fleetPresence)?:
+            return receivePresence(of: ref, payload, topic: topic, at: now)
+        case .beacon(let ref, .observer)? where ref.eddystone == nil:
             // Only the photo is kept: the roster says who is in and with which profile.
-            let store = config.store(of: BeaconRef(major: major, minor: minor))
+            let store = config.store(of: ref)
             if payload.isEmpty {
                 guard photos.removeValue(forKey: topic) != nil else { return Change() }
             } else if let join = try? JoinRequest(parsing: payload) {
@@ -254,11 +253,11 @@ public struct FleetState: Sendable {
         if presence[customer.beacon] != nil { return true }
         let ref = customer.beacon
         return ref.eddystone == nil && ref.major == store && config.storeEntry(store)?.proof != nil
-            && !config.beacons.contains { $0.id.map(BeaconRef.init(id:)) == ref }
+            && !config.beacons.contains { $0.id?.ref == ref }
     }
 
     func isOwnTag(_ customer: Roster.Customer) -> Bool {
-        config.beacons.contains { $0.owner == customer.client && $0.id.map(BeaconRef.init(id:)) == customer.beacon }
+        config.beacons.contains { $0.owner == customer.client && $0.id?.ref == customer.beacon }
     }
 
     mutating func reconcileCards(store: UInt16, at now: Instant) {
@@ -360,6 +359,6 @@ extension FleetConfig {
     /// The store a beacon belongs to: its registry `store`, else its major (0 for an
     /// Eddystone beacon, which has none).
     func store(of beacon: BeaconRef) -> UInt16 {
-        beacons.first { $0.id.map(BeaconRef.init(id:)) == beacon }?.store ?? beacon.major
+        beacons.first { $0.id?.ref == beacon }?.store ?? beacon.major
     }
 }

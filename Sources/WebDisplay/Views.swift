@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 import BrainCore
 public import Config
 import RealModule
@@ -348,7 +349,7 @@ extension FleetState {
 
     /// The registry's single beacons (UUID-only entries name none), by store and id.
     var registryBeacons: [(BeaconRef, BeaconEntry)] {
-        config.beacons.compactMap { entry in entry.id.map { (BeaconRef(id: $0), entry) } }
+        config.beacons.compactMap { entry in entry.id.map { ($0.ref, entry) } }
             .sorted { ($0.1.storeMajor ?? 0, $0.0) < ($1.1.storeMajor ?? 0, $1.0) }
     }
 

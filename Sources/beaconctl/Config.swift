@@ -3,6 +3,7 @@ import CommandLineSupport
 import MQTT
 import SystemCalls
 import BeaconKit
+import Contract
 import Config
 
 struct Config: AsyncParsableCommand {

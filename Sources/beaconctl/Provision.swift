@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconKit
+import Contract
 import CommandLineSupport
 import Config
 import SystemCalls

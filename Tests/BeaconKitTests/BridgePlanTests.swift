@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Foundation
 import Testing
 import Config

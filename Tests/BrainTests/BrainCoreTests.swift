@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Tracking
 import Config
 import BrainCore

@@ -184,7 +184,7 @@ struct BrokerTests {
         // Nothing of ada is retained any more.
         let fresh = try await MosquittoSubscriber.start(broker: broker, filters: ["#"], in: directory)
         _ = await fresh.waitFor(topic: "beacons/100/2/observers/bob")
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(await fresh.caughtUp(on: broker))
         #expect(!fresh.records.contains { $0.topic.contains("observers/ada") && $0.topic.hasPrefix("beacons/") })
         #expect(!fresh.records.contains { $0.topic.hasPrefix("brain/answered/") && $0.topic.hasSuffix("/ada") })
 
@@ -267,9 +267,14 @@ struct BrokerTests {
         #expect(await watch.waitFor(topic: "brain/status", text: "offline") != nil, "the last will")
         let healthBefore = watch.records.filter { $0.topic == "brain/health/beacon-brain" }.count
         process = try launch()
-        #expect(await eventually(timeout: 10) { watch.records.filter { $0.topic == "brain/health/beacon-brain" }.count > healthBefore },
-                "\(process.diagnostics)")
-        try await Task.sleep(for: .milliseconds(500))
+        // The new process's health once it has settled with ada's join in hand: a reply to
+        // that join would have gone out before it, on the same connection.
+        #expect(await eventually(timeout: 10) {
+            watch.json(on: "brain/health/beacon-brain").dropFirst(healthBefore).contains {
+                $0["settled"] == .bool(true) && $0["joins"] == .number(1)
+            }
+        }, "\(process.diagnostics)")
+        #expect(await watch.caughtUp(on: broker, marker: "brain/caught-up"))
         #expect(watch.json(on: "observers/ada/inbox").count == 2, "\(process.diagnostics)")
 
         // SIGTERM: a clean stop with status 0.

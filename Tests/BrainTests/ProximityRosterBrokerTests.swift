@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Brain
 import BrainCore
 import Config

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Config
 import BrainCore
 import Testing

@@ -253,6 +253,21 @@ public final class MosquittoSubscriber: @unchecked Sendable {
         await waitFor(timeout: timeout) { $0.topic == topic && (text == nil || $0.text == text) }
     }
 
+    /// Waits until the subscriber has everything the broker queued for it before now: what
+    /// a "nothing arrived" check waits on instead of a sleep. Publishes a unique message on
+    /// `marker` (which one of the subscriber's filters must match; not retained) with
+    /// `mosquitto_pub` and waits for it. The broker queues a subscription's retained messages
+    /// while it handles the SUBSCRIBE, before `start` returned, and sends one client's messages
+    /// in order, so anything retained or published before the marker has arrived by then. The
+    /// marker goes at QoS 1: a QoS 0 message may overtake QoS 1 messages waiting for an
+    /// in-flight slot (more than 20 retained ones, say).
+    public func caughtUp(on broker: MosquittoBroker, marker: String = "beaconbridge-test/caught-up",
+                         timeout: Double = 10) async -> Bool {
+        let token = UUID().uuidString
+        guard await broker.publish(marker, token, qos: 1) else { return false }
+        return await waitFor(timeout: timeout) { $0.topic == marker && $0.text == token } != nil
+    }
+
     public func stop() async {
         await process.stop()
     }
