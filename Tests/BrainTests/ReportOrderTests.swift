@@ -1,5 +1,6 @@
 import BeaconKit
 import BrainCore
+import Contract
 import Config
 import Testing
 import Tracking
