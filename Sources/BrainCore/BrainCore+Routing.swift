@@ -134,7 +134,8 @@ extension BrainCore {
                 malformed(.roster, topic, error.reason)
             }
 
-        case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
+        case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus, .brainEvents, .brainHealth,
+             .brainSync, .shardStatus, .shardHolder, .shardSync:
             unknownTopic(topic)
         }
     }

@@ -75,7 +75,7 @@ public struct Topics: Sendable, Equatable {
     /// What the brain's calibration learned about a gateway (retained; written by the brain).
     public func calibration(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/calibration") }
     /// Every gateway's calibration record.
-    public var calibrationFilter: String { topic("gateways/+/calibration") }
+    public var calibrationFilter: String { calibration(ofGateway: Self.anyLevel) }
 
     public var fleetConfig: String { topic("fleet/config") }
     public func status(ofObserver client: String) -> String { topic("observers/\(client)/status") }
@@ -88,7 +88,7 @@ public struct Topics: Sendable, Equatable {
 
     /// Subscription filter for one gateway's own retained presence (read back on start).
     public func presenceFilter(seenBy gateway: String) -> [String] {
-        [topic("beacons/+/+/presence/\(gateway)"), topic("eddystone/+/+/presence/\(gateway)")]
+        [presence(of: .anyIBeacon, seenBy: gateway), presence(of: .anyEddystone, seenBy: gateway)]
     }
 
     // MARK: The brain's topics
@@ -96,22 +96,16 @@ public struct Topics: Sendable, Equatable {
     /// One customer of a store's roster (retained; see `Roster.Customer`).
     public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
 
-    /// The part of the brain's record topics naming a beacon: `<major>/<minor>` or
-    /// `eddystone/<namespace>/<instance>`.
-    private func recordKey(_ ref: BeaconRef) -> String {
-        ref.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(ref.major)/\(ref.minor)"
-    }
-
     /// The brain's record of a visit (see `VisitRecord`): `brain/visits/<major>/<minor>` or
     /// `brain/visits/eddystone/<namespace>/<instance>`.
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + ref.recordKey) }
 
     /// The brain's health record of a registry beacon (retained, unsealed: the fleet page
     /// reads it): `brain/beacons/<major>/<minor>` or `brain/beacons/eddystone/<namespace>/<instance>`.
-    public func beaconHealth(of ref: BeaconRef) -> String { topic("brain/beacons/" + recordKey(ref)) }
+    public func beaconHealth(of ref: BeaconRef) -> String { topic("brain/beacons/" + ref.recordKey) }
     /// The brain's record of an answered join (see `AnsweredRecord`).
     public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/" + recordKey(ref) + "/" + client)
+        topic("brain/answered/" + ref.recordKey + "/" + client)
     }
     /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
     public var brainEvents: String { topic("brain/events") }
@@ -122,55 +116,97 @@ public struct Topics: Sendable, Equatable {
     /// broker has delivered every retained message of the subscriptions made before.
     public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
 
-    // MARK: Subscription filters
+    /// `online` while a shard's brain runs, `offline` as its will (retained).
+    public func shardStatus(_ shard: String) -> String { topic("brain/shards/\(shard)/status") }
+    /// The shard whose brain answers for `shard` while its own is away (retained; empty when none).
+    public func shardHolder(_ shard: String) -> String { topic("brain/shards/\(shard)/holder") }
+    /// A marker a shard's brain sends itself: the shards' retained state has been read.
+    public func shardSync(_ shard: String) -> String { topic("brain/shards/\(shard)/sync") }
 
-    public var gatewayStatusFilter: String { topic("gateways/+/status") }
-    public var observerStatusFilter: String { topic("observers/+/status") }
+    // MARK: Filters and ACL patterns
+
+    /// A level that matches any one level, in a filter or an ACL pattern: pass it for a
+    /// gateway or client id (`status(ofGateway: Topics.anyLevel)` is `gateways/+/status`).
+    public static let anyLevel = "+"
+    /// Mosquitto's ACL substitution for the user name (`pattern` lines): pass it for a client
+    /// id where the user name is the client id (`inbox(of: Topics.aclUser)`).
+    public static let aclUser = "%u"
+
+    /// The top levels of the contract's topics, for filters of everything under one.
+    public enum Tree: String, Sendable, CaseIterable {
+        case beacons, eddystone, gateways, observers, stores, brain
+        /// Home Assistant trackers' states, which beacon-web writes.
+        case displays
+    }
+
+    /// `<tree>/#`: every topic under one top level.
+    public func everything(under tree: Tree) -> String { topic(tree.rawValue + "/#") }
+
+    /// `beacons/<…>`, `eddystone/<…>` for a set of beacons (see `Beacons`).
+    public func beacon(_ beacons: Beacons) -> String { topic(beacons.levels) }
+    public func sightings(of beacons: Beacons) -> String { beacon(beacons) }
+    public func presence(of beacons: Beacons, seenBy gateway: String) -> String { beacon(beacons) + "/presence/" + gateway }
+    public func presence(of beacons: Beacons) -> String { beacon(beacons) + "/presence" }
+    public func ad(of beacons: Beacons) -> String { beacon(beacons) + "/ad" }
+    public func telemetry(of beacons: Beacons) -> String { beacon(beacons) + "/telemetry" }
+    public func zoneEvents(of beacons: Beacons) -> String { beacon(beacons) + "/events" }
+    public func observer(_ client: String, of beacons: Beacons) -> String { beacon(beacons) + "/observers/" + client }
+    public func visitRecord(of beacons: Beacons) -> String { topic("brain/visits/" + beacons.recordLevels) }
+    public func beaconHealth(of beacons: Beacons) -> String { topic("brain/beacons/" + beacons.recordLevels) }
+    public func answeredRecord(of beacons: Beacons, client: String) -> String {
+        topic("brain/answered/" + beacons.recordLevels + "/" + client)
+    }
+    /// Every beacon health record (`brain/beacons/#`), of both families.
+    public var beaconHealthFilter: String { topic("brain/beacons/#") }
+    /// The shards' status and holder topics (`brain/shards/+/status`, `…/holder`).
+    public var shardFilters: [String] { [shardStatus(Self.anyLevel), shardHolder(Self.anyLevel)] }
+
+    public var gatewayStatusFilter: String { status(ofGateway: Self.anyLevel) }
+    public var observerStatusFilter: String { status(ofObserver: Self.anyLevel) }
     /// Every gateway's RSSI reports (`rssiReports(ofGateway:)`).
-    public var gatewayRSSIFilter: String { topic("gateways/+/rssi") }
+    public var gatewayRSSIFilter: String { rssiReports(ofGateway: Self.anyLevel) }
 
     /// What others publish about the beacons of one store (`nil`: of every store) that
     /// the brain reads: the gateways' presence, joins. (Not sightings: the brain hears the
     /// gateways through their RSSI reports, whose topic names the gateway.)
     public func beaconFilters(ofStore major: UInt16?) -> [String] {
-        let m = major.map(String.init) ?? "+"
-        return ["beacons/\(m)/+/presence/+", "beacons/\(m)/+/observers/+"].map(topic)
+        let beacons = Beacons.ofStore(major)
+        return [presence(of: beacons, seenBy: Self.anyLevel), observer(Self.anyLevel, of: beacons)]
     }
 
     /// The brain's own retained topics about the beacons of one store (`nil`: of every
     /// store): fleet presence, ads, its records of visits and answered joins.
     public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
-        let m = major.map(String.init) ?? "+"
-        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+",
-                "brain/beacons/\(m)/+"].map(topic)
+        let beacons = Beacons.ofStore(major)
+        return [presence(of: beacons), ad(of: beacons), visitRecord(of: beacons), answeredRecord(of: beacons, client: Self.anyLevel),
+                beaconHealth(of: beacons)]
     }
 
     /// What others publish about one Eddystone beacon (`nil`: about every one) that the
     /// brain reads: the gateways' presence, joins.
     public func eddystoneFilters(of ref: BeaconRef?) -> [String] {
-        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
-        return ["eddystone/\(b)/presence/+", "eddystone/\(b)/observers/+", "eddystone/\(b)/telemetry"].map(topic)
+        let beacons = Beacons.eddystone(ref?.eddystone)
+        return [presence(of: beacons, seenBy: Self.anyLevel), observer(Self.anyLevel, of: beacons), telemetry(of: beacons)]
     }
 
     /// The brain's own retained topics about one Eddystone beacon (`nil`: about every one).
     public func eddystoneRecordFilters(of ref: BeaconRef?) -> [String] {
-        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
-        return ["eddystone/\(b)/presence", "eddystone/\(b)/ad", "brain/visits/eddystone/\(b)", "brain/answered/eddystone/\(b)/+",
-                "brain/beacons/eddystone/\(b)"]
-            .map(topic)
+        let beacons = Beacons.eddystone(ref?.eddystone)
+        return [presence(of: beacons), ad(of: beacons), visitRecord(of: beacons), answeredRecord(of: beacons, client: Self.anyLevel),
+                beaconHealth(of: beacons)]
     }
 
     /// The roster of one store, or of every store.
-    public func rosterFilter(ofStore store: UInt16?) -> String { store.map(roster(ofStore:)) ?? topic("stores/+/roster") }
+    public func rosterFilter(ofStore store: UInt16?) -> String { topic("stores/\(store.map(String.init) ?? Self.anyLevel)/roster") }
 
     /// The customers of one store, or of every store.
     public func customersFilter(ofStore store: UInt16?) -> String {
-        topic("stores/\(store.map(String.init) ?? "+")/customers/+")
+        topic("stores/\(store.map(String.init) ?? Self.anyLevel)/customers/\(Self.anyLevel)")
     }
 
     /// The bridge status of one store, or of every store.
     public func bridgeStatusFilter(ofStore store: UInt16?) -> String {
-        store.map(bridgeStatus(ofStore:)) ?? topic("stores/+/bridge")
+        topic("stores/\(store.map(String.init) ?? Self.anyLevel)/bridge")
     }
 
     /// Splits a topic into its segments after the prefix; `nil` when outside the prefix.
@@ -203,8 +239,20 @@ public struct Topics: Sendable, Equatable {
         case bridgeStatus(UInt16)
         /// `brain/visits/…`, `brain/answered/…`, `brain/beacons/…`: the brain's own records.
         case brainRecord(BrainRecordTopic)
+        /// `brain/shards/<shard>/status`: `online`, or `offline` as the shard's brain's will.
+        case shardStatus(String)
+        /// `brain/shards/<shard>/holder`: the shard answering for it while its brain is away.
+        case shardHolder(String)
+        /// `brain/shards/<shard>/sync`: a shard's brain's marker to itself.
+        case shardSync(String)
         case fleetConfig
         case brainStatus
+        /// `brain/events`: a brain's config reports and rejections.
+        case brainEvents
+        /// `brain/health/<client>`: one brain's counters.
+        case brainHealth(String)
+        /// `brain/sync/<client>`: a brain's marker to itself after subscribing.
+        case brainSync(String)
     }
 
     /// What a beacon's topic is about.
@@ -274,7 +322,22 @@ public struct Topics: Sendable, Equatable {
             }
         case "fleet": return s.count == 2 && s[1] == "config" ? .fleetConfig : nil
         case "brain":
-            if s.count == 2 && s[1] == "status" { return .brainStatus }
+            if s.count == 2 { return s[1] == "status" ? .brainStatus : s[1] == "events" ? .brainEvents : nil }
+            if s.count == 3, let client = Self.name(s[2]) {
+                switch s[1] {
+                case "health": return .brainHealth(client)
+                case "sync": return .brainSync(client)
+                default: return nil
+                }
+            }
+            if s.count == 4 && s[1] == "shards" {
+                switch s[3] {
+                case "status": return .shardStatus(String(s[2]))
+                case "holder": return .shardHolder(String(s[2]))
+                case "sync": return .shardSync(String(s[2]))
+                default: return nil
+                }
+            }
             return Self.brainRecord(s).map { .brainRecord($0) }
         default: return nil
         }

@@ -53,10 +53,10 @@ public struct FleetState: Sendable {
 
     /// What `beacon-web` subscribes to: all read-only.
     public var subscriptions: [String] {
-        [topics.under("gateways/+/status"), topics.under("gateways/+/health"), topics.calibrationFilter,
-         topics.under("beacons/+/+/presence"), topics.under("eddystone/+/+/presence"),
-         topics.under("beacons/+/+/observers/+"),
-         topics.fleetConfig, topics.brainStatus, topics.under("brain/beacons/#")] + CustomerBook.subscriptions(topics)
+        [topics.gatewayStatusFilter, topics.health(ofGateway: Topics.anyLevel), topics.calibrationFilter,
+         topics.presence(of: .anyIBeacon), topics.presence(of: .anyEddystone),
+         topics.observer(Topics.anyLevel, of: .anyIBeacon),
+         topics.fleetConfig, topics.brainStatus, topics.beaconHealthFilter] + CustomerBook.subscriptions(topics)
     }
 
     /// What one message changed, so that only the pages showing it are sent again.

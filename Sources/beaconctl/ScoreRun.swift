@@ -61,11 +61,11 @@ struct ProcessStore {
                 guard let json = try? JSONParser().parse(message.payload), let to = json["to"]?.stringValue,
                       let time = Instant(iso8601: to) else { return }
                 state.withLock { $0.reported[gateway] = max($0.reported[gateway] ?? time, time) }
-            default:
-                if message.topic.hasPrefix("brain/health/"), let json = try? JSONParser().parse(message.payload),
-                   json["settled"] == .bool(true) {
+            case .brainHealth?:
+                if let json = try? JSONParser().parse(message.payload), json["settled"] == .bool(true) {
                     state.withLock { $0.brainSettled = true }
                 }
+            default: break
             }
         }
     }
@@ -87,7 +87,9 @@ struct ProcessStore {
             let client = try MQTTClient(MQTTClientOptions(broker: try BrokerURL(parsing: broker.url),
                                                           clientID: "beaconctl-score-\(ProcessInfo.id)"))
             subscriber = client
-            try client.subscribe(["beacons/+/+/events", "beacons/+/+", "gateways/+/rssi", "brain/health/+"], qos: 1)
+            let topics = collected.topics
+            try client.subscribe([topics.zoneEvents(of: .anyIBeacon), topics.sightings(of: .anyIBeacon), topics.gatewayRSSIFilter,
+                                  topics.brainHealth(Topics.anyLevel)], qos: 1)
             try client.start()
             let listener = Task { for await event in client.events { if case .message(let m) = event { collected.take(m) } } }
             defer { listener.cancel() }

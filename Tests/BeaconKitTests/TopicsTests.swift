@@ -79,6 +79,12 @@ struct TopicsTests {
             (topics.answeredRecord(of: e, client: "phone-7"), .brainRecord(.answered(e, client: "phone-7"))),
             (topics.beaconHealth(of: Self.id), .brainRecord(.health(Self.id))),
             (topics.sightings(of: BeaconRef(major: 0, minor: 65535)), .beacon(BeaconRef(major: 0, minor: 65535), .sighting)),
+            (topics.brainEvents, .brainEvents),
+            (topics.brainHealth("brain-1"), .brainHealth("brain-1")),
+            (topics.brainSync("brain-1"), .brainSync("brain-1")),
+            (topics.shardStatus("north"), .shardStatus("north")),
+            (topics.shardHolder("north"), .shardHolder("north")),
+            (topics.shardSync("north"), .shardSync("north")),
         ]
         for (topic, parsed) in cases {
             #expect(topics.parse(topic) == parsed, "\(topic)")
@@ -90,6 +96,36 @@ struct TopicsTests {
             #expect(topics.parse("brain/status") == nil)
             #expect(topics.parse(prefix + "x/brain/status") == nil)
         }
+    }
+
+    /// Filters and ACL patterns come from the same builders, with `+` or `%u` in a level.
+    @Test(arguments: ["", "acme"])
+    func filtersAndPatterns(prefix: String) {
+        let topics = Topics(prefix: prefix)
+        let p = prefix.isEmpty ? "" : prefix + "/"
+        let any = Topics.anyLevel
+        let key = Self.eddystone.eddystone!
+        #expect(topics.presence(of: .anyIBeacon, seenBy: any) == p + "beacons/+/+/presence/+")
+        #expect(topics.observer(Topics.aclUser, of: .anyEddystone) == p + "eddystone/+/+/observers/%u")
+        #expect(topics.observer(any, of: .ofStore(12)) == p + "beacons/12/+/observers/+")
+        #expect(topics.ad(of: .eddystone(key)) == p + "eddystone/00112233445566778899/aabbccddeeff/ad")
+        #expect(topics.presence(of: .one(Self.id)) == topics.presence(of: Self.id))
+        #expect(topics.presence(of: .one(Self.eddystone)) == topics.presence(of: Self.eddystone))
+        #expect(topics.visitRecord(of: .ofStore(12)) == p + "brain/visits/12/+")
+        #expect(topics.answeredRecord(of: .anyEddystone, client: any) == p + "brain/answered/eddystone/+/+/+")
+        #expect(topics.beaconHealth(of: .one(Self.eddystone)) == topics.beaconHealth(of: Self.eddystone))
+        #expect(topics.everything(under: .stores) == p + "stores/#")
+        #expect(topics.beaconHealthFilter == p + "brain/beacons/#")
+        #expect(topics.inbox(of: Topics.aclUser) == p + "observers/%u/inbox")
+        #expect(topics.gatewayStatusFilter == p + "gateways/+/status")
+        #expect(topics.rosterFilter(ofStore: nil) == p + "stores/+/roster")
+        #expect(topics.rosterFilter(ofStore: 12) == topics.roster(ofStore: 12))
+        #expect(topics.customersFilter(ofStore: 12) == p + "stores/12/customers/+")
+        #expect(topics.bridgeStatusFilter(ofStore: 12) == topics.bridgeStatus(ofStore: 12))
+        #expect(topics.brainRecordFilters(ofStore: 12) == ["beacons/12/+/presence", "beacons/12/+/ad", "brain/visits/12/+",
+                                                           "brain/answered/12/+/+", "brain/beacons/12/+"].map { p + $0 })
+        #expect(topics.eddystoneFilters(of: nil) == ["eddystone/+/+/presence/+", "eddystone/+/+/observers/+",
+                                                     "eddystone/+/+/telemetry"].map { p + $0 })
     }
 
     @Test(arguments: [
