@@ -380,7 +380,7 @@ public struct GatewayEngine: Sendable {
             beaconRate = Double(counters.beacons - last.beacons) / elapsed
         }
         lastHealth = (now, counters.reports, counters.beacons)
-        let health = Payloads.Health(
+        let health = GatewayHealth(
             gateway: gatewayID, version: version, uptime: uptime, source: sourceName,
             sourceState: scanningPaused ? SourceState.paused.rawValue : sourceState.rawValue,
             advertsPerSecond: reportRate, decodedPerSecond: beaconRate, dropped: outbox.dropped,

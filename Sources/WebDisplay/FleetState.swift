@@ -320,41 +320,6 @@ public struct GatewayStatus: Sendable, Equatable {
     }
 }
 
-/// The figures of `gateways/<id>/health`, read leniently: a figure missing or of another
-/// type is absent, not an error (gateways of other versions may publish more or less).
-public struct GatewayHealth: Sendable, Equatable {
-    public var version: String?
-    public var uptime: Double?
-    public var source: String?
-    public var sourceState: String?
-    public var advertsPerSecond: Double?
-    public var decodedPerSecond: Double?
-    public var dropped: Double?
-    public var malformed: Double?
-    public var queueDepth: Double?
-    public var tracked: Double?
-    public var published: Double?
-    public var ts: Instant?
-
-    public init() {}
-
-    public init?(parsing payload: [UInt8]) {
-        guard let value = try? JSONParser(maxDepth: 8).parse(payload), case .object(let o) = value else { return nil }
-        version = o["version"]?.stringValue
-        uptime = o["uptime"]?.numberValue
-        source = o["source"]?.stringValue
-        sourceState = o["sourceState"]?.stringValue
-        advertsPerSecond = o["advertsPerSecond"]?.numberValue
-        decodedPerSecond = o["decodedPerSecond"]?.numberValue
-        dropped = o["dropped"]?.numberValue
-        malformed = o["malformed"]?.numberValue
-        queueDepth = o["queueDepth"]?.numberValue
-        tracked = o["tracked"]?.numberValue
-        published = o["published"]?.numberValue
-        ts = o["ts"]?.stringValue.flatMap { Instant(iso8601: $0) }
-    }
-}
-
 extension FleetConfig {
     /// The store a beacon belongs to: its registry `store`, else its major (0 for an
     /// Eddystone beacon, which has none).
