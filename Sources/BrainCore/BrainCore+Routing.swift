@@ -60,6 +60,7 @@ extension BrainCore {
                 // Its views wait for the gateway to come back (or the reconnect grace).
                 recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
             case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+                presence.gatewayDisconnected(gateway)
                 note(.info, "gateway offline: dropping its views unless it is back within the grace",
                      ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
             case "offline":
