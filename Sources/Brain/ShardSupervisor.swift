@@ -103,8 +103,7 @@ public final class ShardSupervisor: Service, Sendable {
     }
 
     public func run() async throws {
-        try watcher.subscribe([topics.topic("brain/shards/+/status"), topics.topic("brain/shards/+/holder"),
-                               topics.shardSync(shard.name)], qos: 1)
+        try watcher.subscribe(topics.shardFilters + [topics.shardSync(shard.name)], qos: 1)
         try watcher.start()
         logger.info("brain shard starting", metadata: [
             "shard": "\(shard.name)", "stores": "\(shard.stores.count)",
@@ -159,10 +158,10 @@ public final class ShardSupervisor: Service, Sendable {
                     if message.text == s.syncToken, s.readAt == nil { s.readAt = .now }
                     return
                 }
-                switch topics.parseShardTopic(message.topic) {
-                case .status(let name)?: s.table.status(of: name, ShardTable.Status(rawValue: message.text))
-                case .holder(let name)?: s.table.holder(of: name, message.text)
-                case nil: break
+                switch topics.parse(message.topic) {
+                case .shardStatus(let name)?: s.table.status(of: name, ShardTable.Status(rawValue: message.text))
+                case .shardHolder(let name)?: s.table.holder(of: name, message.text)
+                default: break
                 }
             }
         }

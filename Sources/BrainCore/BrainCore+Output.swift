@@ -21,7 +21,7 @@ extension BrainCore {
         }
         for (topic, text) in desired.sorted(by: { $0.key < $1.key }) { setRetained(topic, signature: text) { text } }
         for topic in known.topics where desired[topic] == nil {
-            if case (_, .ad)? = topics.parseBeacon(topic) { setRetained(topic, signature: nil) { "" } }
+            if case .beacon(_, .ad)? = topics.parse(topic) { setRetained(topic, signature: nil) { "" } }
         }
     }
 

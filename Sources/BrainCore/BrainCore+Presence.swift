@@ -188,7 +188,7 @@ extension BrainCore {
             setRetained(topic, signature: text) { seal.seal(text, topic: topic) }
         }
         for topic in known.topics {
-            guard let gateway = topics.parseCalibration(topic), calibrator.applied[gateway] == nil,
+            guard case .gatewayCalibration(let gateway)? = topics.parse(topic), calibrator.applied[gateway] == nil,
                   stores.isEmpty || calibrator.calibrates(gateway) else { continue }
             setRetained(topic, signature: nil) { "" }
         }

@@ -7,8 +7,8 @@ import Tracking
 /// foreign input counted and reported.
 /// Part of `BrainCore`, split by concern (see BrainCore.swift for why its state is internal).
 extension BrainCore {
-    mutating func route(_ parsed: Topics.Parsed, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
-        switch parsed {
+    mutating func route(_ kind: Topics.Kind, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
+        switch kind {
         case .gatewayRSSI(let gateway):
             guard let json = json(payload, .rssiReport, topic) else { return }
             do {
@@ -33,8 +33,17 @@ extension BrainCore {
                 malformed(.rssiReport, topic, error.reason)
             }
 
-        case .sighting, .gatewayPresence, .observer, .fleetPresence, .ad:
-            break  // topics about one beacon: `routeBeacon`
+        case .beacon(let ref, let about):
+            routeBeacon(ref, about, topic: topic, payload: payload, retained: retained, at: now)
+
+        case .brainRecord(let record):
+            readRecord(record, topic: topic, payload: payload, retained: retained)
+
+        case .customer(let store, let client):
+            readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
+
+        case .gatewayCalibration(let gateway):
+            readCalibration(gateway, topic: topic, payload: payload, retained: retained)
 
         case .gatewayStatus(let gateway):
             switch String(decoding: payload, as: UTF8.self) {
@@ -51,6 +60,7 @@ extension BrainCore {
                 // Its views wait for the gateway to come back (or the reconnect grace).
                 recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
             case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+                presence.gatewayDisconnected(gateway)
                 note(.info, "gateway offline: dropping its views unless it is back within the grace",
                      ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
             case "offline":
@@ -124,7 +134,8 @@ extension BrainCore {
                 malformed(.roster, topic, error.reason)
             }
 
-        case .zoneEvents, .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus:
+        case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus, .brainEvents, .brainHealth,
+             .brainSync, .shardStatus, .shardHolder, .shardSync:
             unknownTopic(topic)
         }
     }
@@ -134,8 +145,9 @@ extension BrainCore {
     mutating func routeBeacon(_ ref: BeaconRef, _ about: Topics.BeaconTopic, topic: String, payload: [UInt8],
                                       retained: Bool, at now: Instant) {
         switch about {
-        case .sighting:
-            // Not subscribed: the brain hears gateways through their RSSI reports.
+        case .sighting, .zoneEvents:
+            // Not subscribed: the brain hears gateways through their RSSI reports, and writes
+            // its zone decisions itself.
             unknownTopic(topic)
 
         case .gatewayPresence(let gateway):

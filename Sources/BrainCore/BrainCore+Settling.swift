@@ -188,18 +188,12 @@ extension BrainCore {
     /// Whatever of ours the broker holds gets checked, so leftovers are deleted.
     mutating func markLeftovers() {
         for topic in known.topics {
-            if case let (ref, .fleetPresence)? = topics.parseBeacon(topic) {
-                dirtyPresence.insert(ref)
-                continue
-            }
-            switch (topics.parse(topic), topics.parseBrainRecord(topic)) {
-            case (.roster(let store)?, _): dirtyStores.insert(store)
-            case (nil, nil):
-                if let (store, client) = topics.parseCustomer(topic) {
-                    dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
-                }
-            case (_, .visit(let ref)?): dirtyVisits.insert(ref)
-            case (_, .answered(let ref, let client)?): dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
+            switch topics.parse(topic) {
+            case .beacon(let ref, .fleetPresence)?: dirtyPresence.insert(ref)
+            case .roster(let store)?: dirtyStores.insert(store)
+            case .customer(let store, let client)?: dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
+            case .brainRecord(.visit(let ref))?: dirtyVisits.insert(ref)
+            case .brainRecord(.answered(let ref, let client))?: dirtyJoins.insert(ObserverJoin.Key(beacon: ref, client: client))
             default: break
             }
         }

@@ -267,7 +267,7 @@ public struct BrainCore: Sendable {
     public var offlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "offline", qos: 1, retain: true) }
 
     /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
-    /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign",
+    /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign","staleReports",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
@@ -289,6 +289,7 @@ public struct BrainCore: Sendable {
             })))
             o("unknownTopics", c.unknownTopics)
             o("foreign", c.foreign)
+            o("staleReports", presence.staleReports)
             o("joinsAccepted", c.joinsAccepted)
             o("joinsRejected", c.joinsRejected)
             o("joinsThrottled", c.joinsThrottled)
@@ -325,7 +326,7 @@ public struct BrainCore: Sendable {
                 report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
                 note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
             }
-            if case let (ref, .observer(client))? = topics.parseBeacon(topic) {
+            if case let .beacon(ref, .observer(client))? = topics.parse(topic) {
                 let key = ObserverJoin.Key(beacon: ref, client: client)
                 if owns(key.beacon) {
                     reject(key, reason: "join payload of \(payload.count) bytes exceeds \(limits.maxPayload)", at: now)
@@ -333,16 +334,8 @@ public struct BrainCore: Sendable {
             }
             return finish(at: now)
         }
-        if let (ref, about) = topics.parseBeacon(topic) {
-            routeBeacon(ref, about, topic: topic, payload: payload, retained: retained, at: now)
-        } else if let parsed = topics.parse(topic) {
-            route(parsed, topic: topic, payload: payload, retained: retained, at: now)
-        } else if let record = topics.parseBrainRecord(topic) {
-            readRecord(record, topic: topic, payload: payload, retained: retained)
-        } else if let (store, client) = topics.parseCustomer(topic) {
-            readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
-        } else if let gateway = topics.parseCalibration(topic) {
-            readCalibration(gateway, topic: topic, payload: payload, retained: retained)
+        if let kind = topics.parse(topic) {
+            route(kind, topic: topic, payload: payload, retained: retained, at: now)
         } else {
             unknownTopic(topic)
         }
@@ -427,7 +420,7 @@ public struct BrainCore: Sendable {
             rosterBook.removeAll()
             for key in observers.joins.keys { touchRoster(key) }
             for topic in known.topics {
-                guard let (store, client) = topics.parseCustomer(topic) else { continue }
+                guard case let .customer(store, client)? = topics.parse(topic) else { continue }
                 dirtyCustomers.insert(RosterBook.Key(store: store, client: client))
                 dirtyStores.insert(store)
             }

@@ -207,6 +207,11 @@ public struct FleetPresence: Sendable {
         zScore = settings.zScore
     }
 
+    /// Reports dropped because the brain already had the capture time they cover
+    /// (`report`): resent after a reconnect, a QoS 1 duplicate, a bridge's queue delivered
+    /// after the live reports.
+    public private(set) var staleReports = 0
+
     public subscript(ref: BeaconRef) -> FleetBeacon? { beacons[ref] }
 
     /// Capture time up to which the brain has decided.
@@ -239,10 +244,26 @@ public struct FleetPresence: Sendable {
     public mutating func report(_ report: RSSIReport, receivedAt wall: Instant, accepts: (BeaconRef) -> Bool = { _ in true },
                                 holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
         offlineGateways.remove(report.gateway)
-        clock.online.insert(report.gateway)
-        // A gateway resends its last reports after a disconnect (they may have been lost in
-        // flight): one whose window this brain already has is no news.
-        if report.resent, let mark = clock.watermarks[report.gateway], report.to <= mark { return [] }
+        clock.isOnline(report.gateway)
+        // A report whose window this brain already has is no news: a gateway resends its last
+        // reports after a disconnect (they may have been lost in flight), QoS 1 may deliver
+        // one twice, a store's bridge may deliver its queue after the live reports. Decided
+        // again, it would bring back a beacon that already left. (A busy window's first parts
+        // end where they begin, at the watermark: they are not late.) One exception: after
+        // the gateway's connection ended (`gatewayDisconnected`), its first report not marked
+        // resent may start over from an earlier capture time (a replay or capture restarted):
+        // its capture time starts over with it, and the brain, which has decided past it,
+        // goes on without it until it catches up.
+        if let mark = clock.watermarks[report.gateway],
+           report.resent ? report.to <= mark : report.to < mark || (report.to == mark && report.from < report.to) {
+            guard !report.resent, clock.restarted.contains(report.gateway) else {
+                staleReports += 1
+                return []
+            }
+            clock.watermarks[report.gateway] = nil
+            clock.excluded.insert(report.gateway)
+        }
+        if !report.resent { clock.restarted.remove(report.gateway) }
         if let mark = clock.watermarks[report.gateway], report.from > mark {
             gap(report.gateway, from: mark, to: report.from)
             if report.from.seconds(since: mark) >= Self.reportedGap {
@@ -256,7 +277,7 @@ public struct FleetPresence: Sendable {
             pending.append(PendingSample(time: report.from + max(0, entry.at), gateway: report.gateway, ref: ref,
                                          entry: entry, sequence: sequence))
         }
-        clock.reported(report.gateway, upTo: report.to)
+        clock.reported(report.gateway, upTo: report.to, at: wall)
         var events: [FleetEvent] = []
         decide(&events, holding: held)
         return events
@@ -381,7 +402,7 @@ public struct FleetPresence: Sendable {
     public mutating func gatewayStatus(_ gateway: String, online: Bool) -> [FleetEvent] {
         guard !online else {
             offlineGateways.remove(gateway)
-            clock.online.insert(gateway)
+            clock.isOnline(gateway)
             return []
         }
         offlineGateways.insert(gateway)
@@ -397,6 +418,13 @@ public struct FleetPresence: Sendable {
         }
         decide(&events, holding: { _, _ in false })
         return events
+    }
+
+    /// The gateway's connection ended (a live `offline`) but its views are held for its
+    /// grace: should it come back as a new run (a restarted replay or capture), its reports
+    /// may start over from an earlier capture time, and are then not late copies (`report`).
+    public mutating func gatewayDisconnected(_ gateway: String) {
+        if clock.watermarks[gateway] != nil { clock.restarted.insert(gateway) }
     }
 
     /// The brain's broker connection came back at `wall`: every gateway sends the reports it

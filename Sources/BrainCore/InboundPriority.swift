@@ -11,10 +11,11 @@ extension BrainCore {
     public func lane(of topic: String, payloadIsEmpty: Bool) -> (lane: InboundLane, observer: String?) {
         let client: String
         var isJoin = false
-        if case let (_, .observer(joining))? = topics.parseBeacon(topic) {
+        let kind = topics.parse(topic)
+        if case let .beacon(_, .observer(joining))? = kind {
             client = joining
             isJoin = !payloadIsEmpty
-        } else if case .observerStatus(let reporting)? = topics.parse(topic) {
+        } else if case .observerStatus(let reporting)? = kind {
             client = reporting
         } else {
             return (.first, nil)

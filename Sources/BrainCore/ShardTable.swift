@@ -68,27 +68,3 @@ public struct ShardTable: Sendable, Equatable {
         shards.map(\.name).filter { $0 != me && !isOnline($0) && successor(of: $0) == me }
     }
 }
-
-extension Topics {
-    /// `online` while a shard's brain runs, `offline` as its will (retained).
-    public func shardStatus(_ shard: String) -> String { topic("brain/shards/\(shard)/status") }
-    /// The shard whose brain answers for `shard` while its own is away (retained; empty when none).
-    public func shardHolder(_ shard: String) -> String { topic("brain/shards/\(shard)/holder") }
-    /// A marker a shard's brain sends itself: the shards' retained state has been read.
-    public func shardSync(_ shard: String) -> String { topic("brain/shards/\(shard)/sync") }
-
-    /// What a `brain/shards/…` topic is about.
-    public enum ShardTopic: Sendable, Equatable {
-        case status(String)
-        case holder(String)
-    }
-
-    public func parseShardTopic(_ topic: String) -> ShardTopic? {
-        guard let s = segments(of: topic), s.count == 4, s[0] == "brain", s[1] == "shards" else { return nil }
-        switch s[3] {
-        case "status": return .status(String(s[2]))
-        case "holder": return .holder(String(s[2]))
-        default: return nil
-        }
-    }
-}

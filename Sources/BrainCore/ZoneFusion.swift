@@ -176,9 +176,19 @@ struct PendingSample: Sendable, Equatable {
 /// reported it. Each gateway's reports say up to when they are complete (`to`); the brain
 /// decides about a moment only when every gateway it waits for has reported past it, so
 /// its decisions do not depend on when messages arrive (a replay at full speed decides as
-/// one in real time). A gateway whose reports stop arriving, or lag behind the others',
-/// holds decisions back for at most `hold` wall-clock seconds; then the brain goes on
-/// without it until it catches up.
+/// one in real time, a busy machine as an idle one).
+///
+/// Waited for: every gateway that said `online` or reported, until it says `offline`. (A
+/// live gateway's capture time begins when it starts; replayed gateways share one timeline,
+/// `beacon-gateway --start-at`, and say `online` before its first second plays.)
+///
+/// The one wall-clock rule: a gateway that has held the clock back for `hold` seconds is
+/// let go (the brain goes on without it until it catches up) only when it has truly gone
+/// silent: no report of it arrived for `hold` seconds. A gateway whose reports keep coming,
+/// late (a busy machine, a starved process, replays at full speed racing each other), is
+/// waited for, however far behind in capture time. Those seconds are the
+/// brain's *running* time: a gap between two calls longer than `longestPause` (the brain
+/// itself stopped or starved: its messages wait unread meanwhile) counts as `longestPause`.
 struct ReportClock: Sendable, Equatable {
     /// Per gateway: reported complete up to this capture time.
     var watermarks: [String: Instant] = [:]
@@ -186,12 +196,25 @@ struct ReportClock: Sendable, Equatable {
     var online: Set<String> = []
     /// Gateways the brain stopped waiting for (late or silent), until they catch up.
     var excluded: Set<String> = []
-    /// Wall-clock time since which the clock has been held back by a late gateway.
-    var heldSince: Instant?
+    /// Gateways whose connection ended (a live `offline` within its grace): the first report
+    /// not marked resent after it may start over from an earlier capture time (a restarted
+    /// replay or capture) instead of being taken for a late copy (`FleetPresence.report`).
+    var restarted: Set<String> = []
+    /// Running time (see above) since which the clock has been held back by a late gateway.
+    var heldSince: Double?
     /// Until then (wall clock) late gateways are waited for however long
     /// (`FleetPresence.reconnected`).
     var patientUntil: Instant?
     var lastTime: Instant?
+    /// The brain's running time, seconds, and the wall-clock time it was last counted at.
+    private(set) var running = 0.0
+    private var lastWall: Instant?
+    /// Per gateway: running time its last report arrived at.
+    private var heard: [String: Double] = [:]
+
+    /// Longest wall-clock gap between two of the brain's calls that counts in full, s: the
+    /// brain ticks every 0.2 s; a longer gap is the brain paused, not its gateways silent.
+    static let longestPause = 0.5
 
     /// The gateways waited for.
     var waitedFor: [String] {
@@ -212,18 +235,32 @@ struct ReportClock: Sendable, Equatable {
         return watermarks.values.max()
     }
 
-    /// A report up to `to` from `gateway`.
-    mutating func reported(_ gateway: String, upTo to: Instant) {
+    /// Counts the wall-clock time since the last call into `running`.
+    mutating func pass(wall: Instant) {
+        if let last = lastWall { running += min(max(0, wall.seconds(since: last)), Self.longestPause) }
+        lastWall = max(lastWall ?? wall, wall)
+    }
+
+    /// The gateway said `online`, or reported.
+    mutating func isOnline(_ gateway: String) {
+        online.insert(gateway)
+    }
+
+    /// A report up to `to` from `gateway`, arrived at `wall`.
+    mutating func reported(_ gateway: String, upTo to: Instant, at wall: Instant) {
+        pass(wall: wall)
+        heard[gateway] = running
         watermarks[gateway] = max(watermarks[gateway] ?? to, to)
         if excluded.contains(gateway), let time, to >= time { excluded.remove(gateway) }
     }
 
     /// Wall-clock time passes: a gateway holding the clock back for `hold` seconds while
-    /// others have reported further is no longer waited for.
+    /// others have reported further, and silent that long, is no longer waited for.
     /// Before any time (`time` is `nil`), a gateway that said `online` and has never
-    /// reported (its reports are off, or it runs an older version) holds the clock the same
-    /// way, and is let go the same way.
+    /// reported (its reports are off, an older version) holds the
+    /// clock the same way, and is let go the same way.
     mutating func check(wall: Instant, hold: Double) {
+        pass(wall: wall)
         let now = time
         defer { lastTime = now }
         guard let furthest = watermarks.values.max(), now.map({ furthest > $0 }) ?? true else {
@@ -232,84 +269,26 @@ struct ReportClock: Sendable, Equatable {
         }
         if let now, let last = lastTime, now > last { heldSince = nil }
         guard let since = heldSince else {
-            heldSince = wall
+            heldSince = running
             return
         }
-        guard wall.seconds(since: since) >= hold, patientUntil.map({ wall >= $0 }) ?? true else { return }
+        guard running - since >= hold, patientUntil.map({ wall >= $0 }) ?? true else { return }
         for gateway in waitedFor {
             guard let mark = watermarks[gateway] else {
                 excluded.insert(gateway)
                 continue
             }
-            if let now, mark <= now { excluded.insert(gateway) }
+            guard let now, mark <= now else { continue }
+            if running - max(heard[gateway] ?? since, since) >= hold { excluded.insert(gateway) }
         }
-        heldSince = nil
     }
 
     mutating func remove(_ gateway: String) {
         watermarks[gateway] = nil
+        heard[gateway] = nil
         online.remove(gateway)
         excluded.remove(gateway)
-    }
-}
-
-/// A decision about a beacon's zone, at the capture time it was made: what
-/// `beacons/<major>/<minor>/events` carries.
-public struct ZoneDecision: Sendable, Equatable {
-    public enum Kind: String, Sendable { case enter, zone, exit }
-    public var kind: Kind
-    public var beacon: BeaconRef
-    /// The zone gateway after the decision (the last one, for an exit).
-    public var zone: String
-    public var zoneName: String
-    /// The zone before (a zone change).
-    public var from: String?
-    /// When the visit began.
-    public var since: Instant
-    /// Capture time of the decision.
-    public var at: Instant
-
-    /// `{"event","major","minor"|"namespace","instance","zone","zoneName","from"?,"since","ts"}`.
-    public var json: String {
-        var writer = JSONWriter(capacity: 192)
-        writer.object { o in
-            o("event", kind.rawValue)
-            beacon.write(into: &o)
-            o("zone", zone)
-            o("zoneName", zoneName)
-            if let from { o("from", from) }
-            o("since", since)
-            o("ts", at)
-        }
-        return writer.text
-    }
-
-    public init(kind: Kind, beacon: BeaconRef, zone: String, zoneName: String, from: String? = nil, since: Instant,
-                at: Instant) {
-        self.kind = kind
-        self.beacon = beacon
-        self.zone = zone
-        self.zoneName = zoneName
-        self.from = from
-        self.since = since
-        self.at = at
-    }
-
-    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
-        let r = PayloadReader(path: "")
-        let o = try r.object(value)
-        guard let kind = Kind(rawValue: try r.string(o["event"], "event")) else {
-            throw PayloadError("event must be enter, zone or exit")
-        }
-        let ref = try r.beacon(o)
-        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
-        self.kind = kind
-        self.beacon = ref
-        zone = try r.segment(o["zone"], "zone")
-        zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
-        from = try o["from"].map { value throws(PayloadError) in try r.segment(value, "from") }
-        since = try r.instant(o["since"], "since")
-        at = try r.instant(o["ts"], "ts")
+        restarted.remove(gateway)
     }
 }
 

@@ -79,51 +79,52 @@ public struct BridgePlan: Sendable, Equatable {
         // The majors whose joins and brain output belong to this store: its own and those of
         // registry beacons assigned to it.
         var majors: Set<UInt16> = [major]
-        var eddystones: [String] = []
+        var eddystones: [EddystoneKey] = []
         for beacon in config.beacons where beacon.storeMajor == major {
             switch beacon.id {
             case .ibeacon(_, let m, _)?: majors.insert(m)
-            case .eddystone(let namespace, let instance)?: eddystones.append("\(namespace)/\(instance)")
+            case .eddystone(let namespace, let instance)?: eddystones.append(EddystoneKey(namespace: namespace, instance: instance))
             case nil: break
             }
         }
-        let levels = gateways.isEmpty ? ["+"] : gateways
+        let levels = gateways.isEmpty ? [Topics.anyLevel] : gateways
         var list: [Topic] = []
-        func add(_ tail: String, _ direction: Direction, _ qos: Int, _ note: String) {
-            list.append(Topic(pattern: t.topic(tail), direction: direction, qos: qos, note: note))
+        func add(_ pattern: String, _ direction: Direction, _ qos: Int, _ note: String) {
+            list.append(Topic(pattern: pattern, direction: direction, qos: qos, note: note))
         }
-        add("beacons/+/+", .out, 0, "sightings; QoS 0: not queued while the WAN is down")
-        for g in levels { add("beacons/+/+/presence/\(g)", .out, 1, "gateway presence (retained)") }
-        add("eddystone/+/+", .out, 0, "Eddystone sightings")
-        for g in levels { add("eddystone/+/+/presence/\(g)", .out, 1, "Eddystone presence (retained)") }
-        add("eddystone/+/+/telemetry", .out, 1, "Eddystone telemetry: battery, temperature (retained)")
-        add("observers/+/status", .out, 1, "apps in the store: online, and their last will")
+        let any = Topics.anyLevel
+        add(t.sightings(of: .anyIBeacon), .out, 0, "sightings; QoS 0: not queued while the WAN is down")
+        for g in levels { add(t.presence(of: .anyIBeacon, seenBy: g), .out, 1, "gateway presence (retained)") }
+        add(t.sightings(of: .anyEddystone), .out, 0, "Eddystone sightings")
+        for g in levels { add(t.presence(of: .anyEddystone, seenBy: g), .out, 1, "Eddystone presence (retained)") }
+        add(t.telemetry(of: .anyEddystone), .out, 1, "Eddystone telemetry: battery, temperature (retained)")
+        add(t.observerStatusFilter, .out, 1, "apps in the store: online, and their last will")
         for m in majors.sorted() {
-            add("beacons/\(m)/+/observers/+", .both, 1, "joins out; the brain's deletion of a dead app's join in")
+            add(t.observer(any, of: .ofStore(m)), .both, 1, "joins out; the brain's deletion of a dead app's join in")
         }
         for m in majors.sorted() {
-            add("beacons/\(m)/+/presence", .in, 1, "the brain's fleet presence, for local displays")
-            add("beacons/\(m)/+/ad", .in, 1, "standing ads")
+            add(t.presence(of: .ofStore(m)), .in, 1, "the brain's fleet presence, for local displays")
+            add(t.ad(of: .ofStore(m)), .in, 1, "standing ads")
         }
         // Eddystone beacons belong to a store only by the registry: named one by one.
-        for e in eddystones.sorted() {
-            add("eddystone/\(e)/observers/+", .both, 1, "joins of a registry Eddystone beacon of the store")
-            add("eddystone/\(e)/presence", .in, 1, "the brain's fleet presence of it")
-            add("eddystone/\(e)/ad", .in, 1, "its standing ad")
+        for e in eddystones.sorted(by: { BeaconRef($0).recordKey < BeaconRef($1).recordKey }) {
+            add(t.observer(any, of: .eddystone(e)), .both, 1, "joins of a registry Eddystone beacon of the store")
+            add(t.presence(of: .eddystone(e)), .in, 1, "the brain's fleet presence of it")
+            add(t.ad(of: .eddystone(e)), .in, 1, "its standing ad")
         }
-        add("stores/\(major)/roster", .in, 1, "the greeter's roster and its customers")
-        add("stores/\(major)/customers/+", .in, 1, "the greeter's roster and its customers")
-        add("observers/+/inbox", .in, 1, "replies to apps connected in the store")
-        add("fleet/config", .in, 1, "the fleet config, pushed at the centre")
-        for g in levels { add("gateways/\(g)/cmd", .in, 1, "operator commands") }
+        add(t.rosterFilter(ofStore: major), .in, 1, "the greeter's roster and its customers")
+        add(t.customersFilter(ofStore: major), .in, 1, "the greeter's roster and its customers")
+        add(t.inbox(of: any), .in, 1, "replies to apps connected in the store")
+        add(t.fleetConfig, .in, 1, "the fleet config, pushed at the centre")
+        for g in levels { add(t.commands(ofGateway: g), .in, 1, "operator commands") }
         for pattern in Self.ruleTopics(config, store: major) {
             list.append(Topic(pattern: t.topic(pattern), direction: .in, qos: 1, note: "what the rules publish for this store"))
         }
-        for g in levels { add("gateways/\(g)/health", .out, 0, "gateway health") }
-        for g in levels { add("gateways/\(g)/rssi", .out, 0, "RSSI reports for the brain's zone fusion (QoS 0: a late one is no use)") }
-        for g in levels { add("gateways/\(g)/events", .out, 1, "gateway events") }
+        for g in levels { add(t.health(ofGateway: g), .out, 0, "gateway health") }
+        for g in levels { add(t.rssiReports(ofGateway: g), .out, 0, "RSSI reports for the brain's zone fusion (QoS 0: a late one is no use)") }
+        for g in levels { add(t.events(ofGateway: g), .out, 1, "gateway events") }
         // Last: after a reconnection these arrive after the retained presence (see the type).
-        for g in levels { add("gateways/\(g)/status", .out, 1, "gateway status (last: marks the end of a replay)") }
+        for g in levels { add(t.status(ofGateway: g), .out, 1, "gateway status (last: marks the end of a replay)") }
         var seen: Set<String> = []
         topics = list.filter { seen.insert($0.pattern + " " + $0.direction.rawValue).inserted }
     }

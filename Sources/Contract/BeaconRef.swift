@@ -37,6 +37,12 @@ public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible
         }
     }
 
+    /// The part of the brain's record topics naming the beacon (`brain/visits/<key>`):
+    /// `<major>/<minor>` or `eddystone/<namespace>/<instance>`.
+    public var recordKey: String {
+        eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)"
+    }
+
     /// `major/minor`, or `namespace/instance`, as in the topics.
     public var description: String { eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)" }
 
@@ -73,6 +79,40 @@ public struct EddystoneKey: Hashable, Comparable, Sendable {
 
     public static func < (lhs: EddystoneKey, rhs: EddystoneKey) -> Bool {
         (lhs.namespace.high, lhs.namespace.low, lhs.instance.rawValue) < (rhs.namespace.high, rhs.namespace.low, rhs.instance.rawValue)
+    }
+}
+
+/// The beacons a filter or an ACL pattern covers: every iBeacon, every iBeacon of one store
+/// (major), every Eddystone-UID beacon, or one beacon. Topics builds the same topics for it as
+/// for a `BeaconRef`, with `+` where a level is open: `topics.presence(of: .anyIBeacon,
+/// seenBy: "+")` is `beacons/+/+/presence/+`.
+public struct Beacons: Sendable, Hashable {
+    /// The levels naming them in a beacon's topic: `beacons/+/+`, `eddystone/<ns>/<inst>`…
+    let levels: String
+    /// The levels naming them in the brain's record topics: `+/+`, `eddystone/+/+`…
+    let recordLevels: String
+
+    /// `beacons/+/+`.
+    public static let anyIBeacon = ofStore(nil)
+    /// `eddystone/+/+`.
+    public static let anyEddystone = eddystone(nil)
+
+    /// `beacons/<major>/+`; every store's (`beacons/+/+`) for `nil`.
+    public static func ofStore(_ major: UInt16?) -> Beacons {
+        let m = major.map(String.init) ?? "+"
+        return Beacons(levels: "beacons/\(m)/+", recordLevels: "\(m)/+")
+    }
+
+    /// One Eddystone-UID beacon, or every one (`eddystone/+/+`) for `nil`.
+    public static func eddystone(_ key: EddystoneKey?) -> Beacons {
+        let b = key.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
+        return Beacons(levels: "eddystone/" + b, recordLevels: "eddystone/" + b)
+    }
+
+    /// One beacon of either family.
+    public static func one(_ ref: BeaconRef) -> Beacons {
+        if let key = ref.eddystone { return eddystone(key) }
+        return Beacons(levels: "beacons/\(ref.major)/\(ref.minor)", recordLevels: ref.recordKey)
     }
 }
 

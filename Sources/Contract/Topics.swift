@@ -27,45 +27,44 @@ public struct Topics: Sendable, Equatable {
     /// elsewhere (a rule's own topic, the patterns of a store's bridge).
     public func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
 
-    /// `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`.
-    public func beacon(_ id: BeaconID) -> String {
-        switch id {
-        case .ibeacon(_, let major, let minor):
-            // Every sighting names its topic: written directly rather than interpolated.
-            var writer = JSONWriter(capacity: prefix.utf8.count + 20)
-            if !prefix.isEmpty {
-                var copy = prefix
-                copy.withUTF8 { writer.append(UnsafeRawBufferPointer($0)) }
-                writer.append("/")
-            }
-            writer.append("beacons/")
-            writer.appendDecimal(UInt64(major))
+    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
+    public func beacon(_ ref: BeaconRef) -> String {
+        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
+        // Every sighting names its topic: written directly rather than interpolated.
+        var writer = JSONWriter(capacity: prefix.utf8.count + 20)
+        if !prefix.isEmpty {
+            var copy = prefix
+            copy.withUTF8 { writer.append(UnsafeRawBufferPointer($0)) }
             writer.append("/")
-            writer.appendDecimal(UInt64(minor))
-            return writer.text
-        case .eddystone(let namespace, let instance): return topic("eddystone/\(namespace)/\(instance)")
         }
+        writer.append("beacons/")
+        writer.appendDecimal(UInt64(ref.major))
+        writer.append("/")
+        writer.appendDecimal(UInt64(ref.minor))
+        return writer.text
     }
 
-    /// Sightings of a beacon: the beacon's own topic.
-    public func sightings(of id: BeaconID) -> String { beacon(id) }
+    /// Sightings of a beacon (a gateway's, not retained): the beacon's own topic.
+    public func sightings(of ref: BeaconRef) -> String { beacon(ref) }
 
     /// One gateway's retained view of a beacon.
-    public func presence(of id: BeaconID, seenBy gateway: String) -> String {
-        beacon(id) + "/presence/" + gateway
-    }
+    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
 
     /// The brain's fleet-wide retained presence.
-    public func presence(of id: BeaconID) -> String { beacon(id) + "/presence" }
+    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
 
-    public func ad(of id: BeaconID) -> String { beacon(id) + "/ad" }
+    /// The beacon's standing offer (retained, the brain's).
+    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
 
     /// A beacon's last telemetry (Eddystone-TLM: battery, temperature, counts), retained,
     /// from the gateway that heard it last.
-    public func telemetry(of id: BeaconID) -> String { beacon(id) + "/telemetry" }
+    public func telemetry(of ref: BeaconRef) -> String { beacon(ref) + "/telemetry" }
 
+    /// The brain's zone decisions about a beacon (enter, zone, exit), with capture times.
+    public func zoneEvents(of ref: BeaconRef) -> String { beacon(ref) + "/events" }
 
-    public func observer(_ client: String, of id: BeaconID) -> String { beacon(id) + "/observers/" + client }
+    /// An observer's join of a beacon (retained; empty when it leaves).
+    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
 
     public func status(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/status") }
     public func health(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/health") }
@@ -76,13 +75,8 @@ public struct Topics: Sendable, Equatable {
     /// What the brain's calibration learned about a gateway (retained; written by the brain).
     public func calibration(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/calibration") }
     /// Every gateway's calibration record.
-    public var calibrationFilter: String { topic("gateways/+/calibration") }
+    public var calibrationFilter: String { calibration(ofGateway: Self.anyLevel) }
 
-    /// The gateway whose calibration record `topic` is; `nil` for any other topic.
-    public func parseCalibration(_ topic: String) -> String? {
-        guard let s = segments(of: topic), s.count == 3, s[0] == "gateways", s[2] == "calibration" else { return nil }
-        return Self.name(s[1])
-    }
     public var fleetConfig: String { topic("fleet/config") }
     public func status(ofObserver client: String) -> String { topic("observers/\(client)/status") }
     public func inbox(of client: String) -> String { topic("observers/\(client)/inbox") }
@@ -94,42 +88,24 @@ public struct Topics: Sendable, Equatable {
 
     /// Subscription filter for one gateway's own retained presence (read back on start).
     public func presenceFilter(seenBy gateway: String) -> [String] {
-        [topic("beacons/+/+/presence/\(gateway)"), topic("eddystone/+/+/presence/\(gateway)")]
+        [presence(of: .anyIBeacon, seenBy: gateway), presence(of: .anyEddystone, seenBy: gateway)]
     }
 
     // MARK: The brain's topics
 
-    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
-    public func beacon(_ ref: BeaconRef) -> String {
-        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
-        return topic("beacons/\(ref.major)/\(ref.minor)")
-    }
-    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
-    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
-    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
-    /// The brain's zone decisions about a beacon (enter, zone, exit), with capture times.
-    public func zoneEvents(of ref: BeaconRef) -> String { beacon(ref) + "/events" }
-    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
-
     /// One customer of a store's roster (retained; see `Roster.Customer`).
     public func customer(_ client: String, ofStore store: UInt16) -> String { topic("stores/\(store)/customers/\(client)") }
 
-    /// The part of the brain's record topics naming a beacon: `<major>/<minor>` or
-    /// `eddystone/<namespace>/<instance>`.
-    private func recordKey(_ ref: BeaconRef) -> String {
-        ref.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(ref.major)/\(ref.minor)"
-    }
-
     /// The brain's record of a visit (see `VisitRecord`): `brain/visits/<major>/<minor>` or
     /// `brain/visits/eddystone/<namespace>/<instance>`.
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + recordKey(ref)) }
+    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + ref.recordKey) }
 
     /// The brain's health record of a registry beacon (retained, unsealed: the fleet page
     /// reads it): `brain/beacons/<major>/<minor>` or `brain/beacons/eddystone/<namespace>/<instance>`.
-    public func beaconHealth(of ref: BeaconRef) -> String { topic("brain/beacons/" + recordKey(ref)) }
+    public func beaconHealth(of ref: BeaconRef) -> String { topic("brain/beacons/" + ref.recordKey) }
     /// The brain's record of an answered join (see `AnsweredRecord`).
     public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/" + recordKey(ref) + "/" + client)
+        topic("brain/answered/" + ref.recordKey + "/" + client)
     }
     /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
     public var brainEvents: String { topic("brain/events") }
@@ -140,55 +116,97 @@ public struct Topics: Sendable, Equatable {
     /// broker has delivered every retained message of the subscriptions made before.
     public func brainSync(_ client: String) -> String { topic("brain/sync/\(client)") }
 
-    // MARK: Subscription filters
+    /// `online` while a shard's brain runs, `offline` as its will (retained).
+    public func shardStatus(_ shard: String) -> String { topic("brain/shards/\(shard)/status") }
+    /// The shard whose brain answers for `shard` while its own is away (retained; empty when none).
+    public func shardHolder(_ shard: String) -> String { topic("brain/shards/\(shard)/holder") }
+    /// A marker a shard's brain sends itself: the shards' retained state has been read.
+    public func shardSync(_ shard: String) -> String { topic("brain/shards/\(shard)/sync") }
 
-    public var gatewayStatusFilter: String { topic("gateways/+/status") }
-    public var observerStatusFilter: String { topic("observers/+/status") }
+    // MARK: Filters and ACL patterns
+
+    /// A level that matches any one level, in a filter or an ACL pattern: pass it for a
+    /// gateway or client id (`status(ofGateway: Topics.anyLevel)` is `gateways/+/status`).
+    public static let anyLevel = "+"
+    /// Mosquitto's ACL substitution for the user name (`pattern` lines): pass it for a client
+    /// id where the user name is the client id (`inbox(of: Topics.aclUser)`).
+    public static let aclUser = "%u"
+
+    /// The top levels of the contract's topics, for filters of everything under one.
+    public enum Tree: String, Sendable, CaseIterable {
+        case beacons, eddystone, gateways, observers, stores, brain
+        /// Home Assistant trackers' states, which beacon-web writes.
+        case displays
+    }
+
+    /// `<tree>/#`: every topic under one top level.
+    public func everything(under tree: Tree) -> String { topic(tree.rawValue + "/#") }
+
+    /// `beacons/<…>`, `eddystone/<…>` for a set of beacons (see `Beacons`).
+    public func beacon(_ beacons: Beacons) -> String { topic(beacons.levels) }
+    public func sightings(of beacons: Beacons) -> String { beacon(beacons) }
+    public func presence(of beacons: Beacons, seenBy gateway: String) -> String { beacon(beacons) + "/presence/" + gateway }
+    public func presence(of beacons: Beacons) -> String { beacon(beacons) + "/presence" }
+    public func ad(of beacons: Beacons) -> String { beacon(beacons) + "/ad" }
+    public func telemetry(of beacons: Beacons) -> String { beacon(beacons) + "/telemetry" }
+    public func zoneEvents(of beacons: Beacons) -> String { beacon(beacons) + "/events" }
+    public func observer(_ client: String, of beacons: Beacons) -> String { beacon(beacons) + "/observers/" + client }
+    public func visitRecord(of beacons: Beacons) -> String { topic("brain/visits/" + beacons.recordLevels) }
+    public func beaconHealth(of beacons: Beacons) -> String { topic("brain/beacons/" + beacons.recordLevels) }
+    public func answeredRecord(of beacons: Beacons, client: String) -> String {
+        topic("brain/answered/" + beacons.recordLevels + "/" + client)
+    }
+    /// Every beacon health record (`brain/beacons/#`), of both families.
+    public var beaconHealthFilter: String { topic("brain/beacons/#") }
+    /// The shards' status and holder topics (`brain/shards/+/status`, `…/holder`).
+    public var shardFilters: [String] { [shardStatus(Self.anyLevel), shardHolder(Self.anyLevel)] }
+
+    public var gatewayStatusFilter: String { status(ofGateway: Self.anyLevel) }
+    public var observerStatusFilter: String { status(ofObserver: Self.anyLevel) }
     /// Every gateway's RSSI reports (`rssiReports(ofGateway:)`).
-    public var gatewayRSSIFilter: String { topic("gateways/+/rssi") }
+    public var gatewayRSSIFilter: String { rssiReports(ofGateway: Self.anyLevel) }
 
     /// What others publish about the beacons of one store (`nil`: of every store) that
     /// the brain reads: the gateways' presence, joins. (Not sightings: the brain hears the
     /// gateways through their RSSI reports, whose topic names the gateway.)
     public func beaconFilters(ofStore major: UInt16?) -> [String] {
-        let m = major.map(String.init) ?? "+"
-        return ["beacons/\(m)/+/presence/+", "beacons/\(m)/+/observers/+"].map(topic)
+        let beacons = Beacons.ofStore(major)
+        return [presence(of: beacons, seenBy: Self.anyLevel), observer(Self.anyLevel, of: beacons)]
     }
 
     /// The brain's own retained topics about the beacons of one store (`nil`: of every
     /// store): fleet presence, ads, its records of visits and answered joins.
     public func brainRecordFilters(ofStore major: UInt16?) -> [String] {
-        let m = major.map(String.init) ?? "+"
-        return ["beacons/\(m)/+/presence", "beacons/\(m)/+/ad", "brain/visits/\(m)/+", "brain/answered/\(m)/+/+",
-                "brain/beacons/\(m)/+"].map(topic)
+        let beacons = Beacons.ofStore(major)
+        return [presence(of: beacons), ad(of: beacons), visitRecord(of: beacons), answeredRecord(of: beacons, client: Self.anyLevel),
+                beaconHealth(of: beacons)]
     }
 
     /// What others publish about one Eddystone beacon (`nil`: about every one) that the
     /// brain reads: the gateways' presence, joins.
     public func eddystoneFilters(of ref: BeaconRef?) -> [String] {
-        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
-        return ["eddystone/\(b)/presence/+", "eddystone/\(b)/observers/+", "eddystone/\(b)/telemetry"].map(topic)
+        let beacons = Beacons.eddystone(ref?.eddystone)
+        return [presence(of: beacons, seenBy: Self.anyLevel), observer(Self.anyLevel, of: beacons), telemetry(of: beacons)]
     }
 
     /// The brain's own retained topics about one Eddystone beacon (`nil`: about every one).
     public func eddystoneRecordFilters(of ref: BeaconRef?) -> [String] {
-        let b = ref?.eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "+/+"
-        return ["eddystone/\(b)/presence", "eddystone/\(b)/ad", "brain/visits/eddystone/\(b)", "brain/answered/eddystone/\(b)/+",
-                "brain/beacons/eddystone/\(b)"]
-            .map(topic)
+        let beacons = Beacons.eddystone(ref?.eddystone)
+        return [presence(of: beacons), ad(of: beacons), visitRecord(of: beacons), answeredRecord(of: beacons, client: Self.anyLevel),
+                beaconHealth(of: beacons)]
     }
 
     /// The roster of one store, or of every store.
-    public func rosterFilter(ofStore store: UInt16?) -> String { store.map(roster(ofStore:)) ?? topic("stores/+/roster") }
+    public func rosterFilter(ofStore store: UInt16?) -> String { topic("stores/\(store.map(String.init) ?? Self.anyLevel)/roster") }
 
     /// The customers of one store, or of every store.
     public func customersFilter(ofStore store: UInt16?) -> String {
-        topic("stores/\(store.map(String.init) ?? "+")/customers/+")
+        topic("stores/\(store.map(String.init) ?? Self.anyLevel)/customers/\(Self.anyLevel)")
     }
 
     /// The bridge status of one store, or of every store.
     public func bridgeStatusFilter(ofStore store: UInt16?) -> String {
-        store.map(bridgeStatus(ofStore:)) ?? topic("stores/+/bridge")
+        topic("stores/\(store.map(String.init) ?? Self.anyLevel)/bridge")
     }
 
     /// Splits a topic into its segments after the prefix; `nil` when outside the prefix.
@@ -201,109 +219,40 @@ public struct Topics: Sendable, Equatable {
         return rest.split(separator: "/", omittingEmptySubsequences: false)
     }
 
-    /// What a beacon topic names, for subscribers. The UUID is not in the topic: an
-    /// iBeacon id parsed here carries a zero UUID and is matched by major and minor.
-    public enum Parsed: Sendable, Equatable {
-        case sighting(major: UInt16, minor: UInt16)
-        case gatewayPresence(major: UInt16, minor: UInt16, gateway: String)
-        case fleetPresence(major: UInt16, minor: UInt16)
-        case observer(major: UInt16, minor: UInt16, client: String)
-        case ad(major: UInt16, minor: UInt16)
-        case zoneEvents(major: UInt16, minor: UInt16)
+    /// What a topic of the contract names: the one answer of `parse(_:)`.
+    public enum Kind: Sendable, Equatable {
+        /// A topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
+        /// `eddystone/<namespace>/<instance>[/…]`.
+        case beacon(BeaconRef, BeaconTopic)
         case gatewayStatus(String)
         case gatewayHealth(String)
         case gatewayCommand(String)
         case gatewayEvents(String)
         case gatewayRSSI(String)
+        /// `gateways/<gateway>/calibration`: what the brain's calibration learned about it.
+        case gatewayCalibration(String)
         case observerStatus(String)
         case inbox(String)
         case roster(UInt16)
+        /// `stores/<store>/customers/<client>`: one customer of a store's roster.
+        case customer(store: UInt16, client: String)
         case bridgeStatus(UInt16)
+        /// `brain/visits/…`, `brain/answered/…`, `brain/beacons/…`: the brain's own records.
+        case brainRecord(BrainRecordTopic)
+        /// `brain/shards/<shard>/status`: `online`, or `offline` as the shard's brain's will.
+        case shardStatus(String)
+        /// `brain/shards/<shard>/holder`: the shard answering for it while its brain is away.
+        case shardHolder(String)
+        /// `brain/shards/<shard>/sync`: a shard's brain's marker to itself.
+        case shardSync(String)
         case fleetConfig
         case brainStatus
-    }
-
-    /// Parses any topic of the contract; `nil` for anything else.
-    public func parse(_ topic: String) -> Parsed? {
-        guard let s = segments(of: topic) else { return nil }
-        switch (s.count, s.first) {
-        case (3, "beacons"):
-            guard let major = Self.number(s[1]), let minor = Self.number(s[2]) else { return nil }
-            return .sighting(major: major, minor: minor)
-        case (4, "beacons"):
-            guard let major = Self.number(s[1]), let minor = Self.number(s[2]) else { return nil }
-            switch s[3] {
-            case "presence": return .fleetPresence(major: major, minor: minor)
-            case "ad": return .ad(major: major, minor: minor)
-            case "events": return .zoneEvents(major: major, minor: minor)
-            default: return nil
-            }
-        case (5, "beacons"):
-            guard let major = Self.number(s[1]), let minor = Self.number(s[2]), let last = Self.name(s[4]) else { return nil }
-            switch s[3] {
-            case "presence": return .gatewayPresence(major: major, minor: minor, gateway: last)
-            case "observers": return .observer(major: major, minor: minor, client: last)
-            default: return nil
-            }
-        case (3, "gateways"):
-            guard let gateway = Self.name(s[1]) else { return nil }
-            switch s[2] {
-            case "status": return .gatewayStatus(gateway)
-            case "health": return .gatewayHealth(gateway)
-            case "cmd": return .gatewayCommand(gateway)
-            case "events": return .gatewayEvents(gateway)
-            case "rssi": return .gatewayRSSI(gateway)
-            default: return nil
-            }
-        case (3, "observers"):
-            guard let client = Self.name(s[1]) else { return nil }
-            switch s[2] {
-            case "status": return .observerStatus(client)
-            case "inbox": return .inbox(client)
-            default: return nil
-            }
-        case (3, "stores"):
-            guard let major = Self.number(s[1]) else { return nil }
-            switch s[2] {
-            case "roster": return .roster(major)
-            case "bridge": return .bridgeStatus(major)
-            default: return nil
-            }
-        case (2, "fleet") where s[1] == "config": return .fleetConfig
-        case (2, "brain") where s[1] == "status": return .brainStatus
-        default: return nil
-        }
-    }
-
-    /// A topic of the brain's own records.
-    public enum BrainRecordTopic: Sendable, Equatable {
-        case visit(BeaconRef)
-        case answered(BeaconRef, client: String)
-        /// `brain/beacons/<beacon>`: last seen and battery of a registry beacon.
-        case health(BeaconRef)
-    }
-
-    /// `brain/visits/<beacon>` or `brain/answered/<beacon>/<client>`, parsed; `<beacon>` is
-    /// `<major>/<minor>` or `eddystone/<namespace>/<instance>`.
-    public func parseBrainRecord(_ topic: String) -> BrainRecordTopic? {
-        guard let s = segments(of: topic), s.count >= 4, s[0] == "brain" else { return nil }
-        let ref: BeaconRef
-        let rest: ArraySlice<Substring>
-        if s[2] == "eddystone" {
-            guard s.count >= 5, let eddystone = Self.eddystone(s[3], s[4]) else { return nil }
-            ref = BeaconRef(eddystone)
-            rest = s[5...]
-        } else {
-            guard let major = Self.number(s[2]), let minor = Self.number(s[3]) else { return nil }
-            ref = BeaconRef(major: major, minor: minor)
-            rest = s[4...]
-        }
-        switch (s[1], rest.count) {
-        case ("visits", 0): return .visit(ref)
-        case ("beacons", 0): return .health(ref)
-        case ("answered", 1): return Self.name(rest[rest.startIndex]).map { .answered(ref, client: $0) }
-        default: return nil
-        }
+        /// `brain/events`: a brain's config reports and rejections.
+        case brainEvents
+        /// `brain/health/<client>`: one brain's counters.
+        case brainHealth(String)
+        /// `brain/sync/<client>`: a brain's marker to itself after subscribing.
+        case brainSync(String)
     }
 
     /// What a beacon's topic is about.
@@ -318,35 +267,132 @@ public struct Topics: Sendable, Equatable {
         case observer(client: String)
         /// The beacon's standing offer.
         case ad
+        /// The brain's zone decisions.
+        case zoneEvents
         /// A gateway's Eddystone-TLM telemetry of the beacon (retained).
         case telemetry
     }
 
-    /// Parses a topic about one beacon, of either family: `beacons/<major>/<minor>[/…]` or
-    /// `eddystone/<namespace>/<instance>[/…]` (lower-case hex, one topic per beacon).
-    public func parseBeacon(_ topic: String) -> (beacon: BeaconRef, about: BeaconTopic)? {
-        switch parse(topic) {
-        case .sighting(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .sighting)
-        case .gatewayPresence(let major, let minor, let gateway)?:
-            return (BeaconRef(major: major, minor: minor), .gatewayPresence(gateway: gateway))
-        case .fleetPresence(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .fleetPresence)
-        case .observer(let major, let minor, let client)?: return (BeaconRef(major: major, minor: minor), .observer(client: client))
-        case .ad(let major, let minor)?: return (BeaconRef(major: major, minor: minor), .ad)
-        case _?: return nil
-        case nil: break
-        }
-        guard let s = segments(of: topic), (3...5).contains(s.count), s[0] == "eddystone",
-              let eddystone = Self.eddystone(s[1], s[2]) else { return nil }
-        let ref = BeaconRef(eddystone)
-        switch (s.count, s.count > 3 ? s[3] : "") {
-        case (3, _): return (ref, .sighting)
-        case (4, "presence"): return (ref, .fleetPresence)
-        case (4, "ad"): return (ref, .ad)
-        case (4, "telemetry"): return (ref, .telemetry)
-        case (5, "presence"): return Self.name(s[4]).map { (ref, .gatewayPresence(gateway: $0)) }
-        case (5, "observers"): return Self.name(s[4]).map { (ref, .observer(client: $0)) }
+    /// A topic of the brain's own records; `<beacon>` is `<major>/<minor>` or
+    /// `eddystone/<namespace>/<instance>`.
+    public enum BrainRecordTopic: Sendable, Equatable {
+        /// `brain/visits/<beacon>`.
+        case visit(BeaconRef)
+        /// `brain/answered/<beacon>/<client>`.
+        case answered(BeaconRef, client: String)
+        /// `brain/beacons/<beacon>`: last seen and battery of a registry beacon.
+        case health(BeaconRef)
+    }
+
+    /// Parses any topic of the contract; `nil` for anything else (another prefix, a number
+    /// spelled two ways, a segment no client id can be). The UUID is not in the topic: a
+    /// beacon is named by major and minor, or by namespace and instance (lower-case hex).
+    public func parse(_ topic: String) -> Kind? {
+        guard let s = segments(of: topic), let first = s.first else { return nil }
+        switch first {
+        case "beacons", "eddystone":
+            guard s.count >= 3, let ref = first == "beacons" ? Self.ibeacon(s[1], s[2]) : Self.eddystone(s[1], s[2]).map(BeaconRef.init)
+            else { return nil }
+            return Self.about(s[3...], eddystone: ref.eddystone != nil).map { .beacon(ref, $0) }
+        case "gateways":
+            guard s.count == 3, let gateway = Self.name(s[1]) else { return nil }
+            switch s[2] {
+            case "rssi": return .gatewayRSSI(gateway)
+            case "status": return .gatewayStatus(gateway)
+            case "health": return .gatewayHealth(gateway)
+            case "cmd": return .gatewayCommand(gateway)
+            case "events": return .gatewayEvents(gateway)
+            case "calibration": return .gatewayCalibration(gateway)
+            default: return nil
+            }
+        case "observers":
+            guard s.count == 3, let client = Self.name(s[1]) else { return nil }
+            switch s[2] {
+            case "status": return .observerStatus(client)
+            case "inbox": return .inbox(client)
+            default: return nil
+            }
+        case "stores":
+            guard s.count >= 3, let store = Self.number(s[1]) else { return nil }
+            switch (s.count, s[2]) {
+            case (3, "roster"): return .roster(store)
+            case (3, "bridge"): return .bridgeStatus(store)
+            case (4, "customers"): return Self.name(s[3]).map { .customer(store: store, client: $0) }
+            default: return nil
+            }
+        case "fleet": return s.count == 2 && s[1] == "config" ? .fleetConfig : nil
+        case "brain":
+            if s.count == 2 { return s[1] == "status" ? .brainStatus : s[1] == "events" ? .brainEvents : nil }
+            if s.count == 3, let client = Self.name(s[2]) {
+                switch s[1] {
+                case "health": return .brainHealth(client)
+                case "sync": return .brainSync(client)
+                default: return nil
+                }
+            }
+            if s.count == 4 && s[1] == "shards" {
+                switch s[3] {
+                case "status": return .shardStatus(String(s[2]))
+                case "holder": return .shardHolder(String(s[2]))
+                case "sync": return .shardSync(String(s[2]))
+                default: return nil
+                }
+            }
+            return Self.brainRecord(s).map { .brainRecord($0) }
         default: return nil
         }
+    }
+
+    /// The part of a beacon's topic after its name. Telemetry is Eddystone-TLM's: an iBeacon
+    /// has none.
+    private static func about(_ rest: ArraySlice<Substring>, eddystone: Bool) -> BeaconTopic? {
+        switch rest.count {
+        case 0: return .sighting
+        case 1:
+            switch rest[rest.startIndex] {
+            case "presence": return .fleetPresence
+            case "ad": return .ad
+            case "events": return .zoneEvents
+            case "telemetry" where eddystone: return .telemetry
+            default: return nil
+            }
+        case 2:
+            guard let last = name(rest[rest.startIndex + 1]) else { return nil }
+            switch rest[rest.startIndex] {
+            case "presence": return .gatewayPresence(gateway: last)
+            case "observers": return .observer(client: last)
+            default: return nil
+            }
+        default: return nil
+        }
+    }
+
+    /// `brain/visits/<beacon>`, `brain/beacons/<beacon>` or `brain/answered/<beacon>/<client>`.
+    private static func brainRecord(_ s: [Substring]) -> BrainRecordTopic? {
+        guard s.count >= 4 else { return nil }
+        let ref: BeaconRef
+        let rest: ArraySlice<Substring>
+        if s[2] == "eddystone" {
+            guard s.count >= 5, let eddystone = eddystone(s[3], s[4]) else { return nil }
+            ref = BeaconRef(eddystone)
+            rest = s[5...]
+        } else {
+            guard let major = number(s[2]), let minor = number(s[3]) else { return nil }
+            ref = BeaconRef(major: major, minor: minor)
+            rest = s[4...]
+        }
+        switch (s[1], rest.count) {
+        case ("visits", 0): return .visit(ref)
+        case ("beacons", 0): return .health(ref)
+        case ("answered", 1): return name(rest[rest.startIndex]).map { .answered(ref, client: $0) }
+        default: return nil
+        }
+    }
+
+    /// Major and minor as topics write them.
+    static func ibeacon(_ major: Substring, _ minor: Substring) -> BeaconRef? {
+        guard let major = number(major), let minor = number(minor) else { return nil }
+        return BeaconRef(major: major, minor: minor)
     }
 
     /// Namespace and instance as topics write them: lower-case hex, 20 and 12 digits.
@@ -354,13 +400,6 @@ public struct Topics: Sendable, Equatable {
         guard let ns = EddystoneNamespace(hex: String(namespace)), ns.description == namespace,
               let id = EddystoneInstance(hex: String(instance)), id.description == instance else { return nil }
         return EddystoneKey(namespace: ns, instance: id)
-    }
-
-    /// `stores/<store>/customers/<client>`, parsed; `nil` for any other topic.
-    public func parseCustomer(_ topic: String) -> (store: UInt16, client: String)? {
-        guard let s = segments(of: topic), s.count == 4, s[0] == "stores", s[2] == "customers",
-              let store = Self.number(s[1]), let client = Self.name(s[3]) else { return nil }
-        return (store, client)
     }
 
     /// A major, minor or store number in a topic: digits only, no sign, no leading zero (so

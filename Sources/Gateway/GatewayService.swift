@@ -298,7 +298,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             } else if message.topic == topics.brainStatus {
                 state.withLock { $0.engine.brainStatus(online: message.text == "online") }
             } else if message.retain, !message.payload.isEmpty,
-                      case (_, .gatewayPresence(let owner))? = topics.parseBeacon(message.topic), owner == gateway.id {
+                      case .beacon(_, .gatewayPresence(let owner))? = topics.parse(message.topic), owner == gateway.id {
                 input { $0.inheritedPresence(topic: message.topic) }
             }
         }

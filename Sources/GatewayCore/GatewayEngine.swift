@@ -340,7 +340,7 @@ public struct GatewayEngine: Sendable {
     }
 
     private var currentPresenceTopics: Set<String> {
-        Set(tracker.tracks.values.map { topics.presence(of: $0.id, seenBy: gatewayID) })
+        Set(tracker.tracks.values.map { topics.presence(of: $0.id.ref, seenBy: gatewayID) })
     }
 
     /// Deletes presence left by an earlier run for beacons not seen again within one exit
@@ -380,7 +380,7 @@ public struct GatewayEngine: Sendable {
             beaconRate = Double(counters.beacons - last.beacons) / elapsed
         }
         lastHealth = (now, counters.reports, counters.beacons)
-        let health = Payloads.Health(
+        let health = GatewayHealth(
             gateway: gatewayID, version: version, uptime: uptime, source: sourceName,
             sourceState: scanningPaused ? SourceState.paused.rawValue : sourceState.rawValue,
             advertsPerSecond: reportRate, decodedPerSecond: beaconRate, dropped: outbox.dropped,
@@ -401,7 +401,7 @@ public struct GatewayEngine: Sendable {
     public mutating func withdraw() -> GatewayOutput {
         var out = GatewayOutput()
         for track in tracks {
-            send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+            send(MQTTMessage(topic: topics.presence(of: track.id.ref, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
         }
         send(MQTTMessage(topic: topics.status(ofGateway: gatewayID), text: "offline", qos: 1, retain: true), &out)
         return out
@@ -439,7 +439,7 @@ public struct GatewayEngine: Sendable {
         var tracker = Self.tracker(new, mine)
         // Keep what is in range; beacons the new allow-list rejects exit now.
         for track in previousTracks.values.sorted(by: { $0.id < $1.id }) where !new.accepts(track.id) {
-            send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+            send(MQTTMessage(topic: topics.presence(of: track.id.ref, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
         }
         tracker.restore(previousTracks.values.filter { new.accepts($0.id) })
         self.tracker = tracker
@@ -490,7 +490,7 @@ public struct GatewayEngine: Sendable {
         if update.publish {
             // Bytes straight into the message: no String, no second copy (raw mode sends every advert).
             let payload = Payloads.sightingBytes(update.track, gateway: gatewayID, entry: registry[id], at: time)
-            send(MQTTMessage(topic: topics.sightings(of: id), payload: payload, qos: 0, retain: false), &out)
+            send(MQTTMessage(topic: topics.sightings(of: id.ref), payload: payload, qos: 0, retain: false), &out)
         }
     }
 
@@ -504,7 +504,7 @@ public struct GatewayEngine: Sendable {
         guard let id = eddystoneAddresses[address], tracker.tracks[id] != nil else { return }
         if let last = telemetrySent[id], time.seconds(since: last) < Self.telemetryInterval { return }
         telemetrySent[id] = time
-        send(MQTTMessage(topic: topics.telemetry(of: id), text: Payloads.telemetry(tlm, gateway: gatewayID, at: time),
+        send(MQTTMessage(topic: topics.telemetry(of: id.ref), text: Payloads.telemetry(tlm, gateway: gatewayID, at: time),
                          qos: 1, retain: true), &out)
     }
 
@@ -545,12 +545,12 @@ public struct GatewayEngine: Sendable {
             if logsBeacons { out.log.append(LogEntry(.debug, "exit", ["beacon": "\(track.id)"])) }
             if eddystoneAddresses[track.address] == track.id { eddystoneAddresses[track.address] = nil }
             telemetrySent[track.id] = nil
-            send(MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+            send(MQTTMessage(topic: topics.presence(of: track.id.ref, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
         }
     }
 
     private func presenceMessage(_ track: Track) -> MQTTMessage {
-        MQTTMessage(topic: topics.presence(of: track.id, seenBy: gatewayID),
+        MQTTMessage(topic: topics.presence(of: track.id.ref, seenBy: gatewayID),
                     text: Payloads.gatewayPresence(track, gateway: gatewayID, zone: gateway.zone ?? gatewayID),
                     qos: 1, retain: true)
     }

@@ -78,64 +78,6 @@ public enum Payloads {
         }
     }
 
-    /// What `gateways/<id>/health` reports.
-    public struct Health: Sendable, Equatable {
-        public var gateway: String
-        public var version: String
-        public var uptime: Double
-        public var source: String
-        public var sourceState: String
-        public var advertsPerSecond: Double
-        public var decodedPerSecond: Double
-        public var dropped: Int
-        public var malformed: Int
-        public var queueDepth: Int
-        public var tracked: Int
-        public var published: Int
-        public var ts: Instant
-
-        public init(gateway: String, version: String, uptime: Double, source: String, sourceState: String,
-                    advertsPerSecond: Double, decodedPerSecond: Double, dropped: Int, malformed: Int,
-                    queueDepth: Int, tracked: Int, published: Int, ts: Instant) {
-            self.gateway = gateway
-            self.version = version
-            self.uptime = uptime
-            self.source = source
-            self.sourceState = sourceState
-            self.advertsPerSecond = advertsPerSecond
-            self.decodedPerSecond = decodedPerSecond
-            self.dropped = dropped
-            self.malformed = malformed
-            self.queueDepth = queueDepth
-            self.tracked = tracked
-            self.published = published
-            self.ts = ts
-        }
-
-        /// `{"gateway","version","uptime","source","sourceState","advertsPerSecond",
-        /// "decodedPerSecond","dropped","malformed","queueDepth","tracked","published","ts"}`:
-        /// `dropped` counts sightings lost while the broker was away, `malformed` inputs skipped.
-        public var json: String {
-            var writer = JSONWriter()
-            writer.object { o in
-                o("gateway", gateway)
-                o("version", version)
-                o("uptime", uptime, places: 1)
-                o("source", source)
-                o("sourceState", sourceState)
-                o("advertsPerSecond", advertsPerSecond, places: 1)
-                o("decodedPerSecond", decodedPerSecond, places: 1)
-                o("dropped", dropped)
-                o("malformed", malformed)
-                o("queueDepth", queueDepth)
-                o("tracked", tracked)
-                o("published", published)
-                o("ts", ts)
-            }
-            return writer.text
-        }
-    }
-
     /// An answer to an operator's command on `gateways/<id>/events`:
     /// `{"event":"command","command","status","detail"?,"ts"}`, `status` `ok` or `rejected`.
     public static func commandReply(_ command: String, status: String, detail: String?, at time: Instant) -> String {

@@ -104,6 +104,13 @@ public struct BtsnoopSource: AdvertisingSource {
         // the same capture times on every run, however busy the machine.
         let tickStep = Self.tickInterval * speed
         var grid: (origin: Instant, next: Instant)?
+        if speed == 0, let startsAt {
+            // At full speed too the replay begins at `startsAt`, so that gateways replaying one
+            // store together have all connected (and said `online`: the brain waits for their
+            // reports) before the first of them races through its capture.
+            let wait = startsAt.seconds(since: WallClock.now())
+            if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+        }
         func gridPoint(after time: Instant, origin: Instant) -> Instant {
             origin + ((time.seconds(since: origin) / tickStep).rounded(.down) + 1) * tickStep
         }

@@ -33,9 +33,7 @@ public struct HistoryEvent: Sendable, Equatable {
     /// `eddystone/<namespace>/<instance>`.
     public var beaconKey: String { Self.key(of: beacon) }
 
-    public static func key(of beacon: BeaconRef) -> String {
-        beacon.eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(beacon.major)/\(beacon.minor)"
-    }
+    public static func key(of beacon: BeaconRef) -> String { beacon.recordKey }
 }
 
 /// Why a message on a decision topic was not kept (each is counted, none stops the service).
@@ -63,13 +61,12 @@ public struct DecisionReader: Sendable {
     }
 
     /// The subscriptions that bring every decision of the fleet.
-    public var filters: [String] { [topics.topic("beacons/+/+/events"), topics.topic("eddystone/+/+/events")] }
+    public var filters: [String] { [topics.zoneEvents(of: .anyIBeacon), topics.zoneEvents(of: .anyEddystone)] }
 
     /// The beacon a decision topic is about; `nil` for any other topic.
     public func beacon(ofDecisionTopic topic: String) -> BeaconRef? {
-        guard topic.hasSuffix("/events"), let parsed = topics.parseBeacon(String(topic.dropLast("/events".count))),
-              case .sighting = parsed.about else { return nil }
-        return parsed.beacon
+        guard case let .beacon(ref, .zoneEvents)? = topics.parse(topic) else { return nil }
+        return ref
     }
 
     /// The event a message carries, or why it is skipped.

@@ -40,7 +40,8 @@ public protocol HistoryKeeping: Sendable {
     /// Visits, segments and visitors held (for health and tests).
     func counts() async throws(HistoryStoreError) -> HistoryCounts
 
-    /// The migrations applied, sorted (`HistoryDatabase.versions` once up to date).
+    /// The migrations applied, sorted (`HistoryDatabase.versions` or `PostgresHistory.versions`
+    /// once up to date).
     func appliedMigrations() async throws(HistoryStoreError) -> [String]
 
     /// Lets go of the file or the connection.
@@ -127,7 +128,7 @@ enum HistorySchema {
 }
 
 /// Rows of visits joined with their segments, in visit order then segment order, into
-/// `Visit`s (both stores read the same columns).
+/// `Visit`s (SQLite's reading; PostgreSQL sends a row per visit with its segments as arrays).
 struct VisitAssembler {
     private var current: (id: Int64, store: UInt16, visitor: String, since: Instant, ended: Instant?, returning: Bool,
                           moves: [Visit.Move])?

@@ -18,7 +18,7 @@ public struct CustomerBook: Sendable, Equatable {
 
     /// The filters that deliver everything the book reads.
     public static func subscriptions(_ topics: Topics) -> [String] {
-        [topics.under("stores/+/roster"), topics.under("stores/+/customers/+")]
+        [topics.rosterFilter(ofStore: nil), topics.customersFilter(ofStore: nil)]
     }
 
     public enum Update: Sendable, Equatable {
@@ -75,7 +75,3 @@ public struct CustomerBook: Sendable, Equatable {
     public func name(ofStore store: UInt16) -> String? { summaries[store]?.name }
 }
 
-extension Topics {
-    /// A topic or filter under the prefix.
-    func under(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
-}

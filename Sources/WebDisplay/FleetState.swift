@@ -53,10 +53,10 @@ public struct FleetState: Sendable {
 
     /// What `beacon-web` subscribes to: all read-only.
     public var subscriptions: [String] {
-        [topics.under("gateways/+/status"), topics.under("gateways/+/health"), topics.calibrationFilter,
-         topics.under("beacons/+/+/presence"), topics.under("eddystone/+/+/presence"),
-         topics.under("beacons/+/+/observers/+"),
-         topics.fleetConfig, topics.brainStatus, topics.under("brain/beacons/#")] + CustomerBook.subscriptions(topics)
+        [topics.gatewayStatusFilter, topics.health(ofGateway: Topics.anyLevel), topics.calibrationFilter,
+         topics.presence(of: .anyIBeacon), topics.presence(of: .anyEddystone),
+         topics.observer(Topics.anyLevel, of: .anyIBeacon),
+         topics.fleetConfig, topics.brainStatus, topics.beaconHealthFilter] + CustomerBook.subscriptions(topics)
     }
 
     /// What one message changed, so that only the pages showing it are sent again.
@@ -122,7 +122,8 @@ public struct FleetState: Sendable {
             return reject(topic, "not a roster or customer record of that store", at: now)
         case .ignored: break
         }
-        if let id = topics.parseCalibration(topic) {
+        let kind = topics.parse(topic)
+        if case .gatewayCalibration(let id)? = kind {
             // What the brain's calibration learned (docs/presence.md): shown beside the config's.
             if payload.isEmpty {
                 guard gateways[id]?.calibration != nil else { return Change() }
@@ -136,7 +137,7 @@ public struct FleetState: Sendable {
             }
             return Change(fleet: true)
         }
-        if case .health(let ref)? = topics.parseBrainRecord(topic) {
+        if case .brainRecord(.health(let ref))? = kind {
             if payload.isEmpty {
                 guard beaconHealth.removeValue(forKey: ref) != nil else { return Change() }
             } else if let value = try? JSONParser(maxDepth: 4).parse(payload), let record = try? BeaconHealth.Record(parsing: value) {
@@ -147,10 +148,7 @@ public struct FleetState: Sendable {
             }
             return Change(fleet: true)
         }
-        if let (ref, about) = topics.parseBeacon(topic), ref.eddystone != nil, about == .fleetPresence {
-            return receivePresence(of: ref, payload, topic: topic, at: now)
-        }
-        switch topics.parse(topic) {
+        switch kind {
         case .gatewayStatus(let id)?:
             let text = String(decoding: payload, as: UTF8.self)
             gateways[id, default: GatewayStatus()].online = payload.isEmpty ? nil : text == "online"
@@ -165,11 +163,11 @@ public struct FleetState: Sendable {
                 return reject(topic, "not a gateway health report", at: now)
             }
             return Change(fleet: true)
-        case .fleetPresence(let major, let minor)?:
-            return receivePresence(of: BeaconRef(major: major, minor: minor), payload, topic: topic, at: now)
-        case .observer(let major, let minor, _)?:
+        case .beacon(let ref, .fleetPresence)?:
+            return receivePresence(of: ref, payload, topic: topic, at: now)
+        case .beacon(let ref, .observer)? where ref.eddystone == nil:
             // Only the photo is kept: the roster says who is in and with which profile.
-            let store = config.store(of: BeaconRef(major: major, minor: minor))
+            let store = config.store(of: ref)
             if payload.isEmpty {
                 guard photos.removeValue(forKey: topic) != nil else { return Change() }
             } else if let join = try? JoinRequest(parsing: payload) {
@@ -319,41 +317,6 @@ public struct GatewayStatus: Sendable, Equatable {
         self.online = online
         self.health = health
         self.healthReceived = healthReceived
-    }
-}
-
-/// The figures of `gateways/<id>/health`, read leniently: a figure missing or of another
-/// type is absent, not an error (gateways of other versions may publish more or less).
-public struct GatewayHealth: Sendable, Equatable {
-    public var version: String?
-    public var uptime: Double?
-    public var source: String?
-    public var sourceState: String?
-    public var advertsPerSecond: Double?
-    public var decodedPerSecond: Double?
-    public var dropped: Double?
-    public var malformed: Double?
-    public var queueDepth: Double?
-    public var tracked: Double?
-    public var published: Double?
-    public var ts: Instant?
-
-    public init() {}
-
-    public init?(parsing payload: [UInt8]) {
-        guard let value = try? JSONParser(maxDepth: 8).parse(payload), case .object(let o) = value else { return nil }
-        version = o["version"]?.stringValue
-        uptime = o["uptime"]?.numberValue
-        source = o["source"]?.stringValue
-        sourceState = o["sourceState"]?.stringValue
-        advertsPerSecond = o["advertsPerSecond"]?.numberValue
-        decodedPerSecond = o["decodedPerSecond"]?.numberValue
-        dropped = o["dropped"]?.numberValue
-        malformed = o["malformed"]?.numberValue
-        queueDepth = o["queueDepth"]?.numberValue
-        tracked = o["tracked"]?.numberValue
-        published = o["published"]?.numberValue
-        ts = o["ts"]?.stringValue.flatMap { Instant(iso8601: $0) }
     }
 }
 

@@ -129,7 +129,7 @@ public enum HomeAssistantDiscovery {
                                     model: "Eddystone \(namespace)/\(instance)")
                 tracker(object, device: device, presence: topics.presence(of: ref), zoneName: state.presence[ref]?.zoneName,
                         icon: nil)
-                let telemetry = topics.telemetry(of: .eddystone(namespace: namespace, instance: instance))
+                let telemetry = topics.telemetry(of: ref)
                 for (key, name, deviceClass, unit) in [("batteryMv", "Battery", "voltage", "mV"),
                                                       ("temperatureC", "Temperature", "temperature", "°C")] {
                     add("sensor", object + (key == "batteryMv" ? "_battery" : "_temperature")) { o in

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BeaconKit
+import Contract
 import Wire
 import Config
 import Simulation
@@ -511,7 +512,7 @@ struct BenchRun {
             try FileSystem.write(configPath, Array(fleetConfig(capture: capture, speed: 1, raw: false,
                                                                gatewayID: gatewayID).utf8))
             // Presence of every beacon, or the gateway's `online` when there are none.
-            let filter = count == 0 ? "gateways/+/status" : "beacons/+/+/presence/+"
+            let filter = count == 0 ? Topics().gatewayStatusFilter : Topics().presence(of: .anyIBeacon, seenBy: Topics.anyLevel)
             let subscriber = try RunningProgram(baseline, ["sub", "--port", String(broker.port), "--count", String(max(count, 1)),
                                                          "--filter", filter, "--idle", "30"],
                                               name: unique("memsub"), in: directory)

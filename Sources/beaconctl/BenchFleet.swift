@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import CommandLineSupport
 import Config
 import MQTT
@@ -89,7 +90,9 @@ extension BenchRun {
         // The centre's view: the bridges' notifications, gateway presence, the brain's presence
         // and its decisions (with the capture time each was made at).
         let log = CentreLog()
-        try watcher.subscribe(["stores/+/bridge", "beacons/+/+/presence", "beacons/+/+/presence/+", "beacons/+/+/events"])
+        let topics = Topics()
+        try watcher.subscribe([topics.bridgeStatusFilter(ofStore: nil), topics.presence(of: .anyIBeacon),
+                               topics.presence(of: .anyIBeacon, seenBy: Topics.anyLevel), topics.zoneEvents(of: .anyIBeacon)])
         try watcher.start()
         let consumer = Task {
             for await event in watcher.events {

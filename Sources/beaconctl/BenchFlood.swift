@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import CommandLineSupport
 import SystemCalls
 
@@ -67,7 +68,7 @@ extension BenchRun {
         let brokerLatency = LatencySummary(rtt["latency"]) ?? LatencySummary([])
 
         // What the brain writes for the greeter while the flood joins and leaves.
-        let rosterWatch = try RunningProgram(baseline, ["sub", "--port", String(broker.port), "--filter", "stores/#",
+        let rosterWatch = try RunningProgram(baseline, ["sub", "--port", String(broker.port), "--filter", Topics().everything(under: .stores),
                                                       "--count", "100000000", "--idle", "5"],
                                            name: unique("flood-stores"), in: directory)
         guard await rosterWatch.waitForOutput(timeout: 20, { $0.contains("ready") }) else {

@@ -40,8 +40,7 @@ struct ProcessStore {
 
         func take(_ message: MQTTMessage) {
             switch topics.parse(message.topic) {
-            case .zoneEvents(let major, let minor):
-                let ref = BeaconRef(major: major, minor: minor)
+            case .beacon(let ref, .zoneEvents)? where ref.eddystone == nil:
                 guard let json = try? JSONParser().parse(message.payload),
                       let decision = try? ZoneDecision(parsing: json, topic: ref) else {
                     state.withLock { $0.malformed += 1 }
@@ -51,22 +50,22 @@ struct ProcessStore {
                     s.decisions.append(decision)
                     if decision.kind == .exit { s.open.remove(ref) } else { s.open.insert(ref) }
                 }
-            case .sighting(let major, let minor):
+            case .beacon(let ref, .sighting)? where ref.eddystone == nil:
                 guard let json = try? JSONParser().parse(message.payload), let gateway = json["gateway"]?.stringValue,
                       let smoothed = json["rssiSmoothed"]?.numberValue, let ts = json["ts"]?.stringValue,
                       let time = Instant(iso8601: ts) else { return }
-                let sighting = ZoneBaseline.Sighting(time: time.seconds(since: start), major: major, minor: minor,
+                let sighting = ZoneBaseline.Sighting(time: time.seconds(since: start), major: ref.major, minor: ref.minor,
                                                      gateway: gateway, rssiSmoothed: smoothed)
                 state.withLock { $0.sightings.append(sighting) }
-            case .gatewayRSSI(let gateway):
+            case .gatewayRSSI(let gateway)?:
                 guard let json = try? JSONParser().parse(message.payload), let to = json["to"]?.stringValue,
                       let time = Instant(iso8601: to) else { return }
                 state.withLock { $0.reported[gateway] = max($0.reported[gateway] ?? time, time) }
-            default:
-                if message.topic.hasPrefix("brain/health/"), let json = try? JSONParser().parse(message.payload),
-                   json["settled"] == .bool(true) {
+            case .brainHealth?:
+                if let json = try? JSONParser().parse(message.payload), json["settled"] == .bool(true) {
                     state.withLock { $0.brainSettled = true }
                 }
+            default: break
             }
         }
     }
@@ -88,7 +87,9 @@ struct ProcessStore {
             let client = try MQTTClient(MQTTClientOptions(broker: try BrokerURL(parsing: broker.url),
                                                           clientID: "beaconctl-score-\(ProcessInfo.id)"))
             subscriber = client
-            try client.subscribe(["beacons/+/+/events", "beacons/+/+", "gateways/+/rssi", "brain/health/+"], qos: 1)
+            let topics = collected.topics
+            try client.subscribe([topics.zoneEvents(of: .anyIBeacon), topics.sightings(of: .anyIBeacon), topics.gatewayRSSIFilter,
+                                  topics.brainHealth(Topics.anyLevel)], qos: 1)
             try client.start()
             let listener = Task { for await event in client.events { if case .message(let m) = event { collected.take(m) } } }
             defer { listener.cancel() }

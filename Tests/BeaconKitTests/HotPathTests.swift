@@ -106,12 +106,12 @@ import Testing
     }
 
     @Test(arguments: [
-        ("beacons/100/7", Topics.Parsed.sighting(major: 100, minor: 7)),
-        ("beacons/0/65535", .sighting(major: 0, minor: 65535)),
+        ("beacons/100/7", Topics.Kind.beacon(BeaconRef(major: 100, minor: 7), .sighting)),
+        ("beacons/0/65535", .beacon(BeaconRef(major: 0, minor: 65535), .sighting)),
         ("beacons/65536/1", nil), ("beacons/007/1", nil), ("beacons/+1/1", nil), ("beacons/-1/1", nil),
         ("beacons/1 /1", nil), ("beacons//1", nil), ("beacons/123456/1", nil), ("beacons/١/1", nil),
-    ] as [(String, Topics.Parsed?)])
-    func topicNumbersHaveOneSpelling(topic: String, expected: Topics.Parsed?) {
+    ] as [(String, Topics.Kind?)])
+    func topicNumbersHaveOneSpelling(topic: String, expected: Topics.Kind?) {
         #expect(Topics().parse(topic) == expected)
     }
 

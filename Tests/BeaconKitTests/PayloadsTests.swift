@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Tracking
 import Config
 import GatewayCore
@@ -75,12 +76,53 @@ struct PayloadsTests {
     }
 
     @Test func healthText() {
-        let health = Payloads.Health(gateway: "door", version: "1.0.0", uptime: 3600.04, source: "hci:0", sourceState: "scanning",
+        let health = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600.04, source: "hci:0", sourceState: "scanning",
                                      advertsPerSecond: 12.345, decodedPerSecond: 3.96, dropped: 0, malformed: 2,
                                      queueDepth: 0, tracked: 3, published: 120, ts: t0)
         #expect(health.json == #"""
             {"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}
             """#)
+    }
+
+    /// One type both ways: the gateway's bytes (as written on 2026-11-28, quoted so that a byte
+    /// change fails) read back to the value that wrote them, and a value survives a round trip.
+    @Test func healthRoundTrip() throws {
+        let bytes = #"{"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}"#
+        let expected = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600, source: "hci:0", sourceState: "scanning",
+                                     advertsPerSecond: 12.3, decodedPerSecond: 4, dropped: 0, malformed: 2,
+                                     queueDepth: 0, tracked: 3, published: 120, ts: t0)
+        let read = try #require(GatewayHealth(parsing: Array(bytes.utf8)))
+        #expect(read == expected)
+        #expect(read.json == bytes)
+        #expect(GatewayHealth(parsing: Array(expected.json.utf8)) == expected)
+        // Lenient: what an older or newer gateway leaves out or sends as another type is absent.
+        var partial = GatewayHealth()
+        partial.version = "0.9"
+        partial.tracked = 7
+        #expect(GatewayHealth(parsing: Array(#"{"version":"0.9","tracked":7,"dropped":"many","extra":1}"#.utf8)) == partial)
+        #expect(partial.json == #"{"gateway":null,"version":"0.9","uptime":null,"source":null,"sourceState":null,"advertsPerSecond":null,"decodedPerSecond":null,"dropped":null,"malformed":null,"queueDepth":null,"tracked":7,"published":null,"ts":null}"#)
+        #expect(GatewayHealth(parsing: Array("online".utf8)) == nil)
+    }
+
+    /// A zone decision (`beacons/<M>/<m>/events`), one type both ways: the brain's bytes (as
+    /// written on 2026-11-28, quoted so that a byte change fails) read back to the value that
+    /// wrote them, for both families; a decision must name the beacon of its topic.
+    @Test func zoneDecisionRoundTrip() throws {
+        let counter = BeaconRef(major: 100, minor: 7)
+        let tag = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!, instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        let cases: [(ZoneDecision, String)] = [
+            (ZoneDecision(kind: .enter, beacon: counter, zone: "door", zoneName: "Entrance", since: t0, at: t0 + 1.25),
+             #"{"event":"enter","major":100,"minor":7,"zone":"door","zoneName":"Entrance","since":"2026-11-21T09:00:00.000Z","ts":"2026-11-21T09:00:01.250Z"}"#),
+            (ZoneDecision(kind: .zone, beacon: tag, zone: "counter", zoneName: "Counter", from: "door", since: t0, at: t0 + 30),
+             #"{"event":"zone","namespace":"00112233445566778899","instance":"aabbccddeeff","zone":"counter","zoneName":"Counter","from":"door","since":"2026-11-21T09:00:00.000Z","ts":"2026-11-21T09:00:30.000Z"}"#),
+        ]
+        for (decision, bytes) in cases {
+            #expect(decision.json == bytes)
+            #expect(try ZoneDecision(parsing: JSONParser().parse(Array(bytes.utf8)), topic: decision.beacon) == decision)
+        }
+        #expect(throws: PayloadError.self) {
+            try ZoneDecision(parsing: JSONParser().parse(Array(cases[0].1.utf8)), topic: BeaconRef(major: 100, minor: 8))
+        }
     }
 
     /// `beaconctl decode` output lines (README, "Decoding").

@@ -5,9 +5,9 @@ import Testing
 
 @Suite("Topics and endpoints")
 struct TopicsTests {
-    static let id = BeaconID(uuid: airLocate, major: 12, minor: 345)
-    static let eddystone = BeaconID.eddystone(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
-                                              instance: EddystoneInstance(hex: "aabbccddeeff")!)
+    static let id = BeaconRef(major: 12, minor: 345)
+    static let eddystone = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!,
+                                     instance: EddystoneInstance(hex: "aabbccddeeff")!)
 
     /// README "MQTT contract": every topic of the contract.
     @Test(arguments: ["", "acme", "acme/shop-12"])
@@ -19,39 +19,72 @@ struct TopicsTests {
         #expect(topics.presence(of: Self.id, seenBy: "door-1") == p + "beacons/12/345/presence/door-1")
         #expect(topics.presence(of: Self.id) == p + "beacons/12/345/presence")
         #expect(topics.ad(of: Self.id) == p + "beacons/12/345/ad")
+        #expect(topics.zoneEvents(of: Self.id) == p + "beacons/12/345/events")
         #expect(topics.observer("phone-7", of: Self.id) == p + "beacons/12/345/observers/phone-7")
         #expect(topics.status(ofGateway: "door-1") == p + "gateways/door-1/status")
         #expect(topics.health(ofGateway: "door-1") == p + "gateways/door-1/health")
         #expect(topics.commands(ofGateway: "door-1") == p + "gateways/door-1/cmd")
         #expect(topics.events(ofGateway: "door-1") == p + "gateways/door-1/events")
+        #expect(topics.rssiReports(ofGateway: "door-1") == p + "gateways/door-1/rssi")
+        #expect(topics.calibration(ofGateway: "door-1") == p + "gateways/door-1/calibration")
         #expect(topics.fleetConfig == p + "fleet/config")
         #expect(topics.status(ofObserver: "phone-7") == p + "observers/phone-7/status")
         #expect(topics.inbox(of: "phone-7") == p + "observers/phone-7/inbox")
         #expect(topics.roster(ofStore: 12) == p + "stores/12/roster")
+        #expect(topics.customer("phone-7", ofStore: 12) == p + "stores/12/customers/phone-7")
+        #expect(topics.bridgeStatus(ofStore: 12) == p + "stores/12/bridge")
         #expect(topics.brainStatus == p + "brain/status")
+        #expect(topics.visitRecord(of: Self.id) == p + "brain/visits/12/345")
+        #expect(topics.beaconHealth(of: Self.eddystone) == p + "brain/beacons/eddystone/00112233445566778899/aabbccddeeff")
         #expect(topics.presenceFilter(seenBy: "door-1") == [p + "beacons/+/+/presence/door-1", p + "eddystone/+/+/presence/door-1"])
         #expect(topics.beacon(Self.eddystone) == p + "eddystone/00112233445566778899/aabbccddeeff")
+        #expect(topics.telemetry(of: Self.eddystone) == p + "eddystone/00112233445566778899/aabbccddeeff/telemetry")
     }
 
+    /// Every topic parses back to what built it, in one `parse`.
     @Test(arguments: ["", "acme", "acme/shop-12"])
     func parseRoundTrip(prefix: String) {
         let topics = Topics(prefix: prefix)
-        let cases: [(String, Topics.Parsed)] = [
-            (topics.sightings(of: Self.id), .sighting(major: 12, minor: 345)),
-            (topics.presence(of: Self.id, seenBy: "door-1"), .gatewayPresence(major: 12, minor: 345, gateway: "door-1")),
-            (topics.presence(of: Self.id), .fleetPresence(major: 12, minor: 345)),
-            (topics.observer("phone-7", of: Self.id), .observer(major: 12, minor: 345, client: "phone-7")),
-            (topics.ad(of: Self.id), .ad(major: 12, minor: 345)),
+        let e = Self.eddystone
+        let cases: [(String, Topics.Kind)] = [
+            (topics.sightings(of: Self.id), .beacon(Self.id, .sighting)),
+            (topics.presence(of: Self.id, seenBy: "door-1"), .beacon(Self.id, .gatewayPresence(gateway: "door-1"))),
+            (topics.presence(of: Self.id), .beacon(Self.id, .fleetPresence)),
+            (topics.observer("phone-7", of: Self.id), .beacon(Self.id, .observer(client: "phone-7"))),
+            (topics.ad(of: Self.id), .beacon(Self.id, .ad)),
+            (topics.zoneEvents(of: Self.id), .beacon(Self.id, .zoneEvents)),
+            (topics.sightings(of: e), .beacon(e, .sighting)),
+            (topics.presence(of: e, seenBy: "door-1"), .beacon(e, .gatewayPresence(gateway: "door-1"))),
+            (topics.presence(of: e), .beacon(e, .fleetPresence)),
+            (topics.observer("phone-7", of: e), .beacon(e, .observer(client: "phone-7"))),
+            (topics.ad(of: e), .beacon(e, .ad)),
+            (topics.zoneEvents(of: e), .beacon(e, .zoneEvents)),
+            (topics.telemetry(of: e), .beacon(e, .telemetry)),
             (topics.status(ofGateway: "door-1"), .gatewayStatus("door-1")),
             (topics.health(ofGateway: "door-1"), .gatewayHealth("door-1")),
             (topics.commands(ofGateway: "door-1"), .gatewayCommand("door-1")),
             (topics.events(ofGateway: "door-1"), .gatewayEvents("door-1")),
+            (topics.rssiReports(ofGateway: "door-1"), .gatewayRSSI("door-1")),
+            (topics.calibration(ofGateway: "door-1"), .gatewayCalibration("door-1")),
             (topics.status(ofObserver: "phone-7"), .observerStatus("phone-7")),
             (topics.inbox(of: "phone-7"), .inbox("phone-7")),
             (topics.roster(ofStore: 12), .roster(12)),
+            (topics.customer("phone-7", ofStore: 12), .customer(store: 12, client: "phone-7")),
+            (topics.bridgeStatus(ofStore: 12), .bridgeStatus(12)),
             (topics.fleetConfig, .fleetConfig),
             (topics.brainStatus, .brainStatus),
-            (topics.sightings(of: BeaconID(uuid: airLocate, major: 0, minor: 65535)), .sighting(major: 0, minor: 65535)),
+            (topics.visitRecord(of: Self.id), .brainRecord(.visit(Self.id))),
+            (topics.visitRecord(of: e), .brainRecord(.visit(e))),
+            (topics.answeredRecord(of: Self.id, client: "phone-7"), .brainRecord(.answered(Self.id, client: "phone-7"))),
+            (topics.answeredRecord(of: e, client: "phone-7"), .brainRecord(.answered(e, client: "phone-7"))),
+            (topics.beaconHealth(of: Self.id), .brainRecord(.health(Self.id))),
+            (topics.sightings(of: BeaconRef(major: 0, minor: 65535)), .beacon(BeaconRef(major: 0, minor: 65535), .sighting)),
+            (topics.brainEvents, .brainEvents),
+            (topics.brainHealth("brain-1"), .brainHealth("brain-1")),
+            (topics.brainSync("brain-1"), .brainSync("brain-1")),
+            (topics.shardStatus("north"), .shardStatus("north")),
+            (topics.shardHolder("north"), .shardHolder("north")),
+            (topics.shardSync("north"), .shardSync("north")),
         ]
         for (topic, parsed) in cases {
             #expect(topics.parse(topic) == parsed, "\(topic)")
@@ -65,6 +98,36 @@ struct TopicsTests {
         }
     }
 
+    /// Filters and ACL patterns come from the same builders, with `+` or `%u` in a level.
+    @Test(arguments: ["", "acme"])
+    func filtersAndPatterns(prefix: String) {
+        let topics = Topics(prefix: prefix)
+        let p = prefix.isEmpty ? "" : prefix + "/"
+        let any = Topics.anyLevel
+        let key = Self.eddystone.eddystone!
+        #expect(topics.presence(of: .anyIBeacon, seenBy: any) == p + "beacons/+/+/presence/+")
+        #expect(topics.observer(Topics.aclUser, of: .anyEddystone) == p + "eddystone/+/+/observers/%u")
+        #expect(topics.observer(any, of: .ofStore(12)) == p + "beacons/12/+/observers/+")
+        #expect(topics.ad(of: .eddystone(key)) == p + "eddystone/00112233445566778899/aabbccddeeff/ad")
+        #expect(topics.presence(of: .one(Self.id)) == topics.presence(of: Self.id))
+        #expect(topics.presence(of: .one(Self.eddystone)) == topics.presence(of: Self.eddystone))
+        #expect(topics.visitRecord(of: .ofStore(12)) == p + "brain/visits/12/+")
+        #expect(topics.answeredRecord(of: .anyEddystone, client: any) == p + "brain/answered/eddystone/+/+/+")
+        #expect(topics.beaconHealth(of: .one(Self.eddystone)) == topics.beaconHealth(of: Self.eddystone))
+        #expect(topics.everything(under: .stores) == p + "stores/#")
+        #expect(topics.beaconHealthFilter == p + "brain/beacons/#")
+        #expect(topics.inbox(of: Topics.aclUser) == p + "observers/%u/inbox")
+        #expect(topics.gatewayStatusFilter == p + "gateways/+/status")
+        #expect(topics.rosterFilter(ofStore: nil) == p + "stores/+/roster")
+        #expect(topics.rosterFilter(ofStore: 12) == topics.roster(ofStore: 12))
+        #expect(topics.customersFilter(ofStore: 12) == p + "stores/12/customers/+")
+        #expect(topics.bridgeStatusFilter(ofStore: 12) == topics.bridgeStatus(ofStore: 12))
+        #expect(topics.brainRecordFilters(ofStore: 12) == ["beacons/12/+/presence", "beacons/12/+/ad", "brain/visits/12/+",
+                                                           "brain/answered/12/+/+", "brain/beacons/12/+"].map { p + $0 })
+        #expect(topics.eddystoneFilters(of: nil) == ["eddystone/+/+/presence/+", "eddystone/+/+/observers/+",
+                                                     "eddystone/+/+/telemetry"].map { p + $0 })
+    }
+
     @Test(arguments: [
         "beacons/+/1", "beacons/1/#", "beacons/01/2", "beacons/1/02", "beacons/65536/1", "beacons/-1/2", "beacons/+1/2",
         "beacons/1/2/presence/", "beacons/1/2/presence/a+b", "beacons/1/2/presence/a#", "beacons/1/2/presence/$SYS",
@@ -72,7 +135,9 @@ struct TopicsTests {
         "beacons/1", "beacons/١/2", "beacons/１/2", "gateways/$SYS/status", "gateways//status", "gateways/+/status",
         "gateways/door/reboot", "gateways/door/status/x", "observers/#/inbox", "observers/a/outbox",
         "stores/x/roster", "stores/12/ad", "fleet/configs", "brain/status/x", "/beacons/1/2", "beacons/1/2/",
-        "", "/", "eddystone/00112233445566778899/aabbccddeeff",
+        "", "/", "eddystone/00112233445566778899/AABBCCDDEEFF", "eddystone/0011/aabbccddeeff",
+        "eddystone/00112233445566778899/aabbccddeeff/unknown", "beacons/1/2/telemetry", "stores/1/customers/a/b",
+        "brain/visits/1", "brain/answered/1/2", "brain/visits/1/2/x", "gateways/door/calibration/x",
     ])
     func rejectsHostileOrForeignTopics(_ topic: String) {
         #expect(Topics().parse(topic) == nil)

@@ -6,6 +6,7 @@ import MQTT
 import TestSupport
 import Testing
 import BeaconKit
+import Contract
 import Tracking
 
 /// The brain against a real Mosquitto: each test starts its own broker on a free port and

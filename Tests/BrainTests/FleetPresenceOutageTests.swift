@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import BrainCore
 import Testing
 import Tracking

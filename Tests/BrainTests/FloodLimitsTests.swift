@@ -67,9 +67,9 @@ import Config
         ("stores/100/roster", false),
     ])
     func customerTopics(topic: String, valid: Bool) {
-        #expect((Topics().parseCustomer(topic) != nil) == valid)
-        #expect(Topics(prefix: "acme").parseCustomer("acme/" + topic).map { "\($0.store)/\($0.client)" }
-            == Topics().parseCustomer(topic).map { "\($0.store)/\($0.client)" })
+        let parsed = Topics().parse(topic)
+        if case .customer? = parsed { #expect(valid) } else { #expect(!valid) }
+        #expect(Topics(prefix: "acme").parse("acme/" + topic) == parsed)
     }
 
     @Test func zoneAndBeaconNamesAreBoundedInTheConfig() {

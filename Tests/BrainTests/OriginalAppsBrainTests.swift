@@ -305,11 +305,11 @@ import Tracking
 
     @Test func eddystoneTopicsParseOnlyInTheirCanonicalForm() {
         let topics = Topics()
-        #expect(topics.parseBeacon("eddystone/00112233445566778899/aabbccddeeff/observers/ana")?.about == .observer(client: "ana"))
-        #expect(topics.parseBeacon("eddystone/00112233445566778899/AABBCCDDEEFF") == nil, "upper case is another topic")
-        #expect(topics.parseBeacon("eddystone/0011/aabbccddeeff") == nil)
-        #expect(topics.parseBrainRecord("brain/answered/eddystone/00112233445566778899/aabbccddeeff/ana")
-                == .answered(Self.tag, client: "ana"))
-        #expect(topics.parseBrainRecord("brain/visits/100/1") == .visit(BeaconRef(major: 100, minor: 1)))
+        #expect(topics.parse("eddystone/00112233445566778899/aabbccddeeff/observers/ana") == .beacon(Self.tag, .observer(client: "ana")))
+        #expect(topics.parse("eddystone/00112233445566778899/AABBCCDDEEFF") == nil, "upper case is another topic")
+        #expect(topics.parse("eddystone/0011/aabbccddeeff") == nil)
+        #expect(topics.parse("brain/answered/eddystone/00112233445566778899/aabbccddeeff/ana")
+                == .brainRecord(.answered(Self.tag, client: "ana")))
+        #expect(topics.parse("brain/visits/100/1") == .brainRecord(.visit(BeaconRef(major: 100, minor: 1))))
     }
 }

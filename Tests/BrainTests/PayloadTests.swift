@@ -143,10 +143,11 @@ import Tracking
 
     @Test func brainRecordTopics() {
         let topics = Topics(prefix: "acme")
-        #expect(topics.parseBrainRecord(topics.visitRecord(of: counter)) == .visit(counter))
-        #expect(topics.parseBrainRecord(topics.answeredRecord(of: counter, client: "ada")) == .answered(counter, client: "ada"))
-        #expect(topics.parseBrainRecord("acme/brain/visits/100") == nil)
-        #expect(topics.parseBrainRecord("acme/brain/visits/100/01") == nil)
-        #expect(topics.parseBrainRecord("brain/visits/100/1") == nil)
+        #expect(topics.parse(topics.visitRecord(of: counter)) == .brainRecord(.visit(counter)))
+        #expect(topics.parse(topics.answeredRecord(of: counter, client: "ada")) == .brainRecord(.answered(counter, client: "ada")))
+        #expect(topics.parse(topics.beaconHealth(of: counter)) == .brainRecord(.health(counter)))
+        #expect(topics.parse("acme/brain/visits/100") == nil)
+        #expect(topics.parse("acme/brain/visits/100/01") == nil)
+        #expect(topics.parse("brain/visits/100/1") == nil)
     }
 }

@@ -51,9 +51,11 @@ struct ShardTableTests {
     @Test func shardTopics() {
         let topics = Topics(prefix: "acme")
         #expect(topics.shardStatus("a") == "acme/brain/shards/a/status")
-        #expect(topics.parseShardTopic("acme/brain/shards/a/holder") == .holder("a"))
-        #expect(topics.parseShardTopic("acme/brain/shards/a/status") == .status("a"))
-        #expect(topics.parseShardTopic("brain/shards/a/status") == nil)
+        #expect(topics.parse("acme/brain/shards/a/holder") == .shardHolder("a"))
+        #expect(topics.parse("acme/brain/shards/a/status") == .shardStatus("a"))
+        #expect(topics.parse("acme/brain/shards/a/sync") == .shardSync("a"))
+        #expect(topics.parse("brain/shards/a/status") == nil)
+        #expect(topics.shardFilters == ["acme/brain/shards/+/status", "acme/brain/shards/+/holder"])
     }
 
     @Test func shardsInTheConfig() throws {

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 @testable import BrainCore
 import Config
 import Testing

@@ -93,8 +93,9 @@ import Testing
         #expect(daily.first?.reachedCounter == 2)
         #expect(daily.first?.start == t(-9 * 3600))
         #expect(try await db.daily(store: nil, from: t(-86_400), to: t(86_400)).map(\.store) == [100, 200])
-        // The visitor of the kept visit remains; the erased ones' visitors are gone.
-        #expect(try await db.counts().visitors == 1)
+        // The visitor of the kept visit remains; the erased ones' visitors are gone, and
+        // their segments (PostgreSQL's have no foreign key: prune erases them itself).
+        #expect(try await db.counts() == HistoryCounts(visits: 1, segments: 1, visitors: 1))
         #expect(config.history.figureOptions.minimumStay == HistoryFigures.Options.defaultMinimumStay)
         #expect(try historyFleet(#"{"minimumStaySeconds": 4.5}"#).history.figureOptions.minimumStay == 4.5)
         // Its earlier visit is erased: the kept one is no longer a return.
@@ -102,6 +103,94 @@ import Testing
         // Pruning again keeps the figures once.
         #expect(try await db.prune(before: t(400), options: config.history.figureOptions, now: t(1_000)) == 0)
         #expect(try await db.daily(store: 100, from: t(-86_400), to: t(86_400)) == daily)
+        await lab.stop()
+    }
+
+    /// Two beacon-history writing the same decisions into one PostgreSQL at once (a
+    /// chain's replay racing the live feed): whichever adds a row first, the other finds
+    /// it, and a batch that lost a race (a row added by the other since its statement
+    /// began, or a deadlock) fails whole and goes in when written again. The history is
+    /// what one writer alone makes.
+    @Test func twoWritersAtOnceNeitherLoseNorDouble() async throws {
+        let lab = try await HistoryLab(.postgres)
+        let alone = try await lab.open("alone")
+        // Few visitors, so that the writers' batches share visitors and visits.
+        let events = HistoryBenchmark.decisions(visits: 1_500, stores: 3, visitors: 40, start: t(0), spacing: 5)
+        _ = try await alone.ingest(events, pseudonyms: testKey)
+        let url = try await lab.database("shared")
+        let writers = [try await HistoryStores.open(HistoryConfig(database: url, keyFile: lab.directory.file("key"))),
+                       try await HistoryStores.open(HistoryConfig(database: url, keyFile: lab.directory.file("key")))]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (n, writer) in writers.enumerated() {
+                // Each in its own batches: the second writer's are offset by half a batch.
+                let order = n == 0 ? events : Array(events[50...] + events[..<50])
+                group.addTask {
+                    var failed = 0
+                    for start in stride(from: 0, to: order.count, by: 100) {
+                        let batch = Array(order[start..<min(start + 100, order.count)])
+                        while true {
+                            do {
+                                _ = try await writer.ingest(batch, pseudonyms: testKey)
+                                break
+                            } catch {
+                                failed += 1
+                                try #require(failed < 200, "\(error)")
+                            }
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let shared = writers[0]
+        #expect(try await shared.counts() == alone.counts())
+        let all = (t(-3_600), t(86_400))
+        #expect(try await shared.visits(store: nil, from: all.0, to: all.1).sorted { ($0.since, $0.visitor) < ($1.since, $1.visitor) }
+                == alone.visits(store: nil, from: all.0, to: all.1).sorted { ($0.since, $0.visitor) < ($1.since, $1.visitor) })
+        for writer in writers { await writer.close() }
+        await alone.close()
+        await lab.stop()
+    }
+
+    /// A week's page on a big history reads its visits' segments by index, not the whole
+    /// table: joined plainly, PostgreSQL hashed every segment of the year for a week's
+    /// visits (150 ms a week's page; docs/PERFORMANCE.md section 8).
+    @Test func aWeeksPageOnPostgresReadsSegmentsByIndex() async throws {
+        let lab = try await HistoryLab(.postgres)
+        // Made and migrated, then let go: the migration's own work (validating a foreign key
+        // scans its table) is counted when its session ends, before the loading below.
+        await (try await lab.open("year")).close()
+        let server = lab.server!
+        // 200 days of 500 visits (100,000 visits, 300,000 segments), a visit a minute.
+        let day: Int64 = 86_400_000
+        let origin = HistorySchema.milliseconds(t(0))
+        _ = try await server.psql("""
+            INSERT INTO visitors (pseudonym, firstSeen) SELECT md5(i::text), 0 FROM generate_series(1, 2000) i;
+            INSERT INTO visits (store, visitor, since, ended)
+              SELECT 100, (SELECT min(id) FROM visitors) + (i * 7919) % 2000, \(origin) + (i / 500) * \(day) + (i % 500) * 60000,
+                     \(origin) + (i / 500) * \(day) + (i % 500) * 60000 + 400000 FROM generate_series(0::int8, 99999) i;
+            INSERT INTO segments SELECT v.id, v.since + k * 100000, z, z
+              FROM visits v, generate_series(0, 2) k, LATERAL (SELECT (ARRAY['door', 'queue', 'counter'])[k + 1] z) zz;
+            ANALYZE;
+            """, database: "year")
+        func scans() async throws -> (seq: Int, index: Int, inserted: Int) {
+            let row = try await server.psql("SELECT seq_scan, idx_scan, n_tup_ins FROM pg_stat_user_tables WHERE relname = 'segments'",
+                                            database: "year").trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+            return row.count == 3 ? (Int(row[0]) ?? -1, Int(row[1]) ?? -1, Int(row[2]) ?? -1) : (-1, -1, -1)
+        }
+        // The server's counters are published a moment after each session's work: once
+        // they show the loading, they are where this starts from.
+        #expect(await eventually(timeout: 30, interval: 0.1) { ((try? await scans())?.inserted ?? 0) >= 300_000 })
+        let before = try await scans()
+        let db = try await HistoryStores.open(HistoryConfig(database: server.url(database: "year"), keyFile: lab.directory.file("key")),
+                                              readOnly: true)
+        let week = try await db.visits(store: 100, from: t(100 * 86_400), to: t(107 * 86_400))
+        #expect(week.count == 3_500 && week.allSatisfy { $0.segments.count == 3 })
+        let read = await eventually(timeout: 30, interval: 0.1) { ((try? await scans())?.index ?? 0) > before.index }
+        #expect(read)
+        let after = try await scans()
+        #expect(after.seq == before.seq, "\(before) \(after)")
+        await db.close()
         await lab.stop()
     }
 
@@ -144,15 +233,19 @@ import Testing
         #expect(try await old.appliedMigrations() == ["v1-visits"])
         await old.close()
         try await lab.server!.psql("""
-            INSERT INTO visitors (id, pseudonym, firstSeen) VALUES (1, 'p', 0);
-            INSERT INTO visits (id, store, visitor, since, ended) VALUES (1, 100, 1, 0, 5000);
-            INSERT INTO segments (visit, entered, zone, zoneName) VALUES (1, 0, 'door', 'Entrance');
+            INSERT INTO visitors (pseudonym, firstSeen) VALUES ('p', 0);
+            INSERT INTO visits (store, visitor, since, ended) SELECT 100, id, 0, 5000 FROM visitors;
+            INSERT INTO segments (visit, entered, zone, zoneName) SELECT id, 0, 'door', 'Entrance' FROM visits;
             """, database: "v1")
         let db = try await PostgresHistory(address, password: nil)
-        #expect(try await db.appliedMigrations() == HistoryDatabase.versions.sorted())
+        #expect(try await db.appliedMigrations() == PostgresHistory.versions.sorted())
         let visits = try await db.visits(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 60))
         #expect(visits.count == 1 && visits.first?.segments.first?.left == Instant(seconds: 5))
         #expect(try await db.daily(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 86_400)).isEmpty)
+        // The migrated keys still make the decisions' natural keys: once, then duplicates.
+        let config = try historyFleet()
+        #expect(try await db.ingest(events(day(), config: config), pseudonyms: testKey) == .init(stored: 10, duplicates: 0))
+        #expect(try await db.ingest(events(day(), config: config), pseudonyms: testKey) == .init(stored: 0, duplicates: 10))
         await db.close()
         await lab.stop()
     }

@@ -112,14 +112,17 @@ import Testing
         }
     }
 
-    @Test func restartsRedeliveryReplaysAndABrokerRestartNeitherLoseNorDouble() async throws {
+    /// On both stores: PostgreSQL's one-statement batches keep the same exactly-once.
+    @Test(arguments: HistoryBackend.allCases)
+    func restartsRedeliveryReplaysAndABrokerRestartNeitherLoseNorDouble(_ backend: HistoryBackend) async throws {
         let keys = try TemporaryDirectory("history-key")
         let key = try keys.write("history.key", "the same key for both runs\n")
+        let server = backend == .postgres ? try await PostgresServer.start(in: keys, settings: ["fsync=off"]) : nil
         let all = Self.workload()
         let third = all.count / 3
 
         // Without a fault.
-        let clean = try await Rig.start("clean", key: key)
+        let clean = try await Rig.start("clean", key: key, database: try await server?.createDatabase("clean"))
         var history = try clean.startHistory()
         try await clean.waitForProbe(0, history: history)
         try await clean.publish(all)
@@ -130,7 +133,7 @@ import Testing
         await clean.stop()
 
         // With faults.
-        let faulty = try await Rig.start("faulty", key: key)
+        let faulty = try await Rig.start("faulty", key: key, database: try await server?.createDatabase("faulty"))
         history = try faulty.startHistory()
         try await faulty.waitForProbe(0, history: history)
         try await faulty.publish(Array(all[..<third]))
@@ -156,6 +159,7 @@ import Testing
         #expect(got == expected)
         #expect(expected.count == 44)
         #expect(expected.filter { $0.ended == nil }.count == 4 + 3)
+        await server?.stop()
     }
 
     /// PostgreSQL stopped (its fast shutdown, by PID) while beacon-history writes a busy

@@ -16,6 +16,11 @@ import Testing
 /// `end` (it enters during the outage), and Ana joins 100/3 at the start. The outage begins
 /// once the first effects are seen (about 1 s).
 ///
+/// The gateways replay on one timeline (`--start-at`, as `beaconctl score` starts them), so
+/// the run is the same whichever starts first. The same store replayed with the brain or a
+/// gateway stopped (SIGSTOP) now and then, as a loaded machine stops them, must decide the
+/// same: every decision with its capture time (issue 20 item 3).
+///
 /// Effects are watched by `mosquitto_sub`; the one that watches after the outage must be
 /// connected before anyone else can publish, so the broker comes back with a password file
 /// that holds only the watcher, the watcher logs in, and a config reload (SIGHUP) with every
@@ -60,6 +65,16 @@ struct BrokerOutageTests {
         }
     }
 
+    /// Scheduling hiccups on purpose: the part stopped (SIGSTOP) for `seconds`, then continued,
+    /// `times` times, `every` seconds apart, from the first effects on.
+    struct Hiccups: Sendable, CustomStringConvertible {
+        var part: String
+        var seconds: Double
+        var times = 4
+        var every = 6.0
+        var description: String { "\(part) stopped \(seconds) s, \(times) times" }
+    }
+
     static let watcher = (user: "watch", password: "watch-outage")
     /// Every part's user name (`BrokerIdentity`), all with `watcher.password`.
     static let users = ["watch", "brain", "door", "counter", "ana"]
@@ -80,6 +95,25 @@ struct BrokerOutageTests {
         try await compare(fault)
     }
 
+    /// Reproducible decisions (issue 20 item 3): the same replay again, undisturbed, and with
+    /// the brain stopped 2 s or the door's gateway 1 s now and then, decides exactly what the
+    /// baseline decided: every enter, zone and exit, with its capture time.
+    @Test("the same replay decides the same, undisturbed or with hiccups", arguments: [
+        nil, Hiccups(part: "beacon-brain", seconds: 2), Hiccups(part: "door", seconds: 1),
+    ])
+    func reproducible(_ hiccups: Hiccups?) async throws {
+        async let baseline = Baselines.shared.effects(outage: 10)
+        let again = try await Self.run(fault: nil, end: 60, label: "again-\(hiccups?.part ?? "undisturbed")", hiccups: hiccups)
+        let expected = try await baseline
+        #expect(again.decisions == expected.decisions, """
+            every decision, \(hiccups?.description ?? "undisturbed"): \(Self.differences(again.decisions, expected.decisions)) \
+            differ\n\(again.decisions)\nbaseline \(expected.decisions)
+            """)
+        #expect(again.inbox == expected.inbox)
+        #expect(again.rules == expected.rules)
+        #expect(again.transitions == expected.transitions)
+    }
+
     func compare(_ fault: Fault) async throws {
         async let baseline = Baselines.shared.effects(outage: fault.seconds)
         let withOutage = try await Self.run(fault: fault, end: Double(fault.seconds + 50),
@@ -96,12 +130,11 @@ struct BrokerOutageTests {
                 == ["100/1": ["enter", "exit"], "100/2": ["enter", "exit"], "100/3": ["enter", "exit"], "100/9": ["enter", "exit"]],
                 "\(expected.decisions)")
         // Every decision (issue 20): enter, zone and exit with their capture times, equal to
-        // the run without the outage (docs/brain.md, "Broker outages"). Equal in every run on
-        // an idle or moderately loaded machine; at load 9-10 an exit is still sometimes dated
-        // 0.45-1 s early (the known gap there). Recorded, not hidden.
-        withKnownIssue("an outage exit dated early on a heavily loaded machine", isIntermittent: true) {
-            #expect(withOutage.decisions == expected.decisions, "every decision, with a \(fault) outage")
-        }
+        // the run without the outage (docs/brain.md, "Broker outages").
+        #expect(withOutage.decisions == expected.decisions, """
+            every decision, with a \(fault) outage: \(Self.differences(withOutage.decisions, expected.decisions)) differ
+            \(withOutage.decisions)\nbaseline \(expected.decisions)
+            """)
         #expect(withOutage.inbox == expected.inbox, "with a \(fault) outage")
         #expect(withOutage.rules == expected.rules, "with a \(fault) outage")
         #expect(withOutage.transitions == expected.transitions, "with a \(fault) outage")
@@ -109,9 +142,12 @@ struct BrokerOutageTests {
 
     // MARK: - One run of the store
 
+    /// Capture time of both captures' second 0.
+    static let captureStart = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+
     static func capture(_ visits: [(minor: UInt16, from: Double, to: Double)]) -> [UInt8] {
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = captureStart
         var t = 0.0
         var i = 0
         let end = visits.map(\.to).max() ?? 0
@@ -129,7 +165,7 @@ struct BrokerOutageTests {
         return writer.bytes
     }
 
-    static func run(fault: Fault?, end: Double, label: String) async throws -> Effects {
+    static func run(fault: Fault?, end: Double, label: String, hiccups: Hiccups? = nil) async throws -> Effects {
         let dir = try TemporaryDirectory(label)
         let everyone = try await passwordFile(users, in: dir)
         let onlyWatcher = try await passwordFile([watcher.user], in: dir)
@@ -172,11 +208,30 @@ struct BrokerOutageTests {
             processes.append(try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", "ana",
                                                             "--major", "100", "--minor", "3", "--profile", profile], in: dir,
                                             environment: environment))
+            // Both replays' second 0 plays at one wall-clock instant, once both have connected.
+            let startAt = Instant(seconds: (Date().timeIntervalSince1970 + 4).rounded()).iso8601
+            var parts = ["beacon-brain": processes[0]]
             for id in ["door", "counter"] {
-                processes.append(try startProgram("beacon-gateway", ["--config", config, "--id", id], in: dir,
-                                                  environment: environment))
+                parts[id] = try startProgram("beacon-gateway", ["--config", config, "--id", id, "--start-at", startAt,
+                                                                     "--replay-origin", captureStart.iso8601],
+                                             in: dir, environment: environment)
+                processes.append(parts[id]!)
             }
             let diagnostics = { processes.map(\.diagnostics).joined(separator: "\n") + "\n" + broker.diagnostics }
+
+            if let hiccups {
+                // From the first effects on: the part stops and continues, a few times.
+                guard await eventually(timeout: 60, { Self.effects(watchers).rules.contains("displays/enter/1 1 at Entrance") }),
+                      let part = parts[hiccups.part]
+                else { throw TestFailure("no effects before the hiccups\n\(diagnostics())") }
+                for _ in 0..<hiccups.times {
+                    part.signal(SIGSTOP)
+                    // The hiccup's length and spacing are the scenario, not a wait for something.
+                    try await Task.sleep(nanoseconds: UInt64(hiccups.seconds * 1e9))
+                    part.signal(SIGCONT)
+                    try await Task.sleep(nanoseconds: UInt64(hiccups.every * 1e9))
+                }
+            }
 
             if let fault {
                 // The outage begins once the first effects are out.
@@ -230,6 +285,18 @@ struct BrokerOutageTests {
         } catch {
             await stopAll()
             throw error
+        }
+    }
+
+    /// How many decisions one run made that the other did not (each counted once, per beacon).
+    static func differences(_ a: [String: [String]], _ b: [String: [String]]) -> Int {
+        Set(a.keys).union(b.keys).reduce(0) { sum, beacon in
+            var rest = b[beacon] ?? []
+            var unmatched = 0
+            for decision in a[beacon] ?? [] {
+                if let i = rest.firstIndex(of: decision) { rest.remove(at: i) } else { unmatched += 1 }
+            }
+            return sum + unmatched + rest.count
         }
     }
 

@@ -154,7 +154,7 @@ struct FleetStateTests {
     func fleetConditions() throws {
         var state = FleetState(config: try fleetConfig())
         func health(_ gateway: String, state sourceState: String, adverts: Double) -> String {
-            Payloads.Health(gateway: gateway, version: "0.1.0", uptime: 10, source: "hci:0", sourceState: sourceState,
+            GatewayHealth(gateway: gateway, version: "0.1.0", uptime: 10, source: "hci:0", sourceState: sourceState,
                             advertsPerSecond: adverts, decodedPerSecond: adverts / 2, dropped: 3, malformed: 4, queueDepth: 0,
                             tracked: 5, published: 6, ts: t(0)).json
         }

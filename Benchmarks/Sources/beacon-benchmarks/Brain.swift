@@ -28,7 +28,7 @@ extension Workloads {
                     let time = start + Double(index) * 0.001
                     let update = tracker.observe(id, address: report.address, rssi: report.rssi,
                                                  measuredPower: beacon.measuredPower, txPower: beacon.txPower, at: time)
-                    messages.append((topics.sightings(of: id),
+                    messages.append((topics.sightings(of: id.ref),
                                      Payloads.sightingBytes(update.track, gateway: "door", entry: nil, at: time)))
                 }
             }
