@@ -267,7 +267,7 @@ public struct BrainCore: Sendable {
     public var offlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "offline", qos: 1, retain: true) }
 
     /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
-    /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign","staleReports",
+    /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign","staleReports","behindReports",
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
@@ -290,6 +290,7 @@ public struct BrainCore: Sendable {
             o("unknownTopics", c.unknownTopics)
             o("foreign", c.foreign)
             o("staleReports", presence.staleReports)
+            o("behindReports", presence.behindReports)
             o("joinsAccepted", c.joinsAccepted)
             o("joinsRejected", c.joinsRejected)
             o("joinsThrottled", c.joinsThrottled)

@@ -212,6 +212,10 @@ public struct FleetPresence: Sendable {
     /// after the live reports.
     public private(set) var staleReports = 0
 
+    /// Reports of a gateway the brain had let go (late or restarted) with samples from before
+    /// the capture time it has decided: those samples are dropped (`report`).
+    public private(set) var behindReports = 0
+
     public subscript(ref: BeaconRef) -> FleetBeacon? { beacons[ref] }
 
     /// Capture time up to which the brain has decided.
@@ -270,13 +274,28 @@ public struct FleetPresence: Sendable {
                 gaps.append(ReportGap(gateway: report.gateway, from: mark, to: report.from))
             }
         }
+        // Samples from before what the brain has decided (a gateway it let go, coming back
+        // further behind than that): decided now, each would open a visit in the past that
+        // its own silence ends at once, an enter and an exit at every report. The brain does
+        // not decide in the past: they are dropped and the report counted (`behindReports`),
+        // and the gateway rejoins when its reports reach the brain's time
+        // (`ReportClock.reported`). Only a gateway let go: one waited for never reports
+        // behind it, and a gateway's very first report, a moment after the brain decided
+        // without knowing it, is still taken.
+        var late = false
+        let letGo = clock.excluded.contains(report.gateway)
         for entry in report.entries {
             let ref = entry.beacon
             guard accepts(ref) else { continue }
+            let time = report.from + max(0, entry.at)
+            if letGo, let processed, time < processed {
+                late = true
+                continue
+            }
             sequence += 1
-            pending.append(PendingSample(time: report.from + max(0, entry.at), gateway: report.gateway, ref: ref,
-                                         entry: entry, sequence: sequence))
+            pending.append(PendingSample(time: time, gateway: report.gateway, ref: ref, entry: entry, sequence: sequence))
         }
+        if late { behindReports += 1 }
         clock.reported(report.gateway, upTo: report.to, at: wall)
         var events: [FleetEvent] = []
         decide(&events, holding: held)

@@ -137,4 +137,46 @@ import Tracking
         }
         #expect(fleet.reportingGateways.late == ["till"])
     }
+
+    /// A gateway let go that comes back further behind than its exit timeout (seen once at
+    /// load: the door stopped, then starved): its beacons left at the bound, and its late
+    /// reports cover capture time the brain has decided. They must not open a visit in the
+    /// past, which would exit at once (enter and exit at every report, a rule firing each
+    /// time); they are dropped and counted until the gateway catches up, and then its
+    /// beacon enters once.
+    @Test func aGatewayLetGoAndFarBehindBringsNoVisitFromThePast() throws {
+        var fleet = newFleet()
+        var events = feed(&fleet, gateways: ["door", "till"], from: 0, to: 10) { gateway, _ in
+            gateway == "door" ? -60 : nil
+        }
+        // The door stops at 10 s; the till reports on and the brain ticks on.
+        var time = 10.0
+        while time < 40 {
+            events += fleet.report(rssiReport("till", from: time, to: time + 0.5, []), receivedAt: t(time + 0.5))
+            events += tick(&fleet, from: time + 0.5, to: time + 0.9)
+            // From 25 s the door's reports come again, live but 15 s behind.
+            if time >= 25 {
+                let behind = time - 15
+                events += fleet.report(rssiReport("door", from: behind, to: behind + 0.5, [(counter, -60)]),
+                                       receivedAt: t(time + 0.5))
+            }
+            time += 0.5
+        }
+        let kinds = fleet.takeDecisions().map(\.kind)
+        #expect(kinds == [.enter, .exit], "\(kinds)")
+        #expect(!events.contains(.enter(counter)) || events.filter { $0 == .enter(counter) }.count == 1, "\(events)")
+        #expect(fleet.behindReports > 0, "the late reports were dropped and counted")
+        // It catches up: its reports reach the brain's time, and the beacon enters once.
+        var catchUp = 25.0
+        while catchUp < 42 {
+            _ = fleet.report(rssiReport("door", from: catchUp, to: catchUp + 0.5, [(counter, -60)]), receivedAt: t(40.5))
+            catchUp += 0.5
+        }
+        for late in stride(from: 40.0, to: 44.0, by: 0.5) {
+            _ = fleet.report(rssiReport("till", from: late, to: late + 0.5, []), receivedAt: t(late + 0.5))
+            _ = fleet.report(rssiReport("door", from: late + 2, to: late + 2.5, [(counter, -60)]), receivedAt: t(late + 0.5))
+            tick(&fleet, from: late + 0.5, to: late + 0.9)
+        }
+        #expect(fleet.takeDecisions().map(\.kind) == [.enter], "back in step, the beacon enters once")
+    }
 }

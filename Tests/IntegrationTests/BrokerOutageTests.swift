@@ -115,12 +115,14 @@ struct BrokerOutageTests {
             #expect(again.transitions == expected.transitions)
         }
         guard hiccups?.part == "door" else { return check() }
-        // Open bug (2026-11-28): in one full-suite run at load (never alone, nor beside busy
-        // loops: 4 runs) the brain let the stopped door go, exited 100/1 at 00:31 instead of
-        // 01:03, then took each of the door's later reports as a new visit that exited at once:
-        // about 40 enter/exit pairs 10 s behind their capture time, the enter rule firing each time.
-        // Recorded, not hidden: when it happens the case records a known issue, which
-        // scripts/test lists; docs/security.md says so too.
+        // Seen once (2026-11-28), in a full-suite run at load (never alone, nor beside busy
+        // loops: 4 runs): the brain let the stopped door go, exited 100/1 at 00:31 instead of
+        // 01:03, then took each of the door's later reports, 10 s behind, as a new visit that
+        // exited at once: about 40 enter/exit pairs, the enter rule firing each time. That
+        // part is reproduced and fixed in FleetPresence (`ReportOrderTests`: a gateway let go
+        // brings no visit from the past). Why the door fell 10 s behind and was let go at all
+        // is not known, so this case records a known issue when it differs (scripts/test lists
+        // them; docs/security.md says so) until it is seen equal under that load.
         withKnownIssue("a gateway let go and behind by its exit timeout re-enters and exits its beacons at every report",
                        isIntermittent: true) { check() }
     }
