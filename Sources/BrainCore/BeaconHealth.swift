@@ -1,6 +1,6 @@
 public import BeaconKit
 public import Contract
-public import Config
+import Config
 
 /// The health of the registry's beacons as the brain tells it: when each was last seen by
 /// any gateway, its battery (Eddystone-TLM, mV) and whether it was reported as low on

@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 public import Contract
 import Config
 

@@ -1,5 +1,5 @@
-public import BeaconKit
-public import Contract
+import BeaconKit
+import Contract
 public import Config
 
 /// Who answers for which shard of the fleet, from what the shards' brains say about

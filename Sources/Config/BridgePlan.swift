@@ -1,5 +1,5 @@
 public import BeaconKit
-public import Contract
+import Contract
 
 /// What one store broker's Mosquitto bridge to the central broker carries, derived from the
 /// fleet config, and the configuration and ACL lines that make it so (`beaconctl bridge`).

@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 
 /// MQTT topics as a NATS server's MQTT listener carries them: as subjects.
 ///

@@ -1,4 +1,4 @@
-public import BeaconKit
+package import BeaconKit
 
 /// Reading untrusted payloads (docs/brain.md, "What it reads"): every parser of a payload type
 /// checks the type of every key it uses and throws `PayloadError` with a short reason rather

@@ -1,4 +1,4 @@
-public import BeaconKit
+import BeaconKit
 
 /// Every MQTT topic of BeaconBridge (README "MQTT contract", docs/brain.md), under an
 /// optional prefix: the contract's topics, the brain's own records, and the subscription

@@ -1,5 +1,5 @@
 public import BeaconKit
-public import Contract
+import Contract
 public import Config
 public import GatewayCore
 public import HCI

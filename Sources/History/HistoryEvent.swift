@@ -1,6 +1,6 @@
 public import BeaconKit
 public import Contract
-public import BrainCore
+import BrainCore
 public import Config
 
 /// One of the brain's zone decisions as the history keeps it: which store, which beacon,

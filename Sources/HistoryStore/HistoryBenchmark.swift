@@ -1,5 +1,5 @@
 public import BeaconKit
-public import Contract
+import Contract
 import BrainCore
 public import Config
 public import History
