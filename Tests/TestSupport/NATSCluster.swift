@@ -163,7 +163,14 @@ public final class NATSCluster: @unchecked Sendable {
     }
 
     public var diagnostics: String {
-        nodes.map { "--- nats-server \($0.name) (end of its log) ---\n" + String($0.log.suffix(4000)) }.joined(separator: "\n")
+        nodes.map { node in
+            // Errors and warnings first: the log's end is often only routing and leader chatter.
+            let notable = node.log.split(separator: "\n").filter {
+                ($0.contains("[ERR]") || $0.contains("[WRN]")) && !$0.contains("Waiting for routing")
+            }
+            return "--- nats-server \(node.name): its errors and warnings (last 40) ---\n" + notable.suffix(40).joined(separator: "\n")
+                + "\n--- nats-server \(node.name) (end of its log) ---\n" + String(node.log.suffix(3000))
+        }.joined(separator: "\n")
     }
 
     public func stop() async {
