@@ -1,6 +1,6 @@
 public import BeaconKit
 public import Contract
-public import Tracking
+import Tracking
 public import Config
 
 /// The payloads the brain reads and writes (docs/brain.md, "What it reads" and "What it
@@ -9,122 +9,6 @@ public import Config
 ///
 /// Everything parsed here comes from the network and is untrusted: a parser checks the type
 /// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
-
-extension PayloadReader {
-    func proximity(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Proximity {
-        let text = try string(value, key, maxLength: 16)
-        guard let proximity = Proximity(rawValue: text) else {
-            throw PayloadError("\(name(key)) must be immediate, near, far or unknown")
-        }
-        return proximity
-    }
-}
-
-// MARK: - What gateways publish
-
-/// The part of a sighting (`beacons/<major>/<minor>`, see `Payloads.sighting`) the brain
-/// uses. Keys it does not use are ignored, so gateways may add fields; keys it uses must
-/// have the documented type, and major/minor must match the topic.
-public struct SightingReport: Sendable, Equatable {
-    public var beacon: BeaconRef
-    public var uuid: BeaconUUID?
-    public var gateway: String
-    /// The gateway's smoothed RSSI in dBm; `nil` when the controller reports none.
-    public var rssiSmoothed: Double?
-    /// Estimated distance in metres.
-    public var distance: Double?
-    public var proximity: Proximity
-
-    public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, gateway: String, rssiSmoothed: Double?,
-                distance: Double? = nil, proximity: Proximity) {
-        self.beacon = beacon
-        self.uuid = uuid
-        self.gateway = gateway
-        self.rssiSmoothed = rssiSmoothed
-        self.distance = distance
-        self.proximity = proximity
-    }
-
-    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
-        let view = try ViewPayload(parsing: value, topic: beacon)
-        self.beacon = beacon
-        uuid = view.uuid
-        gateway = view.gateway
-        rssiSmoothed = view.rssiSmoothed
-        distance = view.distance
-        proximity = view.proximity
-    }
-}
-
-/// What sightings and gateway presence share: a gateway's view of one beacon.
-struct ViewPayload {
-    let object: JSONObject
-    let reader = PayloadReader(path: "")
-    let uuid: BeaconUUID?
-    let gateway: String
-    let proximity: Proximity
-    let rssiSmoothed: Double?
-    let distance: Double?
-
-    /// Checks the payload's beacon against the topic's and reads the common keys.
-    init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
-        let r = reader
-        object = try r.object(value)
-        let ref = try r.beacon(object)
-        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
-        uuid = beacon.eddystone == nil ? try r.uuid(object["uuid"], "uuid") : nil
-        gateway = try r.segment(object["gateway"], "gateway")
-        proximity = try r.proximity(object["proximity"], "proximity")
-        rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
-        distance = try r.optionalNumber(object["distance"], "distance")
-        if let rssi = rssiSmoothed, !(-200...50).contains(rssi) { throw PayloadError("rssiSmoothed is out of range") }
-        if let d = distance, d < 0 { throw PayloadError("distance must not be negative") }
-    }
-}
-
-/// A gateway's retained view (`beacons/<major>/<minor>/presence/<gateway>`, see
-/// `Payloads.gatewayPresence`): `{"uuid","major","minor","gateway","zone","proximity",
-/// "rssiSmoothed","distance","since"}`.
-public struct GatewayPresenceReport: Sendable, Equatable {
-    public var beacon: BeaconRef
-    public var uuid: BeaconUUID?
-    public var gateway: String
-    /// The gateway's zone name ("Counter").
-    public var zone: String
-    public var proximity: Proximity
-    /// dBm; `nil` without RSSI.
-    public var rssiSmoothed: Double?
-    /// Metres.
-    public var distance: Double?
-    /// When the gateway's visit began (the gateway's clock).
-    public var since: Instant?
-
-    public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, gateway: String, zone: String, proximity: Proximity,
-                rssiSmoothed: Double?, distance: Double? = nil, since: Instant? = nil) {
-        self.beacon = beacon
-        self.uuid = uuid
-        self.gateway = gateway
-        self.zone = zone
-        self.proximity = proximity
-        self.rssiSmoothed = rssiSmoothed
-        self.distance = distance
-        self.since = since
-    }
-
-    /// Parses the payload of `topic`'s gateway and beacon; both must match the payload.
-    public init(parsing value: JSONValue, topic beacon: BeaconRef, gateway topicGateway: String) throws(PayloadError) {
-        let view = try ViewPayload(parsing: value, topic: beacon)
-        guard view.gateway == topicGateway else { throw PayloadError("gateway \"\(view.gateway)\" does not match the topic's") }
-        self.beacon = beacon
-        uuid = view.uuid
-        gateway = view.gateway
-        proximity = view.proximity
-        rssiSmoothed = view.rssiSmoothed
-        distance = view.distance
-        zone = try view.reader.string(view.object["zone"], "zone", maxLength: 128)
-        since = try view.reader.optionalInstant(view.object["since"], "since")
-    }
-}
 
 // MARK: - Fleet presence
 

@@ -1,6 +1,6 @@
 public import BeaconKit
 public import Contract
-public import Tracking
+import Tracking
 public import Config
 
 /// Decides which of the fleet config's rules fire, and remembers enough to honour `once`

@@ -1,7 +1,7 @@
 public import BeaconKit
 public import Contract
 public import Config
-public import Tracking
+import Tracking
 import RealModule
 
 /// What one gateway's reports say about one reference transmitter, summed up: the robust

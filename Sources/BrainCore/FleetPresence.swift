@@ -1,6 +1,6 @@
 public import BeaconKit
 public import Contract
-public import Tracking
+import Tracking
 public import Config
 
 /// One gateway's view of a beacon, as the brain knows it.

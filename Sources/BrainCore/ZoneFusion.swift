@@ -1,6 +1,6 @@
-public import BeaconKit
-public import Contract
-public import Tracking
+import BeaconKit
+import Contract
+import Tracking
 import RealModule
 
 /// The brain's estimate of how loud one gateway hears one beacon: a Kalman filter on the
@@ -313,38 +313,4 @@ func normalQuantile(_ p: Double) -> Double {
     let x = q - 0.5, r = x * x
     return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * x
         / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
-}
-
-extension RSSIReport {
-    /// Parses the payload of `gateways/<gateway>/rssi`; the payload's gateway must be the
-    /// topic's (an ACL pins the topic to the gateway's user, not the payload).
-    public init(parsing value: JSONValue, topic gateway: String) throws(PayloadError) {
-        let r = PayloadReader(path: "")
-        let o = try r.object(value)
-        let named = try r.segment(o["gateway"], "gateway")
-        guard named == gateway else { throw PayloadError("gateway \"\(named)\" does not match the topic's") }
-        let from = try r.instant(o["from"], "from")
-        let to = try r.instant(o["to"], "to")
-        guard to >= from else { throw PayloadError("to is before from") }
-        guard case .array(let list)? = o["beacons"], list.count <= RSSIReport.entriesPerMessage else {
-            throw PayloadError("beacons must be an array of at most \(RSSIReport.entriesPerMessage) entries")
-        }
-        var entries: [Entry] = []
-        entries.reserveCapacity(list.count)
-        for (i, item) in list.enumerated() {
-            let er = PayloadReader(path: "beacons[\(i)]")
-            let e = try er.object(item)
-            let count = try er.number(e["n"], "n")
-            guard count >= 1, count <= 100_000, count == count.rounded() else { throw PayloadError("beacons[\(i)].n must be a count ≥ 1") }
-            let at = try er.number(e["at"], "at")
-            guard at >= 0, at <= 3600 else { throw PayloadError("beacons[\(i)].at must be 0…3600 s") }
-            entries.append(Entry(beacon: try er.beacon(e), uuid: try er.uuid(e["uuid"], "uuid"), count: Int(count),
-                                 rssi: try er.optionalNumber(e["rssi"], "rssi"), at: at,
-                                 rssiSmoothed: try er.optionalNumber(e["rssiSmoothed"], "rssiSmoothed"),
-                                 distance: try er.optionalNumber(e["distance"], "distance"),
-                                 proximity: try er.proximity(e["proximity"], "proximity")))
-        }
-        self.init(gateway: named, from: from, to: to, entries: entries)
-        if case .bool(true)? = o["resent"] { resent = true }
-    }
 }

@@ -107,7 +107,7 @@ public struct BridgePlan: Sendable, Equatable {
             add(t.ad(of: .ofStore(m)), .in, 1, "standing ads")
         }
         // Eddystone beacons belong to a store only by the registry: named one by one.
-        for e in eddystones.sorted(by: { BeaconRef($0).recordKey < BeaconRef($1).recordKey }) {
+        for e in eddystones.sorted(by: { BeaconRef($0).recordLevels < BeaconRef($1).recordLevels }) {
             add(t.observer(any, of: .eddystone(e)), .both, 1, "joins of a registry Eddystone beacon of the store")
             add(t.presence(of: .eddystone(e)), .in, 1, "the brain's fleet presence of it")
             add(t.ad(of: .eddystone(e)), .in, 1, "its standing ad")

@@ -1,5 +1,5 @@
-import BeaconKit
-public import Tracking
+public import BeaconKit
+import Tracking
 
 /// What puts a customer on a store's greeter roster (`stores[].roster`, docs/brain.md):
 /// an app's join (the default), the customer's own beacon coming close to the store's

@@ -37,9 +37,9 @@ public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible
         }
     }
 
-    /// The part of the brain's record topics naming the beacon (`brain/visits/<key>`):
+    /// The part of the brain's record topics naming the beacon (`brain/visits/<levels>`):
     /// `<major>/<minor>` or `eddystone/<namespace>/<instance>`.
-    public var recordKey: String {
+    public var recordLevels: String {
         eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)"
     }
 
@@ -82,20 +82,55 @@ public struct EddystoneKey: Hashable, Comparable, Sendable {
     }
 }
 
+/// What a beacon's topics name: one beacon (`BeaconRef`), or a set of them for a filter or an
+/// ACL pattern (`Beacons`). Topics' builders take either, so a filter is built by the same
+/// code as the topics it matches.
+public protocol BeaconSelection: Sendable {
+    /// The beacon's topic under the prefix of `topics`: `beacons/<major>/<minor>`,
+    /// `eddystone/<namespace>/<instance>`, or the same with `+` levels.
+    func topic(in topics: Topics) -> String
+    /// The levels naming them in the brain's record topics (`brain/visits/<levels>`):
+    /// `<major>/<minor>`, `eddystone/<namespace>/<instance>`, or the same with `+` levels.
+    var recordLevels: String { get }
+}
+
+extension BeaconRef: BeaconSelection {
+    public func topic(in topics: Topics) -> String {
+        if let eddystone { return topics.topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
+        // Every sighting names its topic: written directly rather than interpolated.
+        var writer = JSONWriter(capacity: topics.prefix.utf8.count + 20)
+        if !topics.prefix.isEmpty {
+            var copy = topics.prefix
+            copy.withUTF8 { writer.append(UnsafeRawBufferPointer($0)) }
+            writer.append("/")
+        }
+        writer.append("beacons/")
+        writer.appendDecimal(UInt64(major))
+        writer.append("/")
+        writer.appendDecimal(UInt64(minor))
+        return writer.text
+    }
+}
+
 /// The beacons a filter or an ACL pattern covers: every iBeacon, every iBeacon of one store
 /// (major), every Eddystone-UID beacon, or one beacon. Topics builds the same topics for it as
 /// for a `BeaconRef`, with `+` where a level is open: `topics.presence(of: .anyIBeacon,
 /// seenBy: "+")` is `beacons/+/+/presence/+`.
-public struct Beacons: Sendable, Hashable {
+public struct Beacons: BeaconSelection, Hashable {
     /// The levels naming them in a beacon's topic: `beacons/+/+`, `eddystone/<ns>/<inst>`…
     let levels: String
     /// The levels naming them in the brain's record topics: `+/+`, `eddystone/+/+`…
-    let recordLevels: String
+    public let recordLevels: String
 
+    public func topic(in topics: Topics) -> String { topics.topic(levels) }
+}
+
+// Declared on the protocol so that `topics.presence(of: .anyIBeacon)` reads at the call site.
+extension BeaconSelection where Self == Beacons {
     /// `beacons/+/+`.
-    public static let anyIBeacon = ofStore(nil)
+    public static var anyIBeacon: Beacons { ofStore(nil) }
     /// `eddystone/+/+`.
-    public static let anyEddystone = eddystone(nil)
+    public static var anyEddystone: Beacons { eddystone(nil) }
 
     /// `beacons/<major>/+`; every store's (`beacons/+/+`) for `nil`.
     public static func ofStore(_ major: UInt16?) -> Beacons {
@@ -112,7 +147,7 @@ public struct Beacons: Sendable, Hashable {
     /// One beacon of either family.
     public static func one(_ ref: BeaconRef) -> Beacons {
         if let key = ref.eddystone { return eddystone(key) }
-        return Beacons(levels: "beacons/\(ref.major)/\(ref.minor)", recordLevels: ref.recordKey)
+        return Beacons(levels: "beacons/\(ref.major)/\(ref.minor)", recordLevels: ref.recordLevels)
     }
 }
 

@@ -80,6 +80,24 @@ package struct PayloadReader {
         return BeaconRef(namespace: ns, instance: id)
     }
 
+    /// A whole number within `range`, or `nil` when absent or `null`.
+    package func optionalInteger(_ value: JSONValue?, _ key: String, in range: ClosedRange<Int>) throws(PayloadError) -> Int? {
+        guard let n = try optionalNumber(value, key) else { return nil }
+        guard n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else {
+            throw PayloadError("\(name(key)) must be an integer \(range.lowerBound)...\(range.upperBound)")
+        }
+        return Int(n)
+    }
+
+    /// `immediate`, `near`, `far` or `unknown`.
+    package func proximity(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Proximity {
+        let text = try string(value, key, maxLength: 16)
+        guard let proximity = Proximity(rawValue: text) else {
+            throw PayloadError("\(name(key)) must be immediate, near, far or unknown")
+        }
+        return proximity
+    }
+
     package func u16(_ value: JSONValue?, _ key: String) throws(PayloadError) -> UInt16 {
         let n = try number(value, key)
         guard n == n.rounded(), n >= 0, n <= 65535 else { throw PayloadError("\(name(key)) must be an integer 0-65535") }

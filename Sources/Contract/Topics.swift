@@ -27,44 +27,34 @@ public struct Topics: Sendable, Equatable {
     /// elsewhere (a rule's own topic, the patterns of a store's bridge).
     public func topic(_ tail: String) -> String { prefix.isEmpty ? tail : prefix + "/" + tail }
 
-    /// `beacons/<major>/<minor>`, or `eddystone/<namespace>/<instance>` for an Eddystone beacon.
-    public func beacon(_ ref: BeaconRef) -> String {
-        if let eddystone = ref.eddystone { return topic("eddystone/\(eddystone.namespace)/\(eddystone.instance)") }
-        // Every sighting names its topic: written directly rather than interpolated.
-        var writer = JSONWriter(capacity: prefix.utf8.count + 20)
-        if !prefix.isEmpty {
-            var copy = prefix
-            copy.withUTF8 { writer.append(UnsafeRawBufferPointer($0)) }
-            writer.append("/")
-        }
-        writer.append("beacons/")
-        writer.appendDecimal(UInt64(ref.major))
-        writer.append("/")
-        writer.appendDecimal(UInt64(ref.minor))
-        return writer.text
-    }
+    /// A beacon's topic, `beacons/<major>/<minor>` or `eddystone/<namespace>/<instance>`; for
+    /// a set of beacons the same with `+` where a level is open (`beacons/+/+`). Every
+    /// builder below takes either, so filters and ACL patterns are the topics they match.
+    public func beacon(_ beacons: some BeaconSelection) -> String { beacons.topic(in: self) }
 
     /// Sightings of a beacon (a gateway's, not retained): the beacon's own topic.
-    public func sightings(of ref: BeaconRef) -> String { beacon(ref) }
+    public func sightings(of beacons: some BeaconSelection) -> String { beacon(beacons) }
 
     /// One gateway's retained view of a beacon.
-    public func presence(of ref: BeaconRef, seenBy gateway: String) -> String { beacon(ref) + "/presence/" + gateway }
+    public func presence(of beacons: some BeaconSelection, seenBy gateway: String) -> String {
+        beacon(beacons) + "/presence/" + gateway
+    }
 
     /// The brain's fleet-wide retained presence.
-    public func presence(of ref: BeaconRef) -> String { beacon(ref) + "/presence" }
+    public func presence(of beacons: some BeaconSelection) -> String { beacon(beacons) + "/presence" }
 
     /// The beacon's standing offer (retained, the brain's).
-    public func ad(of ref: BeaconRef) -> String { beacon(ref) + "/ad" }
+    public func ad(of beacons: some BeaconSelection) -> String { beacon(beacons) + "/ad" }
 
     /// A beacon's last telemetry (Eddystone-TLM: battery, temperature, counts), retained,
     /// from the gateway that heard it last.
-    public func telemetry(of ref: BeaconRef) -> String { beacon(ref) + "/telemetry" }
+    public func telemetry(of beacons: some BeaconSelection) -> String { beacon(beacons) + "/telemetry" }
 
     /// The brain's zone decisions about a beacon (enter, zone, exit), with capture times.
-    public func zoneEvents(of ref: BeaconRef) -> String { beacon(ref) + "/events" }
+    public func zoneEvents(of beacons: some BeaconSelection) -> String { beacon(beacons) + "/events" }
 
     /// An observer's join of a beacon (retained; empty when it leaves).
-    public func observer(_ client: String, of ref: BeaconRef) -> String { beacon(ref) + "/observers/" + client }
+    public func observer(_ client: String, of beacons: some BeaconSelection) -> String { beacon(beacons) + "/observers/" + client }
 
     public func status(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/status") }
     public func health(ofGateway gateway: String) -> String { topic("gateways/\(gateway)/health") }
@@ -98,14 +88,14 @@ public struct Topics: Sendable, Equatable {
 
     /// The brain's record of a visit (see `VisitRecord`): `brain/visits/<major>/<minor>` or
     /// `brain/visits/eddystone/<namespace>/<instance>`.
-    public func visitRecord(of ref: BeaconRef) -> String { topic("brain/visits/" + ref.recordKey) }
+    public func visitRecord(of beacons: some BeaconSelection) -> String { topic("brain/visits/" + beacons.recordLevels) }
 
     /// The brain's health record of a registry beacon (retained, unsealed: the fleet page
     /// reads it): `brain/beacons/<major>/<minor>` or `brain/beacons/eddystone/<namespace>/<instance>`.
-    public func beaconHealth(of ref: BeaconRef) -> String { topic("brain/beacons/" + ref.recordKey) }
+    public func beaconHealth(of beacons: some BeaconSelection) -> String { topic("brain/beacons/" + beacons.recordLevels) }
     /// The brain's record of an answered join (see `AnsweredRecord`).
-    public func answeredRecord(of ref: BeaconRef, client: String) -> String {
-        topic("brain/answered/" + ref.recordKey + "/" + client)
+    public func answeredRecord(of beacons: some BeaconSelection, client: String) -> String {
+        topic("brain/answered/" + beacons.recordLevels + "/" + client)
     }
     /// Config reports of the brain, like `gateways/<id>/events` for a gateway.
     public var brainEvents: String { topic("brain/events") }
@@ -142,20 +132,6 @@ public struct Topics: Sendable, Equatable {
     /// `<tree>/#`: every topic under one top level.
     public func everything(under tree: Tree) -> String { topic(tree.rawValue + "/#") }
 
-    /// `beacons/<…>`, `eddystone/<…>` for a set of beacons (see `Beacons`).
-    public func beacon(_ beacons: Beacons) -> String { topic(beacons.levels) }
-    public func sightings(of beacons: Beacons) -> String { beacon(beacons) }
-    public func presence(of beacons: Beacons, seenBy gateway: String) -> String { beacon(beacons) + "/presence/" + gateway }
-    public func presence(of beacons: Beacons) -> String { beacon(beacons) + "/presence" }
-    public func ad(of beacons: Beacons) -> String { beacon(beacons) + "/ad" }
-    public func telemetry(of beacons: Beacons) -> String { beacon(beacons) + "/telemetry" }
-    public func zoneEvents(of beacons: Beacons) -> String { beacon(beacons) + "/events" }
-    public func observer(_ client: String, of beacons: Beacons) -> String { beacon(beacons) + "/observers/" + client }
-    public func visitRecord(of beacons: Beacons) -> String { topic("brain/visits/" + beacons.recordLevels) }
-    public func beaconHealth(of beacons: Beacons) -> String { topic("brain/beacons/" + beacons.recordLevels) }
-    public func answeredRecord(of beacons: Beacons, client: String) -> String {
-        topic("brain/answered/" + beacons.recordLevels + "/" + client)
-    }
     /// Every beacon health record (`brain/beacons/#`), of both families.
     public var beaconHealthFilter: String { topic("brain/beacons/#") }
     /// The shards' status and holder topics (`brain/shards/+/status`, `…/holder`).

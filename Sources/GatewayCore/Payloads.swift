@@ -1,40 +1,21 @@
 public import BeaconKit
+public import Contract
 public import Tracking
 public import Config
 
 /// The gateway's JSON payloads (README, "MQTT contract"), written directly as text: keys
 /// in a fixed documented order, numbers rounded the same way every time.
 public enum Payloads {
-    /// A sighting on `beacons/<major>/<minor>`:
-    /// `{"uuid","major","minor","gateway","address","rssi","rssiSmoothed","txPower","distance",
-    /// "proximity","ts","seq","name"?,"location"?}`; Eddystone-UID carries `namespace` and
-    /// `instance` in place of `uuid`, `major`, `minor`.
+    /// A sighting on `beacons/<major>/<minor>` (Contract's `Sighting`) of a track as it is now.
     public static func sighting(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> String {
-        String(decoding: sightingBytes(track, gateway: gateway, entry: entry, at: time), as: UTF8.self)
+        Sighting(track, gateway: gateway, entry: entry, at: time).json
     }
 
     /// The same sighting as UTF-8 bytes, ready for the wire without another copy.
     public static func sightingBytes(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> [UInt8] {
-        var writer = JSONWriter(capacity: 320)
-        writer.object { o in
-            identity(track.id, into: &o)
-            o("gateway", gateway)
-            o("address", track.address)
-            o("rssi", track.rssi)
-            o("rssiSmoothed", track.rssi == nil ? nil : track.rssiSmoothed, places: 1)
-            o("txPower", track.txPower)
-            o("distance", track.distance, places: 2)
-            o("proximity", track.proximity.rawValue)
-            o("ts", time)
-            o("seq", Int(truncatingIfNeeded: track.sequence))
-            if let name = entry?.name { o("name", name) }
-            if let location = entry?.location { o("location", location.json) }
-        }
-        return writer.takeBytes()
+        Sighting(track, gateway: gateway, entry: entry, at: time).bytes
     }
 
-    /// A gateway's retained view on `beacons/<major>/<minor>/presence/<gateway>`:
-    /// `{"uuid","major","minor","gateway","zone","proximity","rssiSmoothed","distance","since"}`.
     /// `eddystone/<namespace>/<instance>/telemetry` (retained): an Eddystone-TLM frame of the
     /// beacon, as agreed with Home Assistant discovery:
     /// `{"gateway","batteryMv":mV|null,"temperatureC":°C|null,"advertCount":n,"uptimeSeconds":s,"ts"}`;
@@ -52,30 +33,10 @@ public enum Payloads {
         return writer.text
     }
 
+    /// A gateway's retained view on `beacons/<major>/<minor>/presence/<gateway>` (Contract's
+    /// `GatewayPresenceReport`) of a track as it is now.
     public static func gatewayPresence(_ track: Track, gateway: String, zone: String) -> String {
-        var writer = JSONWriter(capacity: 256)
-        writer.object { o in
-            identity(track.id, into: &o)
-            o("gateway", gateway)
-            o("zone", zone)
-            o("proximity", track.proximity.rawValue)
-            o("rssiSmoothed", track.rssi == nil ? nil : track.rssiSmoothed, places: 1)
-            o("distance", track.distance, places: 2)
-            o("since", track.since)
-        }
-        return writer.text
-    }
-
-    static func identity(_ id: BeaconID, into o: inout JSONWriter.ObjectWriter) {
-        switch id {
-        case .ibeacon(let uuid, let major, let minor):
-            o("uuid", uuid)
-            o("major", Int(major))
-            o("minor", Int(minor))
-        case .eddystone(let namespace, let instance):
-            o("namespace", namespace.description)
-            o("instance", instance.description)
-        }
+        GatewayPresenceReport(track, gateway: gateway, zone: zone).json
     }
 
     /// An answer to an operator's command on `gateways/<id>/events`:
@@ -121,5 +82,23 @@ public enum Payloads {
         var writer = JSONWriter()
         writer.object { o in o("error", message) }
         return writer.text
+    }
+}
+
+extension Sighting {
+    /// The sighting of `track` by `gateway` at `time`, with the registry's name and location.
+    public init(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) {
+        self.init(beacon: track.id.ref, uuid: track.id.uuid, gateway: gateway, address: track.address, rssi: track.rssi,
+                  rssiSmoothed: track.rssi == nil ? nil : track.rssiSmoothed, txPower: track.txPower,
+                  distance: track.distance, proximity: track.proximity, at: time,
+                  sequence: Int(truncatingIfNeeded: track.sequence), name: entry?.name, location: entry?.location?.json)
+    }
+}
+
+extension GatewayPresenceReport {
+    /// `gateway`'s view of `track`, in its zone `zone`.
+    public init(_ track: Track, gateway: String, zone: String) {
+        self.init(beacon: track.id.ref, uuid: track.id.uuid, gateway: gateway, zone: zone, proximity: track.proximity,
+                  rssiSmoothed: track.rssi == nil ? nil : track.rssiSmoothed, distance: track.distance, since: track.since)
     }
 }

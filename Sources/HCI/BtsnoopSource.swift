@@ -62,6 +62,11 @@ public struct BtsnoopSource: AdvertisingSource {
     static let tickInterval = 0.1
     /// Longest a replay waits between two frames, wall-clock seconds, whatever the capture's gap.
     public static let longestPause = 5.0
+    /// The same for a replay in step with others (`startsAt`), which share one timeline: a
+    /// capture's quiet stretch (no customer near that gateway for a while) is waited out in
+    /// full, or that gateway's capture time would run ahead of the others' for the rest of the
+    /// replay. Only a gap longer than this (an old log's kept tail) is cut.
+    public static let longestPauseInStep = 3600.0
 
     public init(path: String, speed: Double = 1, loop: Bool = false, startsAt: Instant? = nil,
                 origin: Instant? = nil) throws(BtsnoopError) {
@@ -127,11 +132,12 @@ public struct BtsnoopSource: AdvertisingSource {
                         wallAnchor = WallClock.monotonic() + (startsAt.map { $0.seconds(since: WallClock.now()) } ?? 0)
                     }
                     var due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
-                    if lastTime != nil, due - WallClock.monotonic() > Self.longestPause {
+                    let longest = startsAt == nil ? Self.longestPause : Self.longestPauseInStep
+                    if lastTime != nil, due - WallClock.monotonic() > longest {
                         // A capture resumed after hours or months (the kept tail of an
                         // old log): skip ahead instead of sleeping; capture time still jumps,
                         // and the ticks of the part skipped are due no more.
-                        wallAnchor -= due - WallClock.monotonic() - Self.longestPause
+                        wallAnchor -= due - WallClock.monotonic() - longest
                         due = wallAnchor + time.seconds(since: virtualAnchor!) / speed
                         if let g = grid {
                             let skippedTo = virtualAnchor! + (WallClock.monotonic() - wallAnchor) * speed

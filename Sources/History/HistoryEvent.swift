@@ -33,7 +33,7 @@ public struct HistoryEvent: Sendable, Equatable {
     /// `eddystone/<namespace>/<instance>`.
     public var beaconKey: String { Self.key(of: beacon) }
 
-    public static func key(of beacon: BeaconRef) -> String { beacon.recordKey }
+    public static func key(of beacon: BeaconRef) -> String { beacon.recordLevels }
 }
 
 /// Why a message on a decision topic was not kept (each is counted, none stops the service).

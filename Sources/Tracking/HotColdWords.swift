@@ -1,3 +1,5 @@
+public import BeaconKit
+
 /// Which words `beaconctl range` says.
 public enum HotColdWords: String, Sendable, Equatable, CaseIterable {
     /// The default: distance and its trend (`Warmth`): HOT!, Warmer, Cold, Freezing, ?.

@@ -76,22 +76,6 @@ public enum DistanceModel: String, Sendable, Equatable, CaseIterable {
     }
 }
 
-/// iOS's proximity classes.
-public enum Proximity: String, Sendable, Equatable, CaseIterable, Comparable {
-    case immediate, near, far, unknown
-
-    var rank: Int {
-        switch self {
-        case .immediate: 0
-        case .near: 1
-        case .far: 2
-        case .unknown: 3
-        }
-    }
-
-    public static func < (lhs: Proximity, rhs: Proximity) -> Bool { lhs.rank < rhs.rank }
-}
-
 /// Distance thresholds between proximity classes, with hysteresis.
 public struct ProximityThresholds: Sendable, Equatable {
     /// Upper bound of `immediate`, metres.

@@ -75,6 +75,80 @@ struct PayloadsTests {
             """#)
     }
 
+    /// A sighting, one type both ways: the gateway's bytes (as written on 2026-11-28, the same
+    /// as `sightingText` and `sightingWithoutSignalStrength` check, quoted so that a byte
+    /// change fails) read back to the value that wrote them, for both families; a sighting
+    /// must name the beacon of its topic.
+    @Test func sightingRoundTrip() throws {
+        let (_, second) = Self.knownTrack()
+        let counter = BeaconRef(major: 100, minor: 1)
+        let tag = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!, instance: EddystoneInstance(hex: "0000000000ff")!)
+        var tracker = Tracker()
+        let tagTrack = tracker.observe(.eddystone(namespace: tag.eddystone!.namespace, instance: tag.eddystone!.instance),
+                                       address: addressA, rssi: -80, measuredPower: -59, txPower: -18, at: t0).track
+        let quiet = tracker.observe(beaconA, address: addressA, rssi: nil, measuredPower: -59, txPower: nil, at: t0).track
+        let location: JSONValue = .object(["lat": .number(48.8566), "lon": .number(2.3522), "heading": .number(90), "floor": .number(2)])
+        let cases: [(written: String, value: Sighting, bytes: String)] = [
+            (Payloads.sighting(second, gateway: "door", entry: Self.entry, at: t0 + 1.2345),
+             Sighting(beacon: counter, uuid: airLocate, gateway: "door", address: addressA, rssi: -70, rssiSmoothed: -67.8,
+                      txPower: -59, distance: 2.75, proximity: .near, at: t0 + 1.234, sequence: 2,
+                      name: "Alice's \"lucky\" keyring", location: location),
+             #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"door","address":"C0:00:00:64:00:01","rssi":-70,"rssiSmoothed":-67.8,"txPower":-59,"distance":2.75,"proximity":"near","ts":"2026-11-21T09:00:01.234Z","seq":2,"name":"Alice's \"lucky\" keyring","location":{"lat":48.8566,"lon":2.3522,"heading":90,"floor":2}}"#),
+            (Payloads.sighting(quiet, gateway: "g", entry: nil, at: t0),
+             Sighting(beacon: counter, uuid: airLocate, gateway: "g", address: addressA, rssi: nil, rssiSmoothed: nil, txPower: nil,
+                      distance: nil, proximity: .unknown, at: t0, sequence: 1),
+             #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"g","address":"C0:00:00:64:00:01","rssi":null,"rssiSmoothed":null,"txPower":null,"distance":null,"proximity":"unknown","ts":"2026-11-21T09:00:00.000Z","seq":1}"#),
+            (Payloads.sighting(tagTrack, gateway: "g", entry: nil, at: t0),
+             Sighting(beacon: tag, uuid: nil, gateway: "g", address: addressA, rssi: -80, rssiSmoothed: -80, txPower: -18,
+                      distance: 11.22, proximity: .far, at: t0, sequence: 1),
+             #"{"namespace":"00112233445566778899","instance":"0000000000ff","gateway":"g","address":"C0:00:00:64:00:01","rssi":-80,"rssiSmoothed":-80,"txPower":-18,"distance":11.22,"proximity":"far","ts":"2026-11-21T09:00:00.000Z","seq":1}"#),
+        ]
+        for (written, value, bytes) in cases {
+            #expect(written == bytes)
+            let read = try Sighting(parsing: JSONParser().parse(Array(bytes.utf8)), topic: value.beacon)
+            #expect(read == value)
+            #expect(value.json == bytes)
+            #expect(value.bytes == Array(bytes.utf8))
+        }
+        #expect(throws: PayloadError.self) {
+            try Sighting(parsing: JSONParser().parse(Array(cases[0].bytes.utf8)), topic: BeaconRef(major: 100, minor: 2))
+        }
+    }
+
+    /// A gateway's presence, one type both ways: the gateway's bytes (as written on 2026-11-28,
+    /// quoted) read back to the value that wrote them; the topic's gateway must be the payload's.
+    @Test func gatewayPresenceRoundTrip() throws {
+        let (_, second) = Self.knownTrack()
+        let bytes = #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"gateway":"door","zone":"entrance","proximity":"near","rssiSmoothed":-67.8,"distance":2.75,"since":"2026-11-21T09:00:00.000Z"}"#
+        let value = GatewayPresenceReport(beacon: BeaconRef(major: 100, minor: 1), uuid: airLocate, gateway: "door", zone: "entrance",
+                                          proximity: .near, rssiSmoothed: -67.8, distance: 2.75, since: t0)
+        #expect(Payloads.gatewayPresence(second, gateway: "door", zone: "entrance") == bytes)
+        let json = try JSONParser().parse(Array(bytes.utf8))
+        #expect(try GatewayPresenceReport(parsing: json, topic: value.beacon, gateway: "door") == value)
+        #expect(value.json == bytes)
+        #expect(throws: PayloadError.self) { try GatewayPresenceReport(parsing: json, topic: value.beacon, gateway: "till") }
+    }
+
+    /// An RSSI report (`gateways/<id>/rssi`), one type both ways: its bytes (as the gateway
+    /// writes them on 2026-11-28, quoted) read back to the value that wrote them, for both
+    /// families; a report resent after a disconnect is the gateway's bytes with its mark.
+    @Test func rssiReportRoundTrip() throws {
+        let tag = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!, instance: EddystoneInstance(hex: "aabbccddeeff")!)
+        var report = RSSIReport(gateway: "door", from: t0, to: t0 + 0.5, entries: [
+            .init(beacon: BeaconRef(major: 100, minor: 1), uuid: airLocate, count: 3, rssi: -60.5, at: 0.125, rssiSmoothed: -61.2,
+                  distance: 1.5, proximity: .near),
+            .init(beacon: tag, count: 1, rssi: nil, at: 0, proximity: .unknown),
+        ])
+        let bytes = #"{"gateway":"door","from":"2026-11-21T09:00:00.000Z","to":"2026-11-21T09:00:00.500Z","beacons":[{"major":100,"minor":1,"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","n":3,"rssi":-60.5,"at":0.125,"rssiSmoothed":-61.2,"distance":1.5,"proximity":"near"},{"namespace":"00112233445566778899","instance":"aabbccddeeff","n":1,"rssi":null,"at":0,"rssiSmoothed":null,"distance":null,"proximity":"unknown"}]}"#
+        #expect(report.json == bytes)
+        #expect(try RSSIReport(parsing: JSONParser().parse(Array(bytes.utf8)), topic: "door") == report)
+        #expect(throws: PayloadError.self) { try RSSIReport(parsing: JSONParser().parse(Array(bytes.utf8)), topic: "till") }
+        report.resent = true
+        let resent = String(bytes.dropLast()) + #","resent":true}"#
+        #expect(report.json == resent)
+        #expect(try RSSIReport(parsing: JSONParser().parse(Array(resent.utf8)), topic: "door") == report)
+    }
+
     @Test func healthText() {
         let health = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600.04, source: "hci:0", sourceState: "scanning",
                                      advertsPerSecond: 12.345, decodedPerSecond: 3.96, dropped: 0, malformed: 2,

@@ -4,6 +4,7 @@ import Config
 import BrainCore
 import Testing
 import Tracking
+import Foundation
 
 @Suite struct JoinValidationTests {
     @Test func aJoinWithAFullProfile() throws {
@@ -82,9 +83,9 @@ import Tracking
 
 @Suite struct PayloadFormatTests {
     @Test func gatewayPayloadsAsTheGatewayWritesThem() throws {
-        let s = try SightingReport(parsing: JSONValue(text: sightingJSON(counter, "door", rssi: -61.2, .near)), topic: counter)
-        #expect(s == SightingReport(beacon: counter, uuid: storeUUID, gateway: "door", rssiSmoothed: -61.2, distance: 1.2,
-                                    proximity: .near))
+        let s = try Sighting(parsing: JSONValue(text: sightingJSON(counter, "door", rssi: -61.2, .near)), topic: counter)
+        #expect(s == Sighting(beacon: counter, uuid: storeUUID, gateway: "door", address: BluetoothAddress("AA:BB:CC:DD:EE:FF")!,
+                              rssi: -61, rssiSmoothed: -61.2, txPower: -59, distance: 1.2, proximity: .near, at: t(0), sequence: 1))
         let p = try GatewayPresenceReport(parsing: JSONValue(text: presenceJSON(counter, "door", rssi: nil, .unknown)),
                                           topic: counter, gateway: "door")
         #expect(p.rssiSmoothed == nil)
@@ -92,17 +93,24 @@ import Tracking
         #expect(p.since == t(0))
     }
 
+    /// Each case is a good sighting with one thing wrong (the good one is read: see above).
     @Test(arguments: [
         ("other beacon", sightingJSON(window, "door", rssi: -60)),
-        ("rssi a string", #"{"major":100,"minor":1,"gateway":"door","rssiSmoothed":"-60","proximity":"near"}"#),
-        ("proximity unknown word", #"{"major":100,"minor":1,"gateway":"door","rssiSmoothed":-60,"proximity":"close"}"#),
-        ("gateway with a wildcard", ##"{"major":100,"minor":1,"gateway":"#","rssiSmoothed":-60,"proximity":"near"}"##),
-        ("major fractional", #"{"major":100.5,"minor":1,"gateway":"door","rssiSmoothed":-60,"proximity":"near"}"#),
-        ("rssi absurd", #"{"major":100,"minor":1,"gateway":"door","rssiSmoothed":1e300,"proximity":"near"}"#),
+        ("rssi a string", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""rssiSmoothed":-60"#, with: #""rssiSmoothed":"-60""#)),
+        ("proximity unknown word", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""near""#, with: #""close""#)),
+        ("gateway with a wildcard", sightingJSON(counter, "#", rssi: -60)),
+        ("major fractional", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""major":100"#, with: #""major":100.5"#)),
+        ("rssi absurd", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""rssiSmoothed":-60"#, with: #""rssiSmoothed":1e300"#)),
+        ("address not an address", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: "AA:BB:CC:DD:EE:FF", with: "AA:BB")),
+        ("rssi fractional", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""rssi":-60"#, with: #""rssi":-60.5"#)),
+        ("no time", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""ts""#, with: #""time""#)),
+        ("no seq", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""seq""#, with: #""sequence""#)),
+        ("location a string", sightingJSON(counter, "door", rssi: -60).replacingOccurrences(of: #""seq":1"#, with: #""seq":1,"location":"here""#)),
         ("not an object", "[1,2,3]"),
     ])
     func badSightings(label: String, text: String) {
-        #expect(throws: PayloadError.self, "\(label)") { try SightingReport(parsing: JSONValue(text: text), topic: counter) }
+        #expect(text != sightingJSON(counter, "door", rssi: -60), "\(label): the case changes nothing")
+        #expect(throws: PayloadError.self, "\(label)") { try Sighting(parsing: JSONValue(text: text), topic: counter) }
     }
 
     @Test func presenceFromAnotherGatewayIsRejected() {

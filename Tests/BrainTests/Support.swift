@@ -13,12 +13,6 @@ let counter = BeaconRef(major: 100, minor: 1)
 let window = BeaconRef(major: 100, minor: 2)
 let otherStore = BeaconRef(major: 200, minor: 7)
 
-func sighting(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
-              distance: Double? = nil) -> SightingReport {
-    SightingReport(beacon: ref, uuid: storeUUID, gateway: gateway, rssiSmoothed: rssi, distance: distance,
-                   proximity: proximity)
-}
-
 func presenceReport(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
                     zone: String? = nil) -> GatewayPresenceReport {
     GatewayPresenceReport(beacon: ref, uuid: storeUUID, gateway: gateway, zone: zone ?? gateway.capitalized,

@@ -73,6 +73,32 @@ struct BtsnoopSourceTests {
         #expect(collected.frames.map(\.time) == [start, start + 90 * 86_400])
     }
 
+    /// Found in BrokerOutageTests' door-hiccup case (2026-11-28): the counter's capture is
+    /// quiet from 0.5 s to 15 s, its replay cut that to 5 s and ran 9.5 s of capture time
+    /// ahead of the door's for the rest of the run; a door stopped long enough to be let go
+    /// then lost its beacons to the counter's time and never caught up.
+    @Test("a replay in step with others (--start-at) waits out a quiet stretch instead of running ahead of them")
+    func quietStretchInStep() async throws {
+        let dir = try TemporaryDirectory("btsnoop-quiet")
+        var writer = BtsnoopWriter(datalink: .h4)
+        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let event = HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue)
+        for second in [0, 0.5, 15] { writer.appendEvent(event, at: start + second) }
+        let path = try dir.write("quiet.log", bytes: writer.bytes)
+        // At speed 2 the 14.5 s stretch is 7.25 s of wall-clock time: more than `longestPause`.
+        let startsAt = Instant(seconds: Date().timeIntervalSince1970 + 0.5)
+        let source = try BtsnoopSource(path: path, speed: 2, startsAt: startsAt, origin: start)
+        let arrivals = Mutex<[Double]>([])
+        try await source.run { output in
+            if case .frame = output { arrivals.withLock { $0.append(Date().timeIntervalSince1970) } }
+        }
+        let last = try #require(arrivals.withLock { $0 }.last)
+        // Capture second 15 plays 7.5 s after `startsAt`, as every replay given the same
+        // `startsAt` plays it (a busy machine can only make it later); cut to `longestPause`
+        // it came 5.25 s after.
+        #expect(last - startsAt.seconds >= 7.5 - 0.05, "\(last - startsAt.seconds) s after startsAt")
+    }
+
     @Test("a looping replay keeps time increasing across passes")
     func looping() async throws {
         let collected = try await replay(speed: 0, loop: true) { $0.frames.count >= 150 }

@@ -115,15 +115,20 @@ struct BrokerOutageTests {
             #expect(again.transitions == expected.transitions)
         }
         guard hiccups?.part == "door" else { return check() }
-        // Seen once (2026-11-28), in a full-suite run at load (never alone, nor beside busy
-        // loops: 4 runs): the brain let the stopped door go, exited 100/1 at 00:31 instead of
-        // 01:03, then took each of the door's later reports, 10 s behind, as a new visit that
-        // exited at once: about 40 enter/exit pairs, the enter rule firing each time. That
-        // part is reproduced and fixed in FleetPresence (`ReportOrderTests`: a gateway let go
-        // brings no visit from the past). Why the door fell 10 s behind and was let go at all
-        // is not known, so this case records a known issue when it differs (scripts/test lists
-        // them; docs/security.md says so) until it is seen equal under that load.
-        withKnownIssue("a gateway let go and behind by its exit timeout re-enters and exits its beacons at every report",
+        // Under full-suite load this case differed in every run of 2026-11-28 (never alone):
+        // the door's beacons exited about 3 s in and never came back. The cause, found with
+        // the door stopped 5 s instead of 1 (BEACONBRIDGE_KEEP_OUTAGE_LOGS keeps every
+        // message): the counter's capture is quiet from 0.5 s to 15 s, and its replay cut that
+        // stretch to 5 s, so the counter's capture time ran 9.5 s ahead of the door's for the
+        // rest of the run. A door silent for `clockHold` (2 s of the brain's running time: a
+        // 1 s stop plus starvation) was let go, the brain jumped to the counter's time, the
+        // door's beacons were past their exit timeout, and the door's reports stayed 9.5 s
+        // behind, dropped for ever. Fixed in BtsnoopSource (replays in step wait out a quiet
+        // stretch: `BtsnoopSourceTests`). What stays: a door starved past `clockHold` while
+        // the brain runs is let go and, past its exit timeout (3 s here), its beacons exit and
+        // come back when it catches up, by design (docs/presence.md); at that load it is not
+        // the scenario this case sets, so it records a known issue, not a failure.
+        withKnownIssue("a door starved past clockHold and its exit timeout loses its beacons until it catches up",
                        isIntermittent: true) { check() }
     }
 
@@ -207,7 +212,19 @@ struct BrokerOutageTests {
         let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "beacons/100/+/events", "brain/status"]
         var watchers = [try await MosquittoSubscriber.start(broker: broker, filters: filters, credentials: watcher, in: dir)]
         var processes: [ChildProcess] = []
+        // With BEACONBRIDGE_KEEP_OUTAGE_LOGS=<dir>: every message with its arrival time, kept
+        // there (how the replay running ahead below was found).
+        let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"]
+        let everything = try keep.map { _ in
+            try ChildProcess(try #require(Programs.system("mosquitto_sub")),
+                             ["-h", "127.0.0.1", "-p", "\(broker.port)", "-u", watcher.user, "-P", watcher.password,
+                              "-t", "#", "-F", "%U %t %p"], in: dir, name: "everything")
+        }
         func stopAll() async {
+            if let everything, let keep {
+                _ = await everything.stop()
+                try? everything.stdout.write(toFile: "\(keep)/\(label)-everything.log", atomically: true, encoding: .utf8)
+            }
             for process in processes.reversed() { await process.stop() }
             for watcher in watchers { await watcher.stop() }
             await broker.stop()
@@ -290,7 +307,7 @@ struct BrokerOutageTests {
                 throw TestFailure("the end marker did not arrive\n\(diagnostics())")
             }
             let effects = Self.effects(watchers)
-            if let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"] {
+            if let keep {
                 for process in processes { try? process.diagnostics.write(toFile: "\(keep)/\(label)-\(process.name)-\(process.pid).log", atomically: true, encoding: .utf8) }
             }
             await stopAll()

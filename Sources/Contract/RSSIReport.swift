@@ -1,0 +1,118 @@
+public import BeaconKit
+
+/// What one gateway heard in one report window, for the brain's zone fusion: every beacon,
+/// how many advertisements, their mean RSSI and when, plus the gateway's track (smoothed
+/// RSSI, distance, proximity) at the end of the window.
+///
+/// Published on `gateways/<gateway>/rssi` (QoS 1, not retained): the gateway is a topic
+/// level, so a broker ACL pins it to the gateway's own user, and the brain checks that the
+/// payload names the same gateway. `from` is the start of the window (capture time), `to`
+/// the time up to which the gateway has reported everything it heard: the brain waits for
+/// every gateway's `to` before it decides, which makes its decisions depend on capture time
+/// only, not on when messages arrive. A window with nothing heard still goes out (an empty
+/// `beacons`): it moves `to` on. Windows are aligned to multiples of the interval since
+/// the Unix epoch, so every gateway's windows coincide.
+public struct RSSIReport: Sendable, Equatable {
+    public struct Entry: Sendable, Equatable {
+        public var beacon: BeaconRef
+        /// The iBeacon's proximity UUID (topics carry none); `nil` for Eddystone.
+        public var uuid: BeaconUUID?
+        /// Advertisements heard in the window.
+        public var count: Int
+        /// Their mean RSSI, dBm (after the gateway's `rssiOffset`); `nil` without RSSI.
+        public var rssi: Double?
+        /// Their mean time, seconds after the window's start.
+        public var at: Double
+        /// The gateway's track at the end of the window.
+        public var rssiSmoothed: Double?
+        public var distance: Double?
+        public var proximity: Proximity
+
+        public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, count: Int, rssi: Double?, at: Double,
+                    rssiSmoothed: Double? = nil, distance: Double? = nil, proximity: Proximity = .unknown) {
+            self.beacon = beacon
+            self.uuid = uuid
+            self.count = count
+            self.rssi = rssi
+            self.at = at
+            self.rssiSmoothed = rssiSmoothed
+            self.distance = distance
+            self.proximity = proximity
+        }
+    }
+
+    public var gateway: String
+    public var from: Instant
+    public var to: Instant
+    public var entries: [Entry]
+    /// Sent again after a disconnect (`"resent":true`): the first sending may have been lost
+    /// in flight, or not; the brain skips one whose window it already has.
+    public var resent = false
+
+    public init(gateway: String, from: Instant, to: Instant, entries: [Entry]) {
+        self.gateway = gateway
+        self.from = from
+        self.to = to
+        self.entries = entries
+    }
+
+    /// `{"gateway","from","to","beacons":[{"major","minor"|"namespace","instance","uuid"?,"n","rssi","at",
+    /// "rssiSmoothed","distance","proximity"}…],"resent"?}` (`resent` only when true: the
+    /// gateway marks the bytes it already sent the same way, see `GatewayEngine`).
+    public var json: String {
+        var writer = JSONWriter(capacity: 96 + 160 * entries.count)
+        writer.object { o in
+            o("gateway", gateway)
+            o("from", from)
+            o("to", to)
+            o("beacons", objects: entries) { e, entry in
+                entry.beacon.write(into: &e)
+                if let uuid = entry.uuid { e("uuid", uuid.description) }
+                e("n", entry.count)
+                e("rssi", entry.rssi, places: 1)
+                e("at", entry.at, places: 3)
+                e("rssiSmoothed", entry.rssiSmoothed, places: 1)
+                e("distance", entry.distance, places: 2)
+                e("proximity", entry.proximity.rawValue)
+            }
+            if resent { o("resent", true) }
+        }
+        return writer.text
+    }
+
+    /// Most entries in one message; a busier window goes out in several, the last one
+    /// carrying the window's `to` (the others repeat `from`: they do not move time on).
+    public static let entriesPerMessage = 200
+
+    /// Parses the payload of `gateways/<gateway>/rssi`; the payload's gateway must be the
+    /// topic's (an ACL pins the topic to the gateway's user, not the payload).
+    public init(parsing value: JSONValue, topic gateway: String) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        let named = try r.segment(o["gateway"], "gateway")
+        guard named == gateway else { throw PayloadError("gateway \"\(named)\" does not match the topic's") }
+        let from = try r.instant(o["from"], "from")
+        let to = try r.instant(o["to"], "to")
+        guard to >= from else { throw PayloadError("to is before from") }
+        guard case .array(let list)? = o["beacons"], list.count <= RSSIReport.entriesPerMessage else {
+            throw PayloadError("beacons must be an array of at most \(RSSIReport.entriesPerMessage) entries")
+        }
+        var entries: [Entry] = []
+        entries.reserveCapacity(list.count)
+        for (i, item) in list.enumerated() {
+            let er = PayloadReader(path: "beacons[\(i)]")
+            let e = try er.object(item)
+            let count = try er.number(e["n"], "n")
+            guard count >= 1, count <= 100_000, count == count.rounded() else { throw PayloadError("beacons[\(i)].n must be a count ≥ 1") }
+            let at = try er.number(e["at"], "at")
+            guard at >= 0, at <= 3600 else { throw PayloadError("beacons[\(i)].at must be 0…3600 s") }
+            entries.append(Entry(beacon: try er.beacon(e), uuid: try er.uuid(e["uuid"], "uuid"), count: Int(count),
+                                 rssi: try er.optionalNumber(e["rssi"], "rssi"), at: at,
+                                 rssiSmoothed: try er.optionalNumber(e["rssiSmoothed"], "rssiSmoothed"),
+                                 distance: try er.optionalNumber(e["distance"], "distance"),
+                                 proximity: try er.proximity(e["proximity"], "proximity")))
+        }
+        self.init(gateway: named, from: from, to: to, entries: entries)
+        if case .bool(true)? = o["resent"] { resent = true }
+    }
+}

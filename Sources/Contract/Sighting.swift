@@ -1,0 +1,202 @@
+public import BeaconKit
+
+/// A gateway's sighting of a beacon (README "MQTT contract"): what `beacons/<major>/<minor>`
+/// and `eddystone/<namespace>/<instance>` carry (QoS 0, not retained). Written by the gateway
+/// for every advertisement in raw mode, read by apps and `beaconctl score`; the brain hears
+/// the gateways through their RSSI reports instead.
+///
+/// `{"uuid","major","minor","gateway","address","rssi","rssiSmoothed","txPower","distance",
+/// "proximity","ts","seq","name"?,"location"?}`; an Eddystone-UID beacon carries `namespace`
+/// and `instance` in place of `uuid`, `major`, `minor`.
+public struct Sighting: Sendable, Equatable {
+    public var beacon: BeaconRef
+    /// The iBeacon's proximity UUID (topics carry none); `nil` for Eddystone.
+    public var uuid: BeaconUUID?
+    public var gateway: String
+    /// The advertiser's Bluetooth address.
+    public var address: BluetoothAddress
+    /// The advertisement's RSSI in dBm; `nil` when the controller reports none.
+    public var rssi: Int?
+    /// The gateway's smoothed RSSI in dBm (one decimal on the wire); `nil` without RSSI.
+    public var rssiSmoothed: Double?
+    /// The Tx power the beacon advertises, dBm.
+    public var txPower: Int?
+    /// Estimated distance in metres (two decimals on the wire).
+    public var distance: Double?
+    public var proximity: Proximity
+    /// Capture time of the advertisement (`ts`).
+    public var at: Instant
+    /// The track's count of publications (`seq`).
+    public var sequence: Int
+    /// The registry's name for the beacon.
+    public var name: String?
+    /// The registry's location of the beacon, `{"lat","lon","heading","floor"}` as written
+    /// (Config's `Location.json`).
+    public var location: JSONValue?
+
+    public init(beacon: BeaconRef, uuid: BeaconUUID?, gateway: String, address: BluetoothAddress, rssi: Int?,
+                rssiSmoothed: Double?, txPower: Int?, distance: Double?, proximity: Proximity, at: Instant, sequence: Int,
+                name: String? = nil, location: JSONValue? = nil) {
+        self.beacon = beacon
+        self.uuid = uuid
+        self.gateway = gateway
+        self.address = address
+        self.rssi = rssi
+        self.rssiSmoothed = rssiSmoothed
+        self.txPower = txPower
+        self.distance = distance
+        self.proximity = proximity
+        self.at = at
+        self.sequence = sequence
+        self.name = name
+        self.location = location
+    }
+
+    /// The payload as UTF-8 bytes, ready for the wire without another copy: written directly
+    /// (no `JSONValue` built), since the gateway writes one per advertisement.
+    public var bytes: [UInt8] {
+        var writer = JSONWriter(capacity: 320)
+        writer.object { o in
+            writeIdentity(beacon, uuid: uuid, into: &o)
+            o("gateway", gateway)
+            o("address", address)
+            o("rssi", rssi)
+            o("rssiSmoothed", rssiSmoothed, places: 1)
+            o("txPower", txPower)
+            o("distance", distance, places: 2)
+            o("proximity", proximity.rawValue)
+            o("ts", at)
+            o("seq", sequence)
+            if let name { o("name", name) }
+            if let location { o("location", location) }
+        }
+        return writer.takeBytes()
+    }
+
+    public var json: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Parses the payload of `beacon`'s topic; the payload must name the same beacon. Keys
+    /// not listed above are ignored (a newer gateway may add some); those listed must have
+    /// their documented type.
+    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let view = try GatewayView(parsing: value, topic: beacon)
+        let r = view.reader, o = view.object
+        let address = try r.string(o["address"], "address", maxLength: 17)
+        guard let parsed = BluetoothAddress(address) else { throw PayloadError("address is not AA:BB:CC:DD:EE:FF") }
+        self.beacon = beacon
+        uuid = view.uuid
+        gateway = view.gateway
+        self.address = parsed
+        rssi = try r.optionalInteger(o["rssi"], "rssi", in: Int(Int16.min)...Int(Int16.max))
+        rssiSmoothed = view.rssiSmoothed
+        txPower = try r.optionalInteger(o["txPower"], "txPower", in: Int(Int16.min)...Int(Int16.max))
+        distance = view.distance
+        proximity = view.proximity
+        at = try r.instant(o["ts"], "ts")
+        guard let seq = try r.optionalInteger(o["seq"], "seq", in: -(1 << 53)...(1 << 53)) else {
+            throw PayloadError("seq is required")
+        }
+        sequence = seq
+        name = try r.optionalString(o["name"], "name", maxLength: 1000)
+        location = try o["location"].flatMap { value throws(PayloadError) -> JSONValue? in
+            guard value != .null else { return nil }
+            guard case .object = value else { throw PayloadError("location must be a JSON object, found \(value.typeName)") }
+            return value
+        }
+    }
+}
+
+/// A gateway's retained view of a beacon on `beacons/<major>/<minor>/presence/<gateway>`
+/// (README "MQTT contract"), written by the gateway when the beacon's proximity changes and
+/// deleted when it leaves; read by the brain (fleet presence) and beacon-web:
+/// `{"uuid","major","minor","gateway","zone","proximity","rssiSmoothed","distance","since"}`
+/// (`namespace` and `instance` for an Eddystone beacon).
+public struct GatewayPresenceReport: Sendable, Equatable {
+    public var beacon: BeaconRef
+    public var uuid: BeaconUUID?
+    public var gateway: String
+    /// The gateway's zone name ("Counter").
+    public var zone: String
+    public var proximity: Proximity
+    /// dBm (one decimal on the wire); `nil` without RSSI.
+    public var rssiSmoothed: Double?
+    /// Metres (two decimals on the wire).
+    public var distance: Double?
+    /// When the gateway's visit began (the gateway's clock).
+    public var since: Instant?
+
+    public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, gateway: String, zone: String, proximity: Proximity,
+                rssiSmoothed: Double?, distance: Double? = nil, since: Instant? = nil) {
+        self.beacon = beacon
+        self.uuid = uuid
+        self.gateway = gateway
+        self.zone = zone
+        self.proximity = proximity
+        self.rssiSmoothed = rssiSmoothed
+        self.distance = distance
+        self.since = since
+    }
+
+    public var json: String {
+        var writer = JSONWriter(capacity: 256)
+        writer.object { o in
+            writeIdentity(beacon, uuid: uuid, into: &o)
+            o("gateway", gateway)
+            o("zone", zone)
+            o("proximity", proximity.rawValue)
+            o("rssiSmoothed", rssiSmoothed, places: 1)
+            o("distance", distance, places: 2)
+            if let since { o("since", since) } else { o("since", JSONValue.null) }
+        }
+        return writer.text
+    }
+
+    /// Parses the payload of `topic`'s gateway and beacon; both must match the payload.
+    public init(parsing value: JSONValue, topic beacon: BeaconRef, gateway topicGateway: String) throws(PayloadError) {
+        let view = try GatewayView(parsing: value, topic: beacon)
+        guard view.gateway == topicGateway else { throw PayloadError("gateway \"\(view.gateway)\" does not match the topic's") }
+        self.beacon = beacon
+        uuid = view.uuid
+        gateway = view.gateway
+        proximity = view.proximity
+        rssiSmoothed = view.rssiSmoothed
+        distance = view.distance
+        zone = try view.reader.string(view.object["zone"], "zone", maxLength: 128)
+        since = try view.reader.optionalInstant(view.object["since"], "since")
+    }
+}
+
+/// `uuid`, `major`, `minor` for an iBeacon (`uuid` null when not known), `namespace`,
+/// `instance` for an Eddystone beacon: how the gateway's payloads begin.
+private func writeIdentity(_ beacon: BeaconRef, uuid: BeaconUUID?, into o: inout JSONWriter.ObjectWriter) {
+    if beacon.eddystone == nil {
+        if let uuid { o("uuid", uuid) } else { o("uuid", JSONValue.null) }
+    }
+    beacon.write(into: &o)
+}
+
+/// What sightings and gateway presence share: a gateway's view of one beacon.
+private struct GatewayView {
+    let object: JSONObject
+    let reader = PayloadReader(path: "")
+    let uuid: BeaconUUID?
+    let gateway: String
+    let proximity: Proximity
+    let rssiSmoothed: Double?
+    let distance: Double?
+
+    /// Checks the payload's beacon against the topic's and reads the common keys.
+    init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let r = reader
+        object = try r.object(value)
+        let ref = try r.beacon(object)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
+        uuid = beacon.eddystone == nil ? try r.uuid(object["uuid"], "uuid") : nil
+        gateway = try r.segment(object["gateway"], "gateway")
+        proximity = try r.proximity(object["proximity"], "proximity")
+        rssiSmoothed = try r.optionalNumber(object["rssiSmoothed"], "rssiSmoothed")
+        distance = try r.optionalNumber(object["distance"], "distance")
+        if let rssi = rssiSmoothed, !(-200...50).contains(rssi) { throw PayloadError("rssiSmoothed is out of range") }
+        if let d = distance, d < 0 { throw PayloadError("distance must not be negative") }
+    }
+}
