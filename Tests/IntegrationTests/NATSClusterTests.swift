@@ -303,7 +303,7 @@ struct NATSClusterTests {
                     }
                     Issue.record("""
                         \(topic)'s will: not delivered in 90 s; retained on each node: \(held.joined(separator: ", "))
-                        the watcher got: \(await watcher.records.filter { statuses.contains($0.topic) }.map { "\($0.topic)=\($0.text)" })
+                        the watcher got: \(watcher.records.filter { statuses.contains($0.topic) }.map { "\($0.topic)=\($0.text)" })
                         \(diagnostics())
                         """)
                 }
