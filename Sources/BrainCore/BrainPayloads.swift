@@ -3,9 +3,11 @@ public import Contract
 import Tracking
 public import Config
 
-/// The payloads the brain reads and writes (docs/brain.md, "What it reads" and "What it
-/// writes"), as values with a strict parser and a stable encoder each, so `beacon-brain`, `beaconctl observe` and the tests share one
-/// definition of every key.
+/// The payloads only the brain and its observers use (docs/brain.md, "What it reads" and
+/// "What it writes"): the inbox messages and the brain's sealed records, as values with a
+/// strict parser and a stable encoder each, so `beacon-brain`, `beaconctl observe` and the
+/// tests share one definition of every key. What another part reads (fleet presence, roster,
+/// joins, calibration, beacon health) is in Contract.
 ///
 /// Everything parsed here comes from the network and is untrusted: a parser checks the type
 /// of every key it uses and throws `PayloadError` with a short reason rather than guessing.
