@@ -53,9 +53,11 @@ let package = Package(
         // the one message type.
         .target(name: "BeaconKit", dependencies: [.product(name: "Crypto", package: "swift-crypto")],
                 swiftSettings: swiftSettings),
-        // The wire between the parts: every MQTT topic built and parsed in one place, and the
-        // beacon as topics name it (BeaconRef).
-        .target(name: "Contract", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
+        // The wire between the parts: every MQTT topic built and parsed in one place, the
+        // beacon as topics name it (BeaconRef), and each payload one module writes and another
+        // reads, as one type that encodes and decodes (base64 for the photo of a join).
+        .target(name: "Contract", dependencies: ["BeaconKit", .product(name: "ExtrasBase64", package: "swift-extras-base64")],
+                swiftSettings: swiftSettings),
         // Bytes on the wire: HCI commands and events, H4 framing, advertising data, the
         // decoder, btsnoop captures.
         .target(name: "Wire", dependencies: ["BeaconKit"], swiftSettings: swiftSettings),
@@ -71,8 +73,7 @@ let package = Package(
         // The brain's decisions: fleet presence, observers, rules, its payloads, BrainCore.
         .target(
             name: "BrainCore",
-            dependencies: ["BeaconKit", "Contract", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics"),
-                           .product(name: "ExtrasBase64", package: "swift-extras-base64")],
+            dependencies: ["BeaconKit", "Contract", "Tracking", "Config", .product(name: "RealModule", package: "swift-numerics")],
             swiftSettings: swiftSettings),
         // A synthetic store as captures, and the benchmarks' workloads.
         .target(
@@ -152,7 +153,7 @@ let package = Package(
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: swiftSettings),
         // What people look at: the fleet's retained state as pages (pure: no I/O, no clock).
-        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Contract", "Tracking", "Config", "BrainCore",
+        .target(name: "WebDisplay", dependencies: ["BeaconKit", "Contract", "Tracking", "Config",
                                                   .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: swiftSettings),
         // The HTTP server over Hummingbird and the MQTT client that feeds it.
@@ -192,12 +193,12 @@ let package = Package(
             swiftSettings: swiftSettings),
         // The store's memory (pure): visits and zone segments from the brain's decisions,
         // and the figures a shop manager asks for (footfall, dwell, conversion, queue time).
-        .target(name: "History", dependencies: ["BeaconKit", "Contract", "Config", "BrainCore"], swiftSettings: swiftSettings),
+        .target(name: "History", dependencies: ["BeaconKit", "Contract", "Config"], swiftSettings: swiftSettings),
         // Where the history is kept (SQLite through GRDB, versioned migrations) and the
         // service that keeps it (beacon-history).
         .target(
             name: "HistoryStore",
-            dependencies: ["History", "BeaconKit", "Contract", "Config", "BrainCore", "MQTT", "SystemCalls", "LiveClock",
+            dependencies: ["History", "BeaconKit", "Contract", "Config", "MQTT", "SystemCalls", "LiveClock",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "PostgresNIO", package: "postgres-nio"),
                            .product(name: "NIOCore", package: "swift-nio"),

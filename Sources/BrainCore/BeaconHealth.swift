@@ -14,53 +14,8 @@ import Config
 ///
 /// Pure: presence, telemetry and time are passed in.
 public struct BeaconHealth: Sendable {
-    /// `{"beacon","name","lastSeen","present","battery","batteryLow","missing"}`.
-    public struct Record: Sendable, Equatable {
-        /// When a gateway last saw it (while present: at most `refresh` seconds ago); `nil`: never.
-        public var lastSeen: Instant?
-        public var present = false
-        /// The last Eddystone-TLM battery reading, mV; `nil` when the beacon never said.
-        public var battery: Int?
-        public var batteryLow = false
-        public var missing = false
-
-        public init(lastSeen: Instant? = nil, present: Bool = false, battery: Int? = nil, batteryLow: Bool = false,
-                    missing: Bool = false) {
-            self.lastSeen = lastSeen
-            self.present = present
-            self.battery = battery
-            self.batteryLow = batteryLow
-            self.missing = missing
-        }
-
-        public func json(beacon: BeaconRef, name: String?) -> String {
-            var writer = JSONWriter(capacity: 200)
-            writer.object { o in
-                o("beacon", beacon.json)
-                o("name", name)
-                o("lastSeen", lastSeen.map { JSONValue.string($0.iso8601) } ?? .null)
-                o("present", present)
-                o("battery", battery)
-                o("batteryLow", batteryLow)
-                o("missing", missing)
-            }
-            return writer.text
-        }
-
-        public init(parsing value: JSONValue) throws(PayloadError) {
-            let r = PayloadReader(path: "")
-            let o = try r.object(value)
-            if let seen = o["lastSeen"], seen != .null { lastSeen = try r.instant(seen, "lastSeen") }
-            if case .bool(let v)? = o["present"] { present = v }
-            if let battery = o["battery"], battery != .null {
-                let mv = try r.number(battery, "battery")
-                guard mv == mv.rounded(), (0...65535).contains(mv) else { throw PayloadError("battery must be mV (0-65535)") }
-                self.battery = Int(mv)
-            }
-            if case .bool(let v)? = o["batteryLow"] { batteryLow = v }
-            if case .bool(let v)? = o["missing"] { missing = v }
-        }
-    }
+    /// One beacon's record on `brain/beacons/<beacon>` (Contract's `BeaconHealthRecord`).
+    public typealias Record = BeaconHealthRecord
 
     /// What happened to one beacon, for `brain/events`.
     public enum Report: Sendable, Equatable {

@@ -1,6 +1,5 @@
 public import BeaconKit
 public import Contract
-import BrainCore
 public import Config
 
 /// One of the brain's zone decisions as the history keeps it: which store, which beacon,

@@ -1,6 +1,5 @@
 public import BeaconKit
 import Contract
-import BrainCore
 public import Config
 public import History
 import GRDB

@@ -1,7 +1,6 @@
 public import BeaconKit
 public import Contract
 public import History
-import BrainCore
 import GRDB
 
 /// The history in one SQLite file (GRDB): visitors (pseudonyms), visits and their zone

@@ -3,7 +3,6 @@ public import Contract
 public import Config
 public import History
 public import Logging
-import BrainCore
 import SystemCalls
 
 /// Where the history is kept: one SQLite file (`HistoryDatabase`, the default) or a chain's

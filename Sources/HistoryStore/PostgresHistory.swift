@@ -3,7 +3,6 @@ public import Contract
 public import Config
 public import History
 public import Logging
-import BrainCore
 import NIOCore
 import PostgresNIO
 

@@ -1,6 +1,5 @@
 import BeaconKit
 public import Contract
-public import BrainCore
 import Config
 
 /// Who is in each store, read from whatever the brain publishes for the greeter: the

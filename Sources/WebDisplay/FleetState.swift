@@ -1,6 +1,5 @@
 public import BeaconKit
 public import Contract
-public import BrainCore
 public import Config
 import Tracking
 
@@ -36,7 +35,7 @@ public struct FleetState: Sendable {
     /// `brain/status`: `nil` until heard.
     public private(set) var brainOnline: Bool?
     /// The brain's health records of registry beacons (`brain/beacons/<beacon>`): last seen, battery.
-    public private(set) var beaconHealth: [BeaconRef: BeaconHealth.Record] = [:]
+    public private(set) var beaconHealth: [BeaconRef: BeaconHealthRecord] = [:]
     /// Messages that could not be read (kept, not fatal: the page shows the rest).
     public private(set) var malformed = 0
     /// The last of them: which topic, why, when (the fleet page shows it).
@@ -140,7 +139,7 @@ public struct FleetState: Sendable {
         if case .brainRecord(.health(let ref))? = kind {
             if payload.isEmpty {
                 guard beaconHealth.removeValue(forKey: ref) != nil else { return Change() }
-            } else if let value = try? JSONParser(maxDepth: 4).parse(payload), let record = try? BeaconHealth.Record(parsing: value) {
+            } else if let value = try? JSONParser(maxDepth: 4).parse(payload), let record = try? BeaconHealthRecord(parsing: value) {
                 guard beaconHealth[ref] != record else { return Change() }
                 beaconHealth[ref] = record
             } else {

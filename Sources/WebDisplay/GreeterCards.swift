@@ -1,5 +1,5 @@
 public import BeaconKit
-public import BrainCore
+public import Contract
 
 /// The cards of the greeter display, one per customer on a store's roster, kept steady the
 /// way a shopkeeper expects: a customer whose tag drops out for a moment is the same card

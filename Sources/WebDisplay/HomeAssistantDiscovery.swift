@@ -1,6 +1,5 @@
 import BeaconKit
 import Contract
-import BrainCore
 public import Config
 
 /// Home Assistant MQTT discovery for a fleet (single-component discovery,

@@ -1,6 +1,5 @@
 public import BeaconKit
 public import Contract
-import BrainCore
 public import Config
 import RealModule
 import Tracking

@@ -1,4 +1,4 @@
-import BrainCore
+import Contract
 import CJPEG
 
 /// A photo over the 20 KiB a join allows, made to fit as the storefront greeter's app did

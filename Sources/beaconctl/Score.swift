@@ -3,6 +3,7 @@ import BeaconKit
 import BrainCore
 import CommandLineSupport
 import Config
+import Contract
 import Logging
 import Simulation
 import SystemCalls

@@ -199,6 +199,97 @@ struct PayloadsTests {
         }
     }
 
+    // MARK: What the brain writes and beacon-web, the history and apps read
+
+    static let tag = BeaconRef(namespace: EddystoneNamespace(hex: "00112233445566778899")!, instance: EddystoneInstance(hex: "aabbccddeeff")!)
+
+    /// The brain's fleet presence (`beacons/<M>/<m>/presence`), one type both ways: its bytes
+    /// (as written on 2026-11-28, quoted so that a byte change fails; the iBeacon one is
+    /// docs/brain.md's example) read back to the value that wrote them, for both families.
+    @Test func fleetPresenceRoundTrip() throws {
+        typealias View = FleetPresenceReport.View
+        let views = [View(gateway: "door", zone: "Entrance", proximity: .far, rssiSmoothed: -81.5, distance: 7.2),
+                     View(gateway: "till", zone: "Counter", proximity: .immediate, rssiSmoothed: -52.1, distance: 0.3)]
+        let cases: [(FleetPresenceReport, String)] = [
+            (FleetPresenceReport(beacon: BeaconRef(major: 100, minor: 1), uuid: airLocate, zone: "till", zoneName: "Counter",
+                                 gateways: views, proximity: .immediate, since: t0),
+             #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"zone":"till","zoneName":"Counter","gateways":[{"gateway":"door","zone":"Entrance","proximity":"far","rssiSmoothed":-81.5,"distance":7.2},{"gateway":"till","zone":"Counter","proximity":"immediate","rssiSmoothed":-52.1,"distance":0.3}],"proximity":"immediate","since":"2026-11-21T09:00:00.000Z"}"#),
+            (FleetPresenceReport(beacon: Self.tag, uuid: nil, zone: "door", zoneName: "Entrance",
+                                 gateways: [View(gateway: "door", zone: "Entrance", proximity: .near, rssiSmoothed: nil, distance: nil)],
+                                 proximity: .near, since: t0 + 1.5),
+             #"{"namespace":"00112233445566778899","instance":"aabbccddeeff","zone":"door","zoneName":"Entrance","gateways":[{"gateway":"door","zone":"Entrance","proximity":"near","rssiSmoothed":null,"distance":null}],"proximity":"near","since":"2026-11-21T09:00:01.500Z"}"#),
+        ]
+        for (report, bytes) in cases {
+            #expect(report.json == bytes)
+            #expect(try FleetPresenceReport(parsing: JSONParser().parse(Array(bytes.utf8)), topic: report.beacon) == report)
+        }
+        #expect(cases[1].0.signature == #"{"namespace":"00112233445566778899","instance":"aabbccddeeff","zone":"door","zoneName":"Entrance","gateways":[{"gateway":"door","zone":"Entrance","proximity":"near"}],"proximity":"near","since":"2026-11-21T09:00:01.500Z"}"#)
+        #expect(throws: PayloadError.self) {
+            try FleetPresenceReport(parsing: JSONParser().parse(Array(cases[0].1.utf8)), topic: BeaconRef(major: 100, minor: 2))
+        }
+    }
+
+    /// A join (`…/observers/<client>`), one type both ways: what `beaconctl observe` writes
+    /// (quoted) is what the brain reads, the photo as canonical base64.
+    @Test func joinRoundTrip() throws {
+        let cases: [(JoinRequest, String)] = [
+            (JoinRequest(profile: ObserverProfile(name: "Ada", favorite: "flat white", photo: [0xFF, 0xD8, 0xFF, 0xE0])),
+             #"{"state":"joined","profile":{"name":"Ada","favorite":"flat white","photo":"/9j/4A=="}}"#),
+            (JoinRequest(profile: ObserverProfile()), #"{"state":"joined","profile":{}}"#),
+            (JoinRequest(), #"{"state":"joined"}"#),
+        ]
+        for (join, bytes) in cases {
+            #expect(join.json == bytes)
+            #expect(try JoinRequest(parsing: Array(bytes.utf8)) == join)
+        }
+    }
+
+    /// The greeter roster (`stores/<s>/roster`) and one customer (`stores/<s>/customers/<c>`),
+    /// one type both ways: the brain's bytes (quoted) read back to the value that wrote them.
+    @Test func rosterRoundTrip() throws {
+        let ada = Roster.Customer(client: "ada", name: "Ada", favorite: nil, photo: "beacons/100/1/observers/ada",
+                                  beacon: BeaconRef(major: 100, minor: 1), since: t0)
+        let grace = Roster.Customer(client: "grace", name: nil, favorite: "tea", photo: nil, beacon: Self.tag, since: t0 + 2)
+        let roster = Roster(store: 100, name: "Corner", count: 3, customers: [ada, grace])
+        let bytes = #"{"store":100,"name":"Corner","count":3,"customers":[{"client":"ada","name":"Ada","favorite":null,"photo":"beacons/100/1/observers/ada","beacon":{"major":100,"minor":1},"since":"2026-11-21T09:00:00.000Z"},{"client":"grace","name":null,"favorite":"tea","photo":null,"beacon":{"namespace":"00112233445566778899","instance":"aabbccddeeff"},"since":"2026-11-21T09:00:02.000Z"}],"ts":"2026-11-21T09:00:05.000Z"}"#
+        #expect(roster.json(at: t0 + 5) == bytes)
+        #expect(try Roster(parsing: JSONParser().parse(Array(bytes.utf8))) == roster)
+        let customer = #"{"client":"ada","name":"Ada","favorite":null,"photo":"beacons/100/1/observers/ada","beacon":{"major":100,"minor":1},"since":"2026-11-21T09:00:00.000Z"}"#
+        var writer = JSONWriter()
+        writer.write(ada.json)
+        #expect(writer.text == customer)
+        #expect(try Roster.Customer(parsing: JSONParser().parse(Array(customer.utf8))) == ada)
+    }
+
+    /// A gateway's calibration (`gateways/<g>/calibration`), one type both ways: the brain's
+    /// bytes (quoted) read back to the value that wrote them; the topic's gateway must be the payload's.
+    @Test func calibrationRoundTrip() throws {
+        let record = CalibrationRecord(gateway: "door", values: .init(rssiOffset: -3.25, pathLossExponent: 2.345, since: t0),
+                                       samples: 420, links: 3, residual: 1.5, pinned: false, configuredOffset: 0,
+                                       before: .init(rssiOffset: -1.5, pathLossExponent: 2, since: t0 - 600))
+        let bytes = #"{"gateway":"door","rssiOffset":-3.25,"pathLossExponent":2.345,"samples":420,"links":3,"residual":1.5,"since":"2026-11-21T09:00:00.000Z","pinned":false,"configuredOffset":0,"before":{"rssiOffset":-1.5,"pathLossExponent":2,"since":"2026-11-21T08:50:00.000Z"}}"#
+        #expect(record.json == bytes)
+        let json = try JSONParser().parse(Array(bytes.utf8))
+        #expect(try CalibrationRecord(parsing: json, topic: "door") == record)
+        #expect(throws: PayloadError.self) { try CalibrationRecord(parsing: json, topic: "till") }
+    }
+
+    /// A registry beacon's health (`brain/beacons/<beacon>`), one type both ways: the brain's
+    /// bytes (quoted) read back to the record that wrote them (the beacon and name are the
+    /// topic's and the registry's).
+    @Test func beaconHealthRoundTrip() throws {
+        let cases: [(BeaconHealthRecord, BeaconRef, String?, String)] = [
+            (BeaconHealthRecord(lastSeen: t0, present: true, battery: 2950), Self.tag, "keyring",
+             #"{"beacon":{"namespace":"00112233445566778899","instance":"aabbccddeeff"},"name":"keyring","lastSeen":"2026-11-21T09:00:00.000Z","present":true,"battery":2950,"batteryLow":false,"missing":false}"#),
+            (BeaconHealthRecord(missing: true), BeaconRef(major: 100, minor: 1), nil,
+             #"{"beacon":{"major":100,"minor":1},"name":null,"lastSeen":null,"present":false,"battery":null,"batteryLow":false,"missing":true}"#),
+        ]
+        for (record, beacon, name, bytes) in cases {
+            #expect(record.json(beacon: beacon, name: name) == bytes)
+            #expect(try BeaconHealthRecord(parsing: JSONParser().parse(Array(bytes.utf8))) == record)
+        }
+    }
+
     /// `beaconctl decode` output lines (README, "Decoding").
     @Test func decodedLines() {
         func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String? {

@@ -1,0 +1,106 @@
+public import BeaconKit
+
+/// The brain's retained fleet-wide presence on `beacons/<major>/<minor>/presence`:
+///
+/// `{"uuid","major","minor","zone","zoneName","gateways":[{"gateway","zone","proximity",
+/// "rssiSmoothed","distance"}…],"proximity","since"}`
+///
+/// - `uuid`: from the gateways' payloads, `null` when none carried one;
+/// - `zone`: the id of the gateway holding the zone (strongest smoothed signal, with
+///   hysteresis); `zoneName`: that gateway's zone name;
+/// - `gateways`: every gateway that sees the beacon, sorted by id; `rssiSmoothed` (dBm, one
+///   decimal, `null` without RSSI) and `distance` (m, two decimals) are as of the last
+///   publication: the message is republished when the zone, the set of gateways or a
+///   proximity changes, not for every RSSI sample;
+/// - `proximity`: the zone gateway's proximity; `since`: when the brain saw the visit begin.
+public struct FleetPresenceReport: Sendable, Equatable {
+    public struct View: Sendable, Equatable {
+        public var gateway: String
+        public var zone: String
+        public var proximity: Proximity
+        public var rssiSmoothed: Double?
+        public var distance: Double?
+
+        public init(gateway: String, zone: String, proximity: Proximity, rssiSmoothed: Double?, distance: Double?) {
+            self.gateway = gateway
+            self.zone = zone
+            self.proximity = proximity
+            self.rssiSmoothed = rssiSmoothed
+            self.distance = distance
+        }
+    }
+
+    public var beacon: BeaconRef
+    public var uuid: BeaconUUID?
+    public var zone: String
+    public var zoneName: String
+    public var gateways: [View]
+    public var proximity: Proximity
+    public var since: Instant
+
+    public init(beacon: BeaconRef, uuid: BeaconUUID?, zone: String, zoneName: String, gateways: [View],
+                proximity: Proximity, since: Instant) {
+        self.beacon = beacon
+        self.uuid = uuid
+        self.zone = zone
+        self.zoneName = zoneName
+        self.gateways = gateways
+        self.proximity = proximity
+        self.since = since
+    }
+
+    public var json: String { encode(volatile: true) }
+
+    /// The payload without the per-sample numbers: what decides whether to republish.
+    public var signature: String { encode(volatile: false) }
+
+    private func encode(volatile: Bool) -> String {
+        var writer = JSONWriter(capacity: 256)
+        writer.object { o in
+            if beacon.eddystone == nil { o("uuid", uuid?.description) }
+            beacon.write(into: &o)
+            o("zone", zone)
+            o("zoneName", zoneName)
+            // Written directly: the signature is computed for every sighting the brain takes in.
+            o("gateways", objects: gateways) { g, view in
+                g("gateway", view.gateway)
+                g("zone", view.zone)
+                g("proximity", view.proximity.rawValue)
+                if volatile {
+                    g("rssiSmoothed", view.rssiSmoothed, places: 1)
+                    g("distance", view.distance, places: 2)
+                }
+            }
+            o("proximity", proximity.rawValue)
+            o("since", since)
+        }
+        return writer.text
+    }
+
+    public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {
+        let r = PayloadReader(path: "")
+        let o = try r.object(value)
+        let ref = try r.beacon(o)
+        guard ref == beacon else { throw PayloadError("beacon \(ref) does not match the topic's \(beacon)") }
+        self.beacon = ref
+        uuid = ref.eddystone == nil ? try r.uuid(o["uuid"], "uuid") : nil
+        zone = try r.segment(o["zone"], "zone")
+        zoneName = try r.string(o["zoneName"], "zoneName", maxLength: 128)
+        proximity = try r.proximity(o["proximity"], "proximity")
+        since = try r.instant(o["since"], "since")
+        guard case .array(let list)? = o["gateways"], list.count <= 256 else {
+            throw PayloadError("gateways must be an array of at most 256 views")
+        }
+        var views: [View] = []
+        for (i, item) in list.enumerated() {
+            let vr = PayloadReader(path: "gateways[\(i)]")
+            let v = try vr.object(item)
+            views.append(View(gateway: try vr.segment(v["gateway"], "gateway"),
+                              zone: try vr.string(v["zone"], "zone", maxLength: 128),
+                              proximity: try vr.proximity(v["proximity"], "proximity"),
+                              rssiSmoothed: try vr.optionalNumber(v["rssiSmoothed"], "rssiSmoothed"),
+                              distance: try vr.optionalNumber(v["distance"], "distance")))
+        }
+        gateways = views
+    }
+}
