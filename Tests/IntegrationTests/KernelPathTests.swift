@@ -10,7 +10,7 @@ import BeaconKit
 /// this test's own on the host's loopback (10.0.2.2 in the guest).
 ///
 /// SLOW: up to a minute on TCG (boot included), plus a one-time download of the kernel
-/// and BlueZ packages (cached in .cache/qemu-bluetooth). Needs qemu-system-x86, cpio and
+/// and BlueZ packages (cached outside the clone: scripts/lib/cache-dir). Needs qemu-system-x86, cpio and
 /// kmod (scripts/install-deps). BEACONBRIDGE_SKIP_QEMU=1 skips it.
 @Suite("kernel HCI path in QEMU (slow)")
 struct KernelPathTests {
@@ -23,8 +23,9 @@ struct KernelPathTests {
         guard Programs.system("qemu-system-x86_64") != nil else {
             throw TestFailure("qemu-system-x86_64 is not installed: run scripts/install-deps (or set BEACONBRIDGE_SKIP_QEMU=1)")
         }
-        let cache = ProcessInfo.processInfo.environment["BEACONBRIDGE_QEMU_CACHE"]
-            ?? Programs.repositoryRoot + "/.cache/qemu-bluetooth"
+        // The rig's cache (scripts/lib/cache-dir): scripts/test passes it; `swift test` alone
+        // only says less before a first download.
+        let cache = ProcessInfo.processInfo.environment["BEACONBRIDGE_QEMU_CACHE"] ?? "/var/cache/beaconbridge/qemu-bluetooth"
         let cached = (try? FileManager.default.contentsOfDirectory(atPath: cache + "/debs"))?
             .contains { $0.hasPrefix("linux-image-") } ?? false
         if !cached {
