@@ -113,6 +113,12 @@ struct Bench: AsyncParsableCommand {
             + "the other for each size, on the same replay.", valueName: "LIST"))
     var fleetCentre = "mosquitto"
 
+    @Flag(name: .long, help: ArgumentHelp(
+        "Replay each store straight into the centre (one connection per store, spread over the nodes) instead of "
+            + "through a Mosquitto per store and its bridge: for sizes whose store brokers do not fit the machine. "
+            + "Leaves out the store brokers and the bridges' sessions at the centre."))
+    var fleetDirect = false
+
     @Option(name: .long, help: ArgumentHelp(
         "Run the bench's broker with this Mosquitto configuration's settings (queue and size limits, client ids), e.g. "
             + "deploy/mosquitto/mosquitto.conf as a store's broker ships; its listener, persistence, logging and "

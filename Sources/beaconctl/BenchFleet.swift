@@ -236,9 +236,27 @@ extension BenchRun {
         let config = try FleetConfig.parse(configText)
         let configPath = directory + "/\(unique("fleet")).json"
         try FileSystem.write(configPath, Array(configText.utf8))
-        for major in majors {
-            let bridge = try BridgePlan(config: config, store: major).mosquittoConfiguration(password: nil)
-            storeBrokers.append(try await BenchBroker.start(in: directory, extra: bridge))
+        // --fleet-direct: no store broker; each store's connection goes straight to the centre
+        // (to the nodes in turn) and says `1` on its bridge topic, as its bridge would.
+        let direct = settings.fleetDirect
+        if direct {
+            for (index, major) in majors.enumerated() {
+                let node = central.nodes[index % central.nodes.count]
+                let client = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: node.mqttPort),
+                                                             clientID: "replay-\(major)"))
+                try client.start()
+                clients.append(client)
+            }
+            try await waitFor("the replay's connections", timeout: 60 + Double(stores) / 10) { clients.allSatisfy(\.isConnected) }
+            for (client, major) in zip(clients, majors) {
+                try client.publish(MQTTMessage(topic: topics.bridgeStatus(ofStore: major), payload: Array("1".utf8), qos: 1,
+                                               retain: true))
+            }
+        } else {
+            for major in majors {
+                let bridge = try BridgePlan(config: config, store: major).mosquittoConfiguration(password: nil)
+                storeBrokers.append(try await BenchBroker.start(in: directory, extra: bridge))
+            }
         }
         try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores)) {
             Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
@@ -266,7 +284,7 @@ extension BenchRun {
         }
 
         // One connection per store, as its gateways' connections to its broker.
-        for (major, port) in zip(majors, storeBrokers.map(\.port)) {
+        for (major, port) in zip(majors, storeBrokers.map(\.port)) where !direct {
             let client = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port),
                                                          clientID: "replay-\(major)"))
             try client.start()
@@ -390,7 +408,8 @@ extension BenchRun {
         report.lines.append("""
         fleet of \(stores) stores × \(settings.fleetGateways) gateways × \(settings.fleetCustomers) customers, \
         \(decimal(settings.fleetDuration, places: 0)) s, centre: \(centreName) (load average \(loadBefore) before, \(loadAfter) after):
-          replayed \(grouped(Double(published))) messages (\(grouped(Double(sightings))) sightings) into \(stores) store brokers; \
+          replayed \(grouped(Double(published))) messages (\(grouped(Double(sightings))) sightings) \
+        \(direct ? "straight into the centre, one connection per store" : "into \(stores) store brokers"); \
         replay behind schedule: median \(milliseconds(lagSummary.median)) ms, p99 \(milliseconds(lagSummary.p99)) ms
           centre: \(grouped(centralRate)) msg/s to a C subscriber of everything (\(grouped(received)) messages); \
         centre's CPU \(milliseconds(received > 0 ? centralCPU / received * 1000 : 0)) ms per 1,000 messages\
@@ -399,10 +418,10 @@ extension BenchRun {
         \(milliseconds(subPerThousand)) ms per 1,000 messages = \(decimal(brainPerThousand / max(subPerThousand, 1e-9), places: 1)) ×
           sighting to zone (customer's first gateway message → brain's zone at the centre): \(enter.text)
           decision (its capture time on the replay's clock → at the centre): \(decision.text); of which exits: \(exit.text)
-          bridge's own (gateway presence, store broker → centre): \(bridge.text); \
+          \(direct ? "centre's own (gateway presence, replay → centre → subscriber)" : "bridge's own (gateway presence, store broker → centre)"): \(bridge.text); \
         zone p50 \(decimal(enter.median / bridge.median, places: 1)) ×, p99 \(decimal(enter.p99 / bridge.p99, places: 1)) ×
           memory: beacon-brain \(brainMemory.map { megabytes($0.resident) } ?? "-") (peak \(brainMemory.map { megabytes($0.peak) } ?? "-")), \
-        centre \(megabytes(centralMemory)), store mosquitto \(megabytes(storeMean)) each
+        centre \(megabytes(centralMemory))\(direct ? "" : ", store mosquitto \(megabytes(storeMean)) each")
         """)
         return .object([
             "stores": .number(Double(stores)), "gateways": .number(Double(stores * settings.fleetGateways)),
@@ -411,7 +430,7 @@ extension BenchRun {
             "published": .number(Double(published)), "sightings": .number(Double(sightings)),
             "replayLag": lagSummary.json,
             "centralReceived": .number(received), "centralMessagesPerSecond": .number(centralRate.rounded()),
-            "centre": .string(kind.rawValue),
+            "centre": .string(kind.rawValue), "direct": .bool(direct),
             "centreCpuMsPer1000Messages": .number(rounded(received > 0 ? centralCPU / received * 1e6 : 0, 3)),
             "centreNodes": .array(zip(central.nodes, zip(nodeCPU, nodeMemory)).map { node, figures in
                 .object(["name": .string(node.name),
