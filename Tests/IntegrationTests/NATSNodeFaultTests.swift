@@ -3,11 +3,12 @@ import Foundation
 import TestSupport
 import Testing
 
-/// Two faults of issue 22 item 3 on a 3-node NATS centre: two gateways replay a store into the
+/// Faults of issue 22 item 3 on a 3-node NATS centre: two gateways replay a store into the
 /// store's Mosquitto, bridged by `beaconctl bridge` to the cluster (from node 2 on); the brain
 /// and Ana's `beaconctl observe` are on the cluster (the brain on node 1, Ana on node 3). Once
 /// the first effects are out, node 1 (the brain's) or node 2 (the bridge's) is SIGKILLed, and
-/// the brain or the bridge must be seen again from another node. What the brain decides is
+/// the brain or the bridge must be seen again from another node; or all three are restarted
+/// one by one (SIGTERM), each node holding the retained state again before the next. What the brain decides is
 /// compared with a run without the fault (BrokerOutageTests' comparison): greetings, rule
 /// publishes, each beacon's presence transitions, every zone decision with its capture time,
 /// the retained state afterwards, and the part back within 5 s.
@@ -88,7 +89,11 @@ struct NATSNodeFaultTests {
             #expect(restart.retainedOnIt != nil, "\(restart.node) came back without the retained state")
         }
         #expect(faulted.retained == expected.retained, "the retained state after the restarts")
-        withKnownIssue("nats-server 2.9 during a JetStream leader election: retained publishes held and dropped; duplicates and flapping seen",
+        // Not met every time (docs/fleet.md, "What each failure looks like"): while the store's
+        // bridge moves off node 2 the gateways' RSSI reports are QoS 0 and not queued, so a
+        // customer arriving in those seconds is decided from later reports: in the first run
+        // 100/3 entered at 16.5 s of capture time instead of 15.0 s, everything else equal.
+        withKnownIssue("a rolling restart: the reports of the bridge's move are lost (QoS 0), a zone decided later; nats-server 2.9's leader elections as in the kills",
                        isIntermittent: true) {
             #expect(faulted.effects.rules == expected.effects.rules, "rule effects once each, as without the restarts")
             #expect(faulted.effects.inbox == expected.effects.inbox, "greetings once each, as without the restarts")
