@@ -98,7 +98,7 @@ public final class BrainService: Service, Sendable {
 
     /// What the brain keeps under its host's lock: the core and the state of its wiring.
     struct State {
-        var core: BrainCore
+        var brain: BrainCore
         /// The retained state of this connection has been read (the sync marker came back).
         var synced = false
         /// Monotonic seconds (`ServiceClock.monotonic()`).
@@ -176,7 +176,7 @@ public final class BrainService: Service, Sendable {
         mqtt.reconnectDelay = options.reconnectDelay
         if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
-        host = CoreHost(State(core: core), client: client, logger: logger, clock: options.clock,
+        host = CoreHost(State(brain: core), client: client, logger: logger, clock: options.clock,
                         outage: .outbox(limit: options.outageQueueLimit))
     }
 
@@ -184,9 +184,9 @@ public final class BrainService: Service, Sendable {
         let dropped = client.droppedEvents
         return host.withLock { h in
             let s = h.core
-            return Statistics(counters: s.core.counters, settled: s.core.isSettled && s.synced, connected: h.isConnected,
-                              connections: h.connections, beacons: s.core.presence.beacons.count,
-                              joins: s.core.observers.count, published: h.published,
+            return Statistics(counters: s.brain.counters, settled: s.brain.isSettled && s.synced, connected: h.isConnected,
+                              connections: h.connections, beacons: s.brain.presence.beacons.count,
+                              joins: s.brain.observers.count, published: h.published,
                               publishFailures: h.refused + h.outboxDropped, droppedEvents: dropped + s.droppedEvents,
                               ticks: h.rounds, timerRound: h.timerRound)
         }
@@ -196,8 +196,8 @@ public final class BrainService: Service, Sendable {
     public var occupancy: [String: [String: Int]] {
         host.withLock { h in
             var counts: [String: [String: Int]] = [:]
-            for (ref, beacon) in h.core.core.presence.beacons {
-                counts[h.core.core.store(of: ref).map(String.init) ?? "none", default: [:]][beacon.zone, default: 0] += 1
+            for (ref, beacon) in h.core.brain.presence.beacons {
+                counts[h.core.brain.store(of: ref).map(String.init) ?? "none", default: [:]][beacon.zone, default: 0] += 1
             }
             return counts
         }
@@ -210,7 +210,7 @@ public final class BrainService: Service, Sendable {
         }
         try client.subscribe(filters, qos: subscriptionQoS)
         try client.start()
-        let (broker, stores) = host.withLock { h in (h.core.core.config.broker.url, h.core.core.stores.sorted()) }
+        let (broker, stores) = host.withLock { h in (h.core.brain.config.broker.url, h.core.brain.stores.sorted()) }
         logger.info("brain starting", metadata: [
             "broker": "\(broker)", "client": "\(options.clientID)", "stores": "\(stores)",
         ])
@@ -252,7 +252,7 @@ public final class BrainService: Service, Sendable {
 
         notify(notifier, [.stopping, .status("stopping")])
         logger.info("brain stopping")
-        if !options.isStandIn { host.withLock { h in host.publish([h.core.core.offlineMessage], in: &h) } }
+        if !options.isStandIn { host.withLock { h in host.publish([h.core.brain.offlineMessage], in: &h) } }
         if !(await client.waitUntilPublished(timeout: 3)) {
             logger.warning("the broker did not acknowledge the last messages in time")
         }
@@ -314,7 +314,7 @@ public final class BrainService: Service, Sendable {
     private func sort(_ event: MQTTEvent, into s: inout State) {
         var (lane, observer): (InboundLane, String?) = (.barrier, nil)
         if case .message(let message) = event, message.topic != syncTopic {
-            (lane, observer) = s.core.lane(of: message.topic, payloadIsEmpty: message.payload.isEmpty)
+            (lane, observer) = s.brain.lane(of: message.topic, payloadIsEmpty: message.payload.isEmpty)
             // Reading the retained state back after a reconnect: nothing waits.
             if !s.synced { lane = .first }
         }
@@ -334,19 +334,19 @@ public final class BrainService: Service, Sendable {
                 if h.connections > 1 {
                     // Our own retained topics again, for the read-back (before the marker).
                     h.core.subscribed = wantedSubscriptions(h.core)
-                    do { try client.subscribe(h.core.core.readBackSubscriptions, qos: subscriptionQoS) } catch {
+                    do { try client.subscribe(h.core.brain.readBackSubscriptions, qos: subscriptionQoS) } catch {
                         logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
                     }
-                    emit(&h, h.core.core.reconnect(at: clock.now()))
+                    emit(&h, h.core.brain.reconnect(at: clock.now()))
                 }
-                host.publish((options.isStandIn ? [] : [h.core.core.onlineMessage])
+                host.publish((options.isStandIn ? [] : [h.core.brain.onlineMessage])
                              + [MQTTMessage(topic: syncTopic, text: h.core.syncToken, qos: 1, retain: false)], in: &h)
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):
             let was = host.withLock { h in
                 defer { host.disconnected(&h) }
-                if h.isConnected { h.core.core.connectionLost() }
+                if h.isConnected { h.core.brain.connectionLost() }
                 return h.isConnected
             }
             if was { logger.warning("broker connection lost; reconnecting", metadata: ["reason": "\(reason)"]) }
@@ -358,7 +358,7 @@ public final class BrainService: Service, Sendable {
                     return
                 }
                 if message.retain { h.core.lastRetained = clock.monotonic() }
-                let output = h.core.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
+                let output = h.core.brain.receive(topic: message.topic, payload: message.payload, retained: message.retain,
                                                  at: clock.now())
                 emit(&h, output)
             }
@@ -387,12 +387,12 @@ public final class BrainService: Service, Sendable {
             }
             return
         }
-        emit(&h, h.core.core.advance(to: clock.now()))
+        emit(&h, h.core.brain.advance(to: clock.now()))
     }
 
     private func health(_ h: inout Hosted, now: Double) {
         guard h.isConnected, h.core.synced else { return }
-        let health = h.core.core.health(client: clientSegment, version: Self.version, uptime: now - started,
+        let health = h.core.brain.health(client: clientSegment, version: Self.version, uptime: now - started,
                                         published: h.published, publishFailures: h.refused + h.outboxDropped,
                                         at: clock.now())
         host.publish([health], in: &h)
@@ -404,7 +404,7 @@ public final class BrainService: Service, Sendable {
     /// `5,000` messages came since the last trim and fewer than 100 in the last 2 s.
     private func returnMemoryAfterABurst(_ h: inout Hosted) {
         guard h.isConnected, h.core.synced else { return }
-        let received = h.core.core.counters.received
+        let received = h.core.brain.counters.received
         let recent = received - h.core.receivedAtCheck
         h.core.receivedAtCheck = received
         h.core.burstSince += recent
@@ -418,10 +418,10 @@ public final class BrainService: Service, Sendable {
     private func settle(_ h: inout Hosted) {
         guard !h.core.synced else { return }
         h.core.synced = true
-        emit(&h, h.core.core.settle(at: clock.now()))
+        emit(&h, h.core.brain.settle(at: clock.now()))
         h.schedule("health", at: clock.monotonic())
         // Settled: the brain is the authority on its own topics and needs no echo of them.
-        let readBack = h.core.core.readBackSubscriptions
+        let readBack = h.core.brain.readBackSubscriptions
         h.core.subscribed = wantedSubscriptions(h.core)
         do { try client.unsubscribe(readBack) } catch {
             logger.warning("could not unsubscribe from the brain's own topics", metadata: ["error": "\(error)"])
@@ -436,7 +436,7 @@ public final class BrainService: Service, Sendable {
     /// What the brain listens to: everything while reading the retained state back, then
     /// only what others publish (and its sync marker).
     private func wantedSubscriptions(_ s: State) -> [String] {
-        s.core.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.core.readBackSubscriptions)
+        s.brain.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.brain.readBackSubscriptions)
     }
 
     private func resubscribe(_ s: inout State) {

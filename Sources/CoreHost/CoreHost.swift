@@ -32,8 +32,8 @@ public final class CoreHost<Core: Sendable>: Sendable {
 
     /// A timer registered with the host (`runTimers`): runs under the lock, in registration
     /// order with the others due, with the clock's monotonic seconds. Due first `firstAfter`
-    /// seconds after the host was made (`epoch`), then every `seconds` after it ran (a round that came
-    /// late does not run it twice); `HostState.schedule` moves it.
+    /// seconds after the host was made (`epoch`), then every `seconds` after it ran (a round
+    /// that came late does not run it twice); `HostState.schedule` moves it.
     public struct Timer: Sendable {
         public let name: String
         public let seconds: Double

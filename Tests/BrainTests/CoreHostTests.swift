@@ -73,4 +73,33 @@ struct CoreHostTests {
         running.cancel()
         await running.value
     }
+
+    @Test("what is published while the host is not connected waits in its outbox, the others first and bounded, then the latest retained state, and goes to a real broker on connect")
+    func outboxUntilConnected() async throws {
+        let directory = try TemporaryDirectory("core-host-outbox")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["host/#"], in: directory)
+        let client = try MQTTClient(MQTTClientOptions(broker: broker.brokerURL, clientID: "core-host"))
+        try client.start()
+        #expect(await eventually(timeout: 10) { client.isConnected }, "\(broker.diagnostics)")
+        let host = CoreHost<Int>(0, client: client, logger: Logger(label: "core-host-test"), clock: SystemClock(),
+                                 outage: .outbox(limit: 2))
+        func message(_ topic: String, _ text: String, retain: Bool = false) -> MQTTMessage {
+            MQTTMessage(topic: "host/" + topic, text: text, qos: 1, retain: retain)
+        }
+        // Not connected as far as the host knows (no `connected` yet): all of it waits.
+        host.withLock { h in
+            host.publish([message("event", "1"), message("state", "a", retain: true), message("event", "2"),
+                          message("state", "b", retain: true), message("event", "3")], in: &h)
+        }
+        #expect(host.withLock { ($0.published, $0.outboxDropped) } == (0, 1), "event 1 dropped: the outbox holds two")
+        host.withLock { h in host.connected(&h) }
+        #expect(host.withLock { ($0.published, $0.connections) } == (3, 1))
+        let last = await watch.waitFor(timeout: 10) { $0.topic == "host/state" }
+        #expect(last?.text == "b", "\(watch.records)")
+        #expect(watch.records.map { "\($0.topic) \($0.text)" } == ["host/event 2", "host/event 3", "host/state b"])
+        await client.stop(timeout: 2)
+        await watch.stop()
+        await broker.stop()
+    }
 }

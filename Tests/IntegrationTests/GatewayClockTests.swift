@@ -81,4 +81,65 @@ struct GatewayClockTests {
         await watch.stop()
         await broker.stop()
     }
+
+    @Test("after an outage the gateway waits for the brain's request 45 s of its own time, then sends what it kept")
+    func brainWaitOnTheGatewaysClock() async throws {
+        let dir = try TemporaryDirectory("gateway-clock-brain-wait")
+        let broker = try await MosquittoBroker.start(in: dir)
+        // Beacons stay (an exit timeout of an hour) while the test moves the clock by 45 s.
+        let config = try FleetConfig.parse("""
+            {"broker": {"url": "\(broker.url)", "keepalive": 5}, "defaults": {"exitTimeout": 3600},
+             "gateways": [{"id": "door", "source": "hci:0"}]}
+            """)
+        let clock = ManualClock(at: Instant(iso8601: "2026-11-21T10:00:00.000Z")!)
+        let source = HandFedSource()
+        let service = try GatewayService(config: config, gateway: try #require(config.gateway(id: "door")), source: source,
+                                         sourceHasOwnTime: false, password: nil, configPath: nil,
+                                         logger: Logger(label: "beacon-gateway.door"), clock: clock)
+        let running = Task { try await service.run() }
+        #expect(await eventually(timeout: 20) { service.statistics.engine.connected })
+        func advance(by seconds: Double) async {
+            clock.advance(by: seconds)
+            let now = clock.monotonic()
+            #expect(await eventually { (service.timerRound ?? -1) >= now }, "no round of the timers at \(now) s")
+        }
+        // A brain is about; the gateway hears a beacon and says so.
+        var options = MQTTClientOptions(broker: try BrokerURL(parsing: broker.url), clientID: "brain-stand-in")
+        options.keepalive = 5
+        let brain = try MQTTClient(options)
+        try brain.start()
+        #expect(await eventually(timeout: 20) { brain.isConnected })
+        let before = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/7/1/presence/door",
+                                                                                   "gateways/door/events"], in: dir)
+        try brain.publish(MQTTMessage(topic: "brain/status", text: "online", qos: 1, retain: true))
+        // Handled in order by the gateway: once the command is answered, it knows the brain is about.
+        try brain.publish(MQTTMessage(topic: "gateways/door/cmd", text: #"{"scan":"resume"}"#, qos: 1, retain: false))
+        #expect(await before.waitFor(topic: "gateways/door/events", timeout: 15) != nil, "\(before.records)")
+        source.hear(IBeacon(uuid: GatewayTests.uuid, major: 7, minor: 1, txPower: -59), at: clock.now())
+        #expect(await before.waitFor(topic: "beacons/7/1/presence/door", timeout: 15) != nil)
+        await before.stop()
+        await brain.stop()
+
+        // The broker dies with its retained messages; the gateway comes back, says `online`,
+        // and keeps the beacon's presence until the brain asks for it, which it never does.
+        await broker.kill()
+        #expect(await eventually(timeout: 20) { !service.statistics.engine.connected })
+        try await broker.restart()
+        let after = try await MosquittoSubscriber.start(broker: broker,
+                                                        filters: ["beacons/7/1/presence/door", "gateways/door/status"], in: dir)
+        #expect(await after.waitFor(topic: "gateways/door/status", text: "online", timeout: 40) != nil, "\(after.records)")
+        // Published inside the round that decides it, before the round is counted.
+        let waiting = service.statistics.published
+        await advance(by: 44)
+        #expect(service.statistics.published == waiting, "44 s of the gateway's time: nothing sent, still waiting for the brain")
+        await advance(by: 1.5)
+        #expect(service.statistics.published > waiting, "45 s of the gateway's time: the wait is over, what it kept sent")
+        let republished = await after.waitFor(topic: "beacons/7/1/presence/door", timeout: 15)
+        #expect(republished.map { !$0.payload.isEmpty } == true, "\(after.records)")
+
+        running.cancel()
+        _ = try? await running.value
+        await after.stop()
+        await broker.stop()
+    }
 }
