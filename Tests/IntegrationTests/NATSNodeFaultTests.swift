@@ -91,8 +91,10 @@ struct NATSNodeFaultTests {
         #expect(faulted.retained == expected.retained, "the retained state after the restarts")
         // Not met every time (docs/fleet.md, "What each failure looks like"): while the store's
         // bridge moves off node 2 the gateways' RSSI reports are QoS 0 and not queued, so a
-        // customer arriving in those seconds is decided from later reports: in the first run
-        // 100/3 entered at 16.5 s of capture time instead of 15.0 s, everything else equal.
+        // customer arriving in those seconds is decided from later reports: in 2 runs of 3,
+        // 100/3 entered at 16.5 s of capture time instead of 15.0 s, and in one of them a rule
+        // effect (displays/exit/9) came twice (the brain's QoS 1 publish sent again after its
+        // move, most likely); the third run was equal in everything.
         withKnownIssue("a rolling restart: the reports of the bridge's move are lost (QoS 0), a zone decided later; nats-server 2.9's leader elections as in the kills",
                        isIntermittent: true) {
             #expect(faulted.effects.rules == expected.effects.rules, "rule effects once each, as without the restarts")
