@@ -107,7 +107,7 @@ let package = Package(
         // What the gateway's and the brain's services share around their pure cores.
         .target(
             name: "CoreHost",
-            dependencies: ["BeaconKit", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["BeaconKit", "MQTT", "LiveClock", "SystemCalls", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings),
         .target(
             name: "Gateway",
@@ -243,7 +243,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BeaconKit", "Contract", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "GatewayCore", "LiveClock", "TestSupport", "CommandLineSupport",
+            dependencies: ["BeaconKit", "Contract", "Wire", "Tracking", "Config", "Simulation", "BrainCore", "HCI", "MQTT", "Gateway", "GatewayCore", "LiveClock", "CoreHost", "TestSupport", "CommandLineSupport",
                            "SystemCalls", "History", "HistoryStore",
                            "beacon-gateway", "beacon-brain", "beaconctl", "beacon-web", "beacon-history", "mqtt-baseline",
                            .product(name: "Logging", package: "swift-log")],

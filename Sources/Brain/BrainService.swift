@@ -10,12 +10,12 @@ import CoreHost
 public import LiveClock
 import SystemCalls
 
-/// The brain process: one MQTT connection, one `BrainCore`, a timer; run as a `Service`
+/// The brain process: one MQTT connection, one `BrainCore`, its timers; run as a `Service`
 /// so SIGTERM/SIGINT end it in order: `offline` on `brain/status`, then disconnect.
 ///
-/// Every input (a message, a connection change, a timer tick) is handled to completion
-/// under one `Mutex`, and what it produces is published inside it, so messages leave in
-/// the order the core decided. Messages are handled in arrival order, except that those of
+/// Every input (a message, a connection change, a timer) is handled to completion under
+/// the lock of its `CoreHost`, and what it produces is published inside it, so messages
+/// leave in the order the core decided. Messages are handled in arrival order, except that those of
 /// observers the brain does not know wait behind the rest (`InboundLanes`): a flood of
 /// joins from made-up names does not hold up a registry owner's join.
 ///
@@ -29,8 +29,9 @@ import SystemCalls
 /// After a lost connection the core keeps its state and reads the retained state back the
 /// same way (`BrainCore.reconnect`), so nothing it answered is answered again and nothing
 /// that ended during the outage goes unanswered. What the core decides while the connection
-/// is down waits in the outbox (`Outbox`, the gateway's policy: retained state latest per
-/// topic, the rest bounded by `outageQueueLimit`) and goes out first on reconnect.
+/// is down waits in the host's outbox (`CoreHost.OutagePolicy.outbox`, the gateway's policy:
+/// retained state latest per topic, the rest bounded by `outageQueueLimit`) and goes out
+/// first on reconnect.
 public final class BrainService: Service, Sendable {
     public static let version = "0.1.0"
 
@@ -88,39 +89,36 @@ public final class BrainService: Service, Sendable {
         public var publishFailures: Int
         /// MQTT events lost because the brain fell behind (the client's buffer overflowed).
         public var droppedEvents: Int
-        /// Timer rounds done (`tick`): a test that advanced a `ManualClock` waits for the next one.
+        /// Rounds of the timers done (`CoreHost.runTimers`).
         public var ticks: Int
+        /// The clock's monotonic seconds of the last round of the timers: a test that advanced
+        /// a `ManualClock` to `t` waits until this is at least `t` (`CoreHost.timerRound`).
+        public var timerRound: Double?
     }
 
+    /// What the brain keeps under its host's lock: the core and the state of its wiring.
     struct State {
-        var core: BrainCore
-        var connected = false
+        var brain: BrainCore
         /// The retained state of this connection has been read (the sync marker came back).
         var synced = false
-        /// Decided while disconnected, to publish on reconnect.
-        var queued: Outbox
-        var connections = 0
         /// Monotonic seconds (`ServiceClock.monotonic()`).
         var connectedAt: Double?
         var lastRetained: Double?
         var syncToken = ""
         var subscribed: [String] = []
-        var published = 0
-        var publishFailures = 0
-        var nextHealth: Double?
-        /// Messages received at the last memory check, and when it was.
+        /// Messages received at the last memory check.
         var receivedAtCheck = 0
         var burstSince = 0
-        var nextMemoryCheck: Double?
         /// Messages and connection changes waiting to be handled (`InboundLanes`).
         var lanes = InboundLanes<MQTTEvent>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
-        var ticks = 0
     }
 
+    typealias Hosted = HostState<State>
+
     let client: MQTTClient
-    let state: Mutex<State>
+    let host: CoreHost<State>
     /// Events from the network thread not yet sorted into the lanes.
     let arrivals = Mutex<[MQTTEvent]>([])
     let logger: Logger
@@ -140,7 +138,7 @@ public final class BrainService: Service, Sendable {
     let subscriptionQoS: Int
     let started: Double
     /// Where the brain reads the time (`Options.clock`).
-    var clock: any ServiceClock { options.clock }
+    var clock: any ServiceClock { host.clock }
 
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
     /// that brains splitting a fleet do not take over each other's connection.
@@ -178,44 +176,47 @@ public final class BrainService: Service, Sendable {
         mqtt.reconnectDelay = options.reconnectDelay
         if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
-        state = Mutex(State(core: core, queued: Outbox(limit: options.outageQueueLimit)))
+        host = CoreHost(State(brain: core), client: client, logger: logger, clock: options.clock,
+                        outage: .outbox(limit: options.outageQueueLimit))
     }
 
     public var statistics: Statistics {
         let dropped = client.droppedEvents
-        return state.withLock { s in
-            Statistics(counters: s.core.counters, settled: s.core.isSettled && s.synced, connected: s.connected,
-                       connections: s.connections, beacons: s.core.presence.beacons.count, joins: s.core.observers.count,
-                       published: s.published, publishFailures: s.publishFailures,
-                       droppedEvents: dropped + s.droppedEvents, ticks: s.ticks)
+        return host.withLock { h in
+            let s = h.core
+            return Statistics(counters: s.brain.counters, settled: s.brain.isSettled && s.synced, connected: h.isConnected,
+                              connections: h.connections, beacons: s.brain.presence.beacons.count,
+                              joins: s.brain.observers.count, published: h.published,
+                              publishFailures: h.refused + h.outboxDropped, droppedEvents: dropped + s.droppedEvents,
+                              ticks: h.rounds, timerRound: h.timerRound)
         }
     }
 
     /// Beacons present now by store (its major, or `none`) and zone (the gateway holding it).
     public var occupancy: [String: [String: Int]] {
-        state.withLock { s in
+        host.withLock { h in
             var counts: [String: [String: Int]] = [:]
-            for (ref, beacon) in s.core.presence.beacons {
-                counts[s.core.store(of: ref).map(String.init) ?? "none", default: [:]][beacon.zone, default: 0] += 1
+            for (ref, beacon) in h.core.brain.presence.beacons {
+                counts[h.core.brain.store(of: ref).map(String.init) ?? "none", default: [:]][beacon.zone, default: 0] += 1
             }
             return counts
         }
     }
 
     public func run() async throws {
-        let filters = state.withLock { s in
-            s.subscribed = wantedSubscriptions(s)
-            return s.subscribed
+        let filters = host.withLock { h in
+            h.core.subscribed = wantedSubscriptions(h.core)
+            return h.core.subscribed
         }
         try client.subscribe(filters, qos: subscriptionQoS)
         try client.start()
+        let (broker, stores) = host.withLock { h in (h.core.brain.config.broker.url, h.core.brain.stores.sorted()) }
         logger.info("brain starting", metadata: [
-            "broker": "\(state.withLock { $0.core.config.broker.url })", "client": "\(options.clientID)",
-            "stores": "\(state.withLock { $0.core.stores.sorted() })",
+            "broker": "\(broker)", "client": "\(options.clientID)", "stores": "\(stores)",
         ])
 
         let notifier = options.isStandIn ? nil : ServiceNotifier.fromEnvironment()
-        notify(notifier, [.ready, .status("starting: broker \(state.withLock { $0.core.config.broker.url })")])
+        notify(notifier, [.ready, .status("starting: broker \(broker)")])
         let ticks = Heartbeat()
 
         await cancelWhenGracefulShutdown {
@@ -233,13 +234,7 @@ public final class BrainService: Service, Sendable {
                 group.addTask {
                     for await _ in bell { await self.drain() }
                 }
-                group.addTask {
-                    while !Task.isCancelled {
-                        ticks.beat()
-                        try? await Task.sleep(for: .seconds(self.options.tickInterval))
-                        self.tick()
-                    }
-                }
+                group.addTask { await self.host.runTimers(self.timers, heartbeat: ticks) }
                 if let notifier {
                     let watchdog = ServiceWatchdog(notifier: notifier, loops: [
                         .init("mqtt") { self.client.heartbeat.lastRound },
@@ -257,7 +252,7 @@ public final class BrainService: Service, Sendable {
 
         notify(notifier, [.stopping, .status("stopping")])
         logger.info("brain stopping")
-        if !options.isStandIn { state.withLock { s in send(&s, [s.core.offlineMessage]) } }
+        if !options.isStandIn { host.withLock { h in host.publish([h.core.brain.offlineMessage], in: &h) } }
         if !(await client.waitUntilPublished(timeout: 3)) {
             logger.warning("the broker did not acknowledge the last messages in time")
         }
@@ -295,10 +290,10 @@ public final class BrainService: Service, Sendable {
             let now = WallClock.monotonic()  // pacing the network, not a decision: the system clock
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit && now - (heldSince ?? now) < 0.1
             if !held { heldSince = nil }
-            let (event, waiting): (MQTTEvent?, Bool) = state.withLock { s in
-                for event in arrived { sort(event, into: &s) }
-                let event = s.lanes.next(takingDeferred: !held)
-                return (event, s.lanes.count > 0)
+            let (event, waiting): (MQTTEvent?, Bool) = host.withLock { h in
+                for event in arrived { sort(event, into: &h.core) }
+                let event = h.core.lanes.next(takingDeferred: !held)
+                return (event, h.core.lanes.count > 0)
             }
             arrived.removeAll(keepingCapacity: true)
             guard let event else {
@@ -319,7 +314,7 @@ public final class BrainService: Service, Sendable {
     private func sort(_ event: MQTTEvent, into s: inout State) {
         var (lane, observer): (InboundLane, String?) = (.barrier, nil)
         if case .message(let message) = event, message.topic != syncTopic {
-            (lane, observer) = s.core.lane(of: message.topic, payloadIsEmpty: message.payload.isEmpty)
+            (lane, observer) = s.brain.lane(of: message.topic, payloadIsEmpty: message.payload.isEmpty)
             // Reading the retained state back after a reconnect: nothing waits.
             if !s.synced { lane = .first }
         }
@@ -329,140 +324,119 @@ public final class BrainService: Service, Sendable {
     func handle(_ event: MQTTEvent) {
         switch event {
         case .connected:
-            state.withLock { s in
-                s.connections += 1
-                s.connected = true
-                s.synced = false
-                s.connectedAt = clock.monotonic()
-                s.lastRetained = nil
-                s.syncToken = "\(s.connections)-\(clock.now().nanoseconds)"
+            host.withLock { h in
+                h.core.synced = false
+                h.core.connectedAt = clock.monotonic()
+                h.core.lastRetained = nil
                 // What was decided during the outage first, in its order.
-                send(&s, s.queued.drain())
-                if s.connections > 1 {
+                host.connected(&h)
+                h.core.syncToken = "\(h.connections)-\(clock.now().nanoseconds)"
+                if h.connections > 1 {
                     // Our own retained topics again, for the read-back (before the marker).
-                    s.subscribed = wantedSubscriptions(s)
-                    do { try client.subscribe(s.core.readBackSubscriptions, qos: subscriptionQoS) } catch {
+                    h.core.subscribed = wantedSubscriptions(h.core)
+                    do { try client.subscribe(h.core.brain.readBackSubscriptions, qos: subscriptionQoS) } catch {
                         logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
                     }
-                    emit(&s, s.core.reconnect(at: clock.now()))
+                    emit(&h, h.core.brain.reconnect(at: clock.now()))
                 }
-                send(&s, (options.isStandIn ? [] : [s.core.onlineMessage])
-                          + [MQTTMessage(topic: syncTopic, text: s.syncToken, qos: 1, retain: false)])
+                host.publish((options.isStandIn ? [] : [h.core.brain.onlineMessage])
+                             + [MQTTMessage(topic: syncTopic, text: h.core.syncToken, qos: 1, retain: false)], in: &h)
             }
             logger.info("connected; reading the retained state")
         case .disconnected(let reason):
-            let was = state.withLock { s in
-                defer { s.connected = false }
-                if s.connected { s.core.connectionLost() }
-                return s.connected
+            let was = host.withLock { h in
+                defer { host.disconnected(&h) }
+                if h.isConnected { h.core.brain.connectionLost() }
+                return h.isConnected
             }
             if was { logger.warning("broker connection lost; reconnecting", metadata: ["reason": "\(reason)"]) }
             else { logger.notice("cannot reach the broker; retrying", metadata: ["reason": "\(reason)"]) }
         case .message(let message):
-            state.withLock { s in
+            host.withLock { h in
                 if message.topic == syncTopic {
-                    if message.text == s.syncToken { settle(&s) }
+                    if message.text == h.core.syncToken { settle(&h) }
                     return
                 }
-                if message.retain { s.lastRetained = clock.monotonic() }
-                let output = s.core.receive(topic: message.topic, payload: message.payload, retained: message.retain,
-                                            at: clock.now())
-                emit(&s, output)
+                if message.retain { h.core.lastRetained = clock.monotonic() }
+                let output = h.core.brain.receive(topic: message.topic, payload: message.payload, retained: message.retain,
+                                                 at: clock.now())
+                emit(&h, output)
             }
         }
     }
 
-    func tick() {
-        state.withLock { s in
-            defer { s.ticks += 1 }
-            guard s.connected, let connectedAt = s.connectedAt else { return }
-            let now = clock.monotonic()
-            if !s.synced {
-                let quiet = now - (s.lastRetained ?? connectedAt) >= options.settleQuiet
-                if quiet || now - connectedAt >= options.settleLimit {
-                    logger.notice("settling without the sync marker", metadata: ["quiet": "\(quiet)"])
-                    settle(&s)
-                }
-                return
-            }
-            emit(&s, s.core.advance(to: clock.now()))
-            returnMemoryAfterABurst(&s, now: now)
-            if let next = s.nextHealth, now < next { return }
-            s.nextHealth = now + options.healthInterval
-            let health = s.core.health(client: clientSegment, version: Self.version, uptime: now - started,
-                                       published: s.published, publishFailures: s.publishFailures, at: clock.now())
-            send(&s, [health])
-            options.onHealth?(health.text)
-        }
+    // MARK: - Timers (run by the host, under its lock, on `Options.clock`)
+
+    var timers: [CoreHost<State>.Timer] {
+        [
+            // Settling without the marker; expiring views and cooldowns.
+            .init("tick", every: options.tickInterval) { h, now in self.tick(&h, now: now) },
+            .init("memory", every: 2) { h, _ in self.returnMemoryAfterABurst(&h) },
+            // Due at once when the brain settles (`settle`).
+            .init("health", every: options.healthInterval, firstAfter: .infinity) { h, now in self.health(&h, now: now) },
+        ]
     }
 
-    // MARK: - Inside the lock
+    private func tick(_ h: inout Hosted, now: Double) {
+        guard h.isConnected, let connectedAt = h.core.connectedAt else { return }
+        if !h.core.synced {
+            let quiet = now - (h.core.lastRetained ?? connectedAt) >= options.settleQuiet
+            if quiet || now - connectedAt >= options.settleLimit {
+                logger.notice("settling without the sync marker", metadata: ["quiet": "\(quiet)"])
+                settle(&h)
+            }
+            return
+        }
+        emit(&h, h.core.brain.advance(to: clock.now()))
+    }
+
+    private func health(_ h: inout Hosted, now: Double) {
+        guard h.isConnected, h.core.synced else { return }
+        let health = h.core.brain.health(client: clientSegment, version: Self.version, uptime: now - started,
+                                        published: h.published, publishFailures: h.refused + h.outboxDropped,
+                                        at: clock.now())
+        host.publish([health], in: &h)
+        options.onHealth?(health.text)
+    }
 
     /// Once a burst (a join flood: thousands of messages) is over, what it allocated and the
     /// brain has freed goes back to the system: checked every 2 s, trimmed when at least
     /// `5,000` messages came since the last trim and fewer than 100 in the last 2 s.
-    private func returnMemoryAfterABurst(_ s: inout State, now: Double) {
-        if let next = s.nextMemoryCheck, now < next { return }
-        s.nextMemoryCheck = now + 2
-        let received = s.core.counters.received
-        let recent = received - s.receivedAtCheck
-        s.receivedAtCheck = received
-        s.burstSince += recent
-        guard s.burstSince >= 5_000, recent < 100 else { return }
-        s.burstSince = 0
+    private func returnMemoryAfterABurst(_ h: inout Hosted) {
+        guard h.isConnected, h.core.synced else { return }
+        let received = h.core.brain.counters.received
+        let recent = received - h.core.receivedAtCheck
+        h.core.receivedAtCheck = received
+        h.core.burstSince += recent
+        guard h.core.burstSince >= 5_000, recent < 100 else { return }
+        h.core.burstSince = 0
         Memory.returnFreeMemory()
     }
 
-    private func settle(_ s: inout State) {
-        guard !s.synced else { return }
-        s.synced = true
-        emit(&s, s.core.settle(at: clock.now()))
-        s.nextHealth = nil
+    // MARK: - Inside the lock
+
+    private func settle(_ h: inout Hosted) {
+        guard !h.core.synced else { return }
+        h.core.synced = true
+        emit(&h, h.core.brain.settle(at: clock.now()))
+        h.schedule("health", at: clock.monotonic())
         // Settled: the brain is the authority on its own topics and needs no echo of them.
-        let readBack = s.core.readBackSubscriptions
-        s.subscribed = wantedSubscriptions(s)
+        let readBack = h.core.brain.readBackSubscriptions
+        h.core.subscribed = wantedSubscriptions(h.core)
         do { try client.unsubscribe(readBack) } catch {
             logger.warning("could not unsubscribe from the brain's own topics", metadata: ["error": "\(error)"])
         }
     }
 
-    private func emit(_ s: inout State, _ output: BrainOutput) {
-        for entry in output.log { logger.log(entry) }
-        send(&s, output.messages)
-        if output.subscriptionsChanged { resubscribe(&s) }
-    }
-
-    private func send(_ s: inout State, _ messages: [MQTTMessage]) {
-        guard s.connected else { return queue(&s, messages[...]) }
-        for (index, message) in messages.enumerated() {
-            do {
-                try client.publish(message)
-                s.published += 1
-            } catch {
-                if error.isNoConnection {
-                    // The connection went before we heard of it: this and the rest wait.
-                    logger.debug("not connected; queued for the reconnect", metadata: ["topic": "\(message.topic)"])
-                    return queue(&s, messages[index...])
-                }
-                s.publishFailures += 1
-                logger.warning("publish failed", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
-            }
-        }
-    }
-
-    /// Keeps messages for the reconnect: an answer decided from a message that arrived just
-    /// before the connection went is still owed (`Outbox`: retained state latest per topic,
-    /// the rest bounded, the oldest dropped first and counted as publish failures).
-    private func queue(_ s: inout State, _ messages: ArraySlice<MQTTMessage>) {
-        let dropped = s.queued.dropped
-        for message in messages { s.queued.queue(message) }
-        s.publishFailures += s.queued.dropped - dropped
+    private func emit(_ h: inout Hosted, _ output: BrainOutput) {
+        host.emit(log: output.log, messages: output.messages, in: &h)
+        if output.subscriptionsChanged { resubscribe(&h.core) }
     }
 
     /// What the brain listens to: everything while reading the retained state back, then
     /// only what others publish (and its sync marker).
     private func wantedSubscriptions(_ s: State) -> [String] {
-        s.core.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.core.readBackSubscriptions)
+        s.brain.liveSubscriptions + [syncTopic] + (s.synced ? [] : s.brain.readBackSubscriptions)
     }
 
     private func resubscribe(_ s: inout State) {

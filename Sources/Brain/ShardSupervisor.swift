@@ -58,9 +58,11 @@ public final class ShardSupervisor: Service, Sendable {
         var table: ShardTable
         var connected = false
         var syncToken = ""
-        /// When the shards' retained state had been read (the sync marker came back).
-        var readAt: ContinuousClock.Instant?
-        var startedAt = ContinuousClock.now
+        /// When the shards' retained state had been read (the sync marker came back), in
+        /// monotonic seconds of the brains' clock (`BrainService.Options.clock`).
+        var readAt: Double?
+        /// The clock's monotonic seconds of the last decision (`decide`).
+        var decidedAt: Double?
         var own: Running?
         var covering: [String: Running] = [:]
     }
@@ -73,6 +75,8 @@ public final class ShardSupervisor: Service, Sendable {
     let topics: Topics
     let watcher: MQTTClient
     let state: Mutex<State>
+    /// Where the supervisor reads the time: its brains' clock (`BrainService.Options.clock`).
+    var clock: any ServiceClock { options.brain.clock }
 
     /// `name` must name one of `config.brain.shards` (`beacon-brain` checks).
     public init(config: FleetConfig, shard name: String, password: String?, logger: Logger, options: Options) throws(MQTTError) {
@@ -95,6 +99,14 @@ public final class ShardSupervisor: Service, Sendable {
         state.withLock { ($0.own != nil, $0.covering.keys.sorted()) }
     }
 
+    /// Whether the shards' statuses and holders have been read (the sync marker came back):
+    /// decisions are taken from then on.
+    public var hasReadShards: Bool { state.withLock { $0.readAt != nil } }
+
+    /// The clock's monotonic seconds of the last decision, once its brains were started and
+    /// stopped: a test that advanced a `ManualClock` to `t` waits until this is at least `t`.
+    public var decidedAt: Double? { state.withLock { $0.decidedAt } }
+
     /// The brains running now: its own shard's, then those it covers for others.
     public var brains: [BrainService] {
         state.withLock { s in
@@ -116,7 +128,7 @@ public final class ShardSupervisor: Service, Sendable {
                 }
                 group.addTask {
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(self.options.tickInterval))
+                        try? await self.clock.sleep(until: self.clock.monotonic() + self.options.tickInterval)
                         await self.decide()
                     }
                 }
@@ -145,7 +157,7 @@ public final class ShardSupervisor: Service, Sendable {
         case .connected:
             let token = state.withLock { s in
                 s.connected = true
-                s.syncToken = "\(WallClock.now().nanoseconds)"
+                s.syncToken = "\(clock.now().nanoseconds)"
                 return s.syncToken
             }
             publish(topics.shardStatus(shard.name), "online")
@@ -155,7 +167,7 @@ public final class ShardSupervisor: Service, Sendable {
         case .message(let message):
             state.withLock { s in
                 if message.topic == topics.shardSync(shard.name) {
-                    if message.text == s.syncToken, s.readAt == nil { s.readAt = .now }
+                    if message.text == s.syncToken, s.readAt == nil { s.readAt = clock.monotonic() }
                     return
                 }
                 switch topics.parse(message.topic) {
@@ -171,20 +183,21 @@ public final class ShardSupervisor: Service, Sendable {
 
     /// Starts and stops the brains of the shards this one should answer for.
     func decide() async {
+        let now = clock.monotonic()
+        defer { state.withLock { $0.decidedAt = now } }
         let plan = state.withLock { s -> (startOwn: Bool, start: [String], stop: [String]) in
             guard s.connected, let readAt = s.readAt else { return (false, [], []) }
-            let now = ContinuousClock.now
             var startOwn = false
             if s.own == nil {
                 if s.table.mayRunOwnShard {
                     startOwn = true
-                } else if now - readAt >= .seconds(options.holdLimit) {
+                } else if now - readAt >= options.holdLimit {
                     logger.warning("the shard's stand-in did not let go; starting anyway",
                                    metadata: ["shard": "\(shard.name)", "holder": "\(s.table.holders[shard.name] ?? "")"])
                     startOwn = true
                 }
             }
-            let wanted = now - readAt >= .seconds(options.startGrace) ? Set(s.table.covered)
+            let wanted = now - readAt >= options.startGrace ? Set(s.table.covered)
                 : Set(s.table.covered.filter { s.table.statuses[$0] == .offline })
             return (startOwn, wanted.subtracting(s.covering.keys).sorted(), Set(s.covering.keys).subtracting(wanted).sorted())
         }

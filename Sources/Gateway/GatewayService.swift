@@ -17,9 +17,11 @@ import Wire
 /// restores the controller), withdraw presence, say `offline`, disconnect.
 ///
 /// The decisions are the `GatewayEngine`'s, a value; this is where they meet the world.
-/// Every input (a frame from the source thread, a tick, an MQTT event, an operator
-/// command) is handed to the engine under one `Mutex`, and what it decides is published
-/// and logged inside the same lock, so messages leave in the order decided.
+/// Every input (a frame from the source thread, a timer, an MQTT event, an operator
+/// command) is handed to the engine under the lock of its `CoreHost`, and what it decides
+/// is published and logged inside the same lock, so messages leave in the order decided.
+/// What the client cannot take because the connection went goes back to the engine
+/// (`GatewayEngine.undelivered`), which keeps the outage's messages itself.
 public final class GatewayService: Service, Sendable, CustomStringConvertible {
     public static let version = "0.1.0"
 
@@ -34,24 +36,22 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         public var supersededConfigs: Int
     }
 
+    /// What the gateway keeps under its host's lock: the engine and the state of its wiring.
     struct State {
         var engine: GatewayEngine
         /// The hot path's output, reused frame after frame.
         var output = GatewayOutput()
-        var published = 0
-        var publishErrors = 0
         /// `client.supersededMessages` when the last push was answered.
         var supersededAnswered = 0
-        /// Counts connections, so that a wait for the brain (`GatewayEngine.awaitsBrain`)
-        /// timed out for an earlier one ends no later one.
-        var connections = 0
     }
+
+    typealias Hosted = HostState<State>
 
     let config: FleetConfig
     let gateway: GatewayConfig
     let source: any AdvertisingSource
     let client: MQTTClient
-    let state: Mutex<State>
+    let host: CoreHost<State>
     let logger: Logger
     /// Re-read for `{"reload":true}`; `nil` when the config did not come from a file.
     let configPath: String?
@@ -66,7 +66,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     let proof: PresenceProof?
     /// Where the gateway reads the wall time and its timers' seconds (`ServiceClock`); a
     /// replayed source keeps its own capture time (`AdvertisingSource.clock`).
-    let clock: any ServiceClock
+    var clock: any ServiceClock { host.clock }
 
     /// `clientID`: the MQTT client id, `beacon-gateway-<id>` by default (`BrokerIdentity`).
     public init(config: FleetConfig, gateway: GatewayConfig, source: any AdvertisingSource, sourceHasOwnTime: Bool,
@@ -74,7 +74,6 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 onHealth: (@Sendable (String) -> Void)? = nil, proof: PresenceProof? = nil,
                 brokerFromCommandLine: Bool = false, clock: any ServiceClock = SystemClock()) throws(MQTTError) {
         self.config = config
-        self.clock = clock
         self.proof = proof
         self.onHealth = onHealth
         self.gateway = gateway
@@ -94,9 +93,10 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         var engine = GatewayEngine(config: config, gateway: gateway)
         engine.logsBeacons = logger.logLevel <= .debug
         engine.brokerFromCommandLine = brokerFromCommandLine
-        state = Mutex(State(engine: engine))
+        host = CoreHost(State(engine: engine), client: client, logger: logger, clock: clock,
+                        outage: .core { s, messages in s.engine.undelivered(messages) })
         configuredAdvertising = ConfiguredAdvertising(gateway.advertise)
-        configuredAdvertising.inForce = gateway.advertise?.at(self.clock.now(), proof: proof)
+        configuredAdvertising.inForce = gateway.advertise?.at(clock.now(), proof: proof)
     }
 
     /// `advertise` as it goes on the air now: a proof's minor is the store's value of this slot.
@@ -110,7 +110,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         while !Task.isCancelled {
             let now = self.clock.now()
             let wait = max(0, proof.nextSlotStart(after: now).seconds(since: now)) + 0.001
-            try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+            try await clock.sleep(until: clock.monotonic() + wait)
             guard let current = configuredAdvertising.inForce, current.proof else { continue }
             let wanted = current.at(self.clock.now(), proof: proof)
             guard wanted != current else { continue }
@@ -132,11 +132,15 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
     /// checks and benchmarks.
     public var statistics: Statistics {
         let superseded = client.supersededMessages
-        return state.withLock {
-            Statistics(engine: $0.engine.statistics, published: $0.published, publishErrors: $0.publishErrors,
+        return host.withLock {
+            Statistics(engine: $0.core.engine.statistics, published: $0.published, publishErrors: $0.refused,
                        supersededConfigs: superseded)
         }
     }
+
+    /// The clock's monotonic seconds of the last round of the timers (`CoreHost.timerRound`):
+    /// a test that advanced a `ManualClock` to `t` waits until this is at least `t`.
+    public var timerRound: Double? { host.timerRound }
 
     public func run() async throws {
         let topics = config.topics
@@ -194,7 +198,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                     if self.sourceHasOwnTime {
                         // A replay starts once the broker is reachable, so it publishes what a
                         // live run would instead of a burst from the outage queue.
-                        while !self.state.withLock({ $0.engine.isConnected }) { try await Task.sleep(nanoseconds: 20_000_000) }
+                        while !self.host.withLock({ $0.core.engine.isConnected }) { try await Task.sleep(nanoseconds: 20_000_000) }
                     }
                     try await self.source.run { output in
                         switch output {
@@ -220,30 +224,8 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                     }
                 }
                 group.addTask {
-                    var nextHealth = self.clock.monotonic() + 1
-                    while !Task.isCancelled {
-                        timers.beat()
-                        try await Task.sleep(nanoseconds: 100_000_000)
-                        if !self.sourceHasOwnTime || sourceFinished.isSet {
-                            let now = self.source.clock.now()
-                            self.input { $0.advance(to: now) }
-                        }
-                        let settled = self.input { $0.settleInheritedPresence(at: self.clock.now()) }
-                        if settled.readBackEnded {
-                            // Our own presence needs no echo once the old one is settled.
-                            try? self.client.unsubscribe(readBack)
-                        }
-                        let now = self.clock.monotonic()
-                        if now >= nextHealth {
-                            nextHealth = now + self.gateway.healthInterval
-                            self.state.withLock { s in
-                                let health = s.engine.health(at: self.clock.now(), uptime: now - started, version: Self.version,
-                                                             sourceName: self.source.name, published: s.published)
-                                self.emit(&s, s.engine.publish(health))
-                                self.onHealth?(health.text)
-                            }
-                        }
-                    }
+                    await self.host.runTimers(self.timers(readBack: readBack, started: started, sourceFinished: sourceFinished),
+                                              heartbeat: timers)
                 }
                 // A replay that ends leaves the other tasks running, so exits still come
                 // due and health keeps flowing until shutdown. A task that throws (a source
@@ -269,34 +251,67 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         }
     }
 
+    // MARK: - Timers (run by the host, under its lock, on the service's clock)
+
+    /// Every 100 ms the engine's time moves on (exits, reports, inherited presence);
+    /// health every `healthInterval`; the wait for the brain after a reconnect.
+    func timers(readBack: [String], started: Double, sourceFinished: AtomicFlag) -> [CoreHost<State>.Timer] {
+        [
+            .init("round", every: 0.1) { h, _ in
+                // A replay's time is its own (in-band ticks) until it has ended.
+                if !self.sourceHasOwnTime || sourceFinished.isSet {
+                    let now = self.sourceHasOwnTime ? self.source.clock.now() : self.clock.now()
+                    self.emit(&h, h.core.engine.advance(to: now))
+                }
+                let settled = h.core.engine.settleInheritedPresence(at: self.clock.now())
+                self.emit(&h, settled)
+                if settled.readBackEnded {
+                    // Our own presence needs no echo once the old one is settled.
+                    try? self.client.unsubscribe(readBack)
+                }
+            },
+            .init("health", every: gateway.healthInterval, firstAfter: 1) { h, now in
+                let health = h.core.engine.health(at: self.clock.now(), uptime: now - started, version: Self.version,
+                                                  sourceName: self.source.name, published: h.published)
+                self.emit(&h, h.core.engine.publish(health))
+                self.onHealth?(health.text)
+            },
+            // Scheduled by a reconnect that waits for the brain (`handle(_:readBack:)`).
+            .init(Self.brainWait, every: .infinity, firstAfter: .infinity) { h, _ in
+                self.emit(&h, h.core.engine.brainReady(timedOut: true))
+            },
+        ]
+    }
+
+    /// The timer that ends a reconnect's wait for the brain (`GatewayEngine.brainWaitSeconds`).
+    static let brainWait = "brain wait"
+
     func handle(_ event: MQTTEvent, readBack: [String]) {
         let topics = config.topics
         switch event {
         case .connected:
-            let (output, connection, waits) = state.withLock { s in
-                s.connections += 1
-                let output = s.engine.connected(at: self.clock.now())
-                emit(&s, output)
-                return (output, s.connections, s.engine.awaitsBrain)
+            let output = host.withLock { h in
+                host.connected(&h)
+                let output = h.core.engine.connected(at: self.clock.now())
+                emit(&h, output)
+                // A later connection's wait replaces an earlier one's.
+                if h.core.engine.awaitsBrain {
+                    h.schedule(Self.brainWait, at: clock.monotonic() + GatewayEngine.brainWaitSeconds)
+                }
+                return output
             }
             // Stale presence a restarted broker brought back is read and deleted again.
             if output.readBackStarted { try? client.subscribe(readBack, qos: 1) }
-            if waits {
-                Task { [self] in
-                    try? await Task.sleep(for: .seconds(GatewayEngine.brainWaitSeconds))
-                    state.withLock { s in
-                        guard s.connections == connection else { return }
-                        emit(&s, s.engine.brainReady(timedOut: true))
-                    }
-                }
-            }
         case .disconnected(let reason):
-            input { $0.disconnected(reason: reason) }
+            host.withLock { h in
+                host.disconnected(&h)
+                emit(&h, h.core.engine.disconnected(reason: reason))
+            }
         case .message(let message):
             if message.topic == topics.commands(ofGateway: gateway.id) {
                 command(message)
             } else if message.topic == topics.brainStatus {
-                state.withLock { $0.engine.brainStatus(online: message.text == "online") }
+                host.withLock { $0.core.engine.brainStatus(online: message.text == "online") }
             } else if message.retain, !message.payload.isEmpty,
                       case .beacon(_, .gatewayPresence(let owner))? = topics.parse(message.topic), owner == gateway.id {
                 input { $0.inheritedPresence(topic: message.topic) }
@@ -310,15 +325,15 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         guard !message.payload.isEmpty else { return }
         let superseded = { () -> Int in
             let total = self.client.supersededMessages
-            return self.state.withLock { s in
-                defer { s.supersededAnswered = total }
-                return total - s.supersededAnswered
+            return self.host.withLock { h in
+                defer { h.core.supersededAnswered = total }
+                return total - h.core.supersededAnswered
             }
         }
         switch Result(catching: { () throws(ConfigErrors) in try FleetConfig.parse(message.text) }) {
         case .success(let new):
             // The retained config comes again on every reconnect: only a change is news.
-            if new != state.withLock({ $0.engine.config }) {
+            if new != host.withLock({ $0.core.engine.config }) {
                 apply(new, origin: "fleet/config", superseded: superseded())
             }
         case .failure(let errors):
@@ -331,44 +346,29 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
 
     /// One frame from the source: the hot path, which reuses one output.
     func handle(_ frame: HCIFrame) {
-        state.withLock { s in
-            s.engine.handle(frame, into: &s.output)
-            var output = s.output
-            s.output = GatewayOutput()
-            emit(&s, output)
+        host.withLock { h in
+            h.core.engine.handle(frame, into: &h.core.output)
+            var output = h.core.output
+            h.core.output = GatewayOutput()
+            emit(&h, output)
             output.removeAll()
-            s.output = output
+            h.core.output = output
         }
     }
 
     /// Hands one input to the engine and carries out what it decided.
     @discardableResult
     func input(_ body: (inout GatewayEngine) -> GatewayOutput) -> GatewayOutput {
-        state.withLock { s in
-            let output = body(&s.engine)
-            emit(&s, output)
+        host.withLock { h in
+            let output = body(&h.core.engine)
+            emit(&h, output)
             return output
         }
     }
 
-    /// Logs and publishes an output, in order. A message the client cannot take because the
-    /// connection has gone goes back to the engine, with all after it, for the reconnect.
-    func emit(_ s: inout State, _ output: GatewayOutput) {
-        for entry in output.log {
-            logger.log(entry)
-        }
-        for index in output.messages.indices {
-            do {
-                try client.publish(output.messages[index])
-                s.published += 1
-            } catch where error.isNoConnection {
-                s.engine.undelivered(output.messages[index...])
-                return
-            } catch {
-                s.publishErrors += 1
-                logger.error("publish failed", metadata: ["topic": "\(output.messages[index].topic)", "error": "\(error)"])
-            }
-        }
+    /// Logs and publishes an output, in order (`CoreHost.emit`).
+    func emit(_ h: inout Hosted, _ output: GatewayOutput) {
+        host.emit(log: output.log, messages: output.messages, in: &h)
     }
 
     func command(_ message: MQTTMessage) {
@@ -391,7 +391,7 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             input { $0.brainReady() }
         case ("scan", .string("pause")), ("scan", .string("resume")):
             let enable = value == .string("resume")
-            state.withLock { $0.engine.setScanningPaused(!enable) }
+            host.withLock { $0.core.engine.setScanningPaused(!enable) }
             Task { await source.setScanning(enable) }
             logger.info("scanning \(enable ? "resumed" : "paused") by command")
             reply("scan", "ok", enable ? "resumed" : "paused")

@@ -12,10 +12,9 @@ import PostgresNIO
 ///
 /// One connection, opened on first use and again after it fails: a server that restarts or
 /// a network that drops costs the write in hand (the caller keeps its batch and retries,
-/// `HistoryService`) and nothing else. Each ingest is one transaction of three statements
-/// whatever its size: the batch's visitors, visits and segments each go as arrays
-/// (`unnest`), upserted on their natural keys, which is what makes PostgreSQL's ingest
-/// fast despite a round trip per statement.
+/// `HistoryService`) and nothing else. Each ingest is one transaction of one statement
+/// whatever its size: the batch's visitors and visits (each with its zone segments) go as
+/// arrays (`unnest`), looked up by their natural keys and inserted only when new.
 public actor PostgresHistory: HistoryKeeping {
     public nonisolated let address: PostgresAddress
     public nonisolated var location: String { address.description }
@@ -96,9 +95,36 @@ public actor PostgresHistory: HistoryKeeping {
             "ALTER TABLE visits ADD CONSTRAINT visitsByKey UNIQUE (store, since, visitor)",
             "DROP INDEX visitsByStore",
         ]),
+        // PostgreSQL's alone, for its ingest rate and a week's page: a visit's zone segments
+        // are arrays in its own row (sorted by time, then zone), not rows of a table of
+        // their own. A batch of 250 visits inserted 1,000 rows and their index entries; now
+        // 250, and a page reads one row per visit, no join. The pseudonyms compare as bytes
+        // (`COLLATE "C"`: they are hex; the server's locale would compare them as words).
+        ("v5-postgres-segments-in-visits", [
+            """
+            ALTER TABLE visits ADD COLUMN entered bigint[] NOT NULL DEFAULT '{}', ADD COLUMN zones text[] NOT NULL DEFAULT '{}',
+                               ADD COLUMN names text[] NOT NULL DEFAULT '{}'
+            """,
+            """
+            UPDATE visits v SET entered = s.entered, zones = s.zones, names = s.names
+            FROM (SELECT visit, array_agg(entered ORDER BY entered, zone COLLATE "C") AS entered,
+                         array_agg(zone ORDER BY entered, zone COLLATE "C") AS zones,
+                         array_agg(zoneName ORDER BY entered, zone COLLATE "C") AS names
+                  FROM segments GROUP BY visit) s
+            WHERE v.id = s.visit
+            """,
+            "DROP TABLE segments",
+            #"ALTER TABLE visitors ALTER COLUMN pseudonym TYPE text COLLATE "C""#,
+        ]),
     ]
 
-    /// The schema's versions on PostgreSQL, oldest first: SQLite's and `v4-postgres-ingest`.
+    /// Held shared by every ingest and exclusively by `forget` and `prune` (a transaction's
+    /// advisory lock): what they erase cannot gain a visit or a segment from an ingest
+    /// running beside them, and writers do not wait on each other for it.
+    static let eraseLock: Int64 = 7_236_112
+
+    /// The schema's versions on PostgreSQL, oldest first: SQLite's, `v4-postgres-ingest` and
+    /// `v5-postgres-segments-in-visits`.
     public static let versions = migrations.map(\.0)
 
     /// Applies the versions the database lacks, oldest first, up to `last` (all when `nil`),
@@ -133,16 +159,17 @@ public actor PostgresHistory: HistoryKeeping {
     /// No exit yet: `unnest` takes no optionals, so the arrays carry this and the SQL turns it into NULL.
     private static let open = Int64.min
 
-    /// A batch in one statement (one round trip, one plan): the visitors, visits and segments
-    /// of `HistoryBatch` as arrays, each row looked up by its natural key (by index: `LATERAL`,
-    /// whatever the planner's statistics of a table growing under it) and inserted only if
-    /// it is new, so that a row the history already holds is not rewritten (an upsert's
-    /// `DO UPDATE` writes a new version of every row it touches: the visitor of every visit,
-    /// on every batch). A visitor's first visit moves only earlier and a visit's exit only
-    /// later. The visitors and visits held before are locked (`FOR KEY SHARE`, what a
-    /// foreign key's check did row by row) until the batch commits, so that `forget` and
-    /// `prune`, which lock before they erase, see everything added to them. The segments
-    /// name their visit by its place in the visits' arrays (`n`).
+    /// A batch in one statement (one round trip, one plan): the visitors and visits of
+    /// `HistoryBatch` as arrays, each visit's segments a slice (`lo`…`hi`, sorted by time,
+    /// then zone) of the segments' arrays; each row looked up by its natural key (by index:
+    /// `LATERAL … OFFSET 0`, whatever the planner's statistics of a table growing under it)
+    /// and inserted only if it is new, so that a row the history already holds is not
+    /// rewritten. A visitor's first visit moves only earlier; a visit held before gains the
+    /// segments it lacks and a later exit, and is rewritten only then. The visits held
+    /// before are locked (`FOR UPDATE`): a second writer adding to the same visit waits,
+    /// then reads the row as the first left it (READ COMMITTED), so neither's segments are
+    /// lost. A new visit's segments are sorted by the client: an `ORDER BY` inside an
+    /// aggregate is a sort per visit, which cost more than the inserts.
     ///
     /// It answers how many segments were new, how many of the batch's visits it found or
     /// made (fewer: another writer added one of its rows since this statement began; the
@@ -150,35 +177,45 @@ public actor PostgresHistory: HistoryKeeping {
     static let ingestStatement = """
         WITH vin AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS t(pseudonym, firstSeen)),
         known AS (SELECT p.id, p.pseudonym, p.firstSeen FROM vin
-                  CROSS JOIN LATERAL (SELECT id, pseudonym, firstSeen FROM visitors p WHERE p.pseudonym = vin.pseudonym FOR KEY SHARE) p),
-        lowered AS (UPDATE visitors p SET firstSeen = vin.firstSeen FROM known JOIN vin ON vin.pseudonym = known.pseudonym
+                  CROSS JOIN LATERAL (SELECT id, pseudonym, firstSeen FROM visitors p WHERE p.pseudonym = vin.pseudonym OFFSET 0) p),
+        lowered AS (UPDATE visitors p SET firstSeen = least(p.firstSeen, vin.firstSeen) FROM known JOIN vin ON vin.pseudonym = known.pseudonym
                     WHERE p.id = known.id AND vin.firstSeen < known.firstSeen RETURNING 1),
         added AS (INSERT INTO visitors (pseudonym, firstSeen)
                   SELECT pseudonym, firstSeen FROM vin WHERE NOT EXISTS (SELECT 1 FROM known WHERE known.pseudonym = vin.pseudonym)
                   ON CONFLICT (pseudonym) DO NOTHING RETURNING id, pseudonym),
         who AS (SELECT id, pseudonym FROM known UNION ALL SELECT id, pseudonym FROM added),
-        vis AS (SELECT t.n, t.store::int4 AS store, who.id AS visitor, t.since, nullif(t.ended, \(open)) AS ended
-                FROM unnest($3::text[], $4::int8[], $5::int8[], $6::int8[]) WITH ORDINALITY AS t(pseudonym, store, since, ended, n)
+        vis AS (SELECT t.n, t.store::int4 AS store, who.id AS visitor, t.since, nullif(t.ended, \(open)) AS ended,
+                       ($9::int8[])[t.lo:t.hi] AS e, ($10::text[])[t.lo:t.hi] AS z, ($11::text[])[t.lo:t.hi] AS nm
+                FROM unnest($3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[]) WITH ORDINALITY
+                     AS t(pseudonym, store, since, ended, lo, hi, n)
                 JOIN who ON who.pseudonym = t.pseudonym),
-        old AS (SELECT vis.n, v.id, v.ended FROM vis
-                CROSS JOIN LATERAL (SELECT id, ended FROM visits v WHERE v.store = vis.store AND v.since = vis.since AND v.visitor = vis.visitor
-                                    FOR KEY SHARE) v),
-        fresh AS (INSERT INTO visits (store, visitor, since, ended)
-                  SELECT store, visitor, since, ended FROM vis WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.n = vis.n) ORDER BY n
-                  ON CONFLICT (store, since, visitor) DO NOTHING RETURNING id, store, visitor, since),
-        ending AS (UPDATE visits v SET ended = vis.ended FROM old JOIN vis ON vis.n = old.n
-                   WHERE v.id = old.id AND vis.ended IS NOT NULL AND (v.ended IS NULL OR v.ended < vis.ended) RETURNING 1),
-        ids AS (SELECT n, id FROM old
-                UNION ALL SELECT vis.n, fresh.id FROM fresh
-                          JOIN vis ON vis.store = fresh.store AND vis.visitor = fresh.visitor AND vis.since = fresh.since),
-        segs AS (INSERT INTO segments (visit, entered, zone, zoneName)
-                 SELECT ids.id, s.entered, s.zone, s.name
-                 FROM unnest($7::int8[], $8::int8[], $9::text[], $10::text[]) AS s(n, entered, zone, name) JOIN ids ON ids.n = s.n
-                 ON CONFLICT DO NOTHING RETURNING 1)
-        SELECT (SELECT count(*) FROM segs), (SELECT count(*) FROM ids),
+        old AS (SELECT vis.n, v.id, v.ended, v.entered, v.zones, v.names FROM vis
+                CROSS JOIN LATERAL (SELECT id, ended, entered, zones, names FROM visits v
+                                    WHERE v.store = vis.store AND v.since = vis.since AND v.visitor = vis.visitor FOR UPDATE) v),
+        fresh AS (INSERT INTO visits (store, visitor, since, ended, entered, zones, names)
+                  SELECT store, visitor, since, ended, e, z, nm FROM vis WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.n = vis.n) ORDER BY n
+                  ON CONFLICT (store, since, visitor) DO NOTHING RETURNING cardinality(entered) AS segments),
+        grown AS (SELECT old.n, m.e, m.z, m.nm, m.total - cardinality(old.entered) AS added
+                  FROM old JOIN vis ON vis.n = old.n
+                  CROSS JOIN LATERAL (SELECT array_agg(e) AS e, array_agg(z) AS z, array_agg(nm) AS nm, count(*) AS total
+                                      FROM (SELECT DISTINCT ON (e, z) e, z, nm FROM (
+                                              SELECT a.e, a.z COLLATE "C" AS z, a.nm, 0 AS fresh
+                                              FROM unnest(old.entered, old.zones, old.names) AS a(e, z, nm)
+                                              UNION ALL
+                                              SELECT b.e, b.z COLLATE "C", b.nm, 1 FROM unnest(vis.e, vis.z, vis.nm) AS b(e, z, nm)) u
+                                            ORDER BY e, z, fresh) d) m
+                  WHERE EXISTS (SELECT 1 FROM unnest(vis.e, vis.z) AS b(e, z)
+                                WHERE NOT EXISTS (SELECT 1 FROM unnest(old.entered, old.zones) AS a(e, z) WHERE a.e = b.e AND a.z = b.z))),
+        changed AS (UPDATE visits v SET entered = coalesce(grown.e, old.entered), zones = coalesce(grown.z, old.zones),
+                                        names = coalesce(grown.nm, old.names), ended = greatest(old.ended, vis.ended)
+                    FROM old JOIN vis ON vis.n = old.n LEFT JOIN grown ON grown.n = old.n
+                    WHERE v.id = old.id AND (grown.n IS NOT NULL OR (vis.ended IS NOT NULL AND (old.ended IS NULL OR old.ended < vis.ended)))
+                    RETURNING 1)
+        SELECT coalesce((SELECT sum(segments) FROM fresh), 0)::int8 + coalesce((SELECT sum(added) FROM grown), 0)::int8,
+               (SELECT count(*) FROM fresh) + (SELECT count(*) FROM old),
                coalesce((SELECT array_agg(n ORDER BY n) FROM old WHERE ended IS NOT NULL), '{}'),
                coalesce((SELECT array_agg(ended ORDER BY n) FROM old WHERE ended IS NOT NULL), '{}'),
-               (SELECT count(*) FROM lowered) + (SELECT count(*) FROM ending)
+               (SELECT count(*) FROM lowered) + (SELECT count(*) FROM changed)
         """
 
     public func ingest(_ events: [HistoryEvent], pseudonyms: Pseudonymizer) async throws(HistoryStoreError) -> HistoryIngestCount {
@@ -188,28 +225,38 @@ public actor PostgresHistory: HistoryKeeping {
         var binds = PostgresBindings()
         binds.append(batch.visitors.map(\.pseudonym))
         binds.append(batch.visitors.map(\.firstSeen))
-        var place: [HistoryBatch.VisitKey: Int64] = [:]
+        var place: [HistoryBatch.VisitKey: Int] = [:]
         place.reserveCapacity(batch.visits.count)
+        for (n, visit) in batch.visits.enumerated() { place[visit.key] = n }
+        // Each visit's segments together, by time then zone (as bytes: SQLite's order, and
+        // the one the merge of a visit held before keeps).
+        var segmentsOf = [[(entered: Int64, zone: String, name: String)]](repeating: [], count: batch.visits.count)
+        for (key, zoneName) in batch.segments { segmentsOf[place[key.visit]!].append((key.entered, key.zone, zoneName)) }
         var pseudonymsOfVisits: [String] = [], stores: [Int64] = [], since: [Int64] = [], ends: [Int64] = []
+        var lo: [Int64] = [], hi: [Int64] = [], entered: [Int64] = [], zones: [String] = [], names: [String] = []
+        entered.reserveCapacity(batch.segments.count)
+        zones.reserveCapacity(batch.segments.count)
+        names.reserveCapacity(batch.segments.count)
         for (n, (key, ended)) in batch.visits.enumerated() {
-            place[key] = Int64(n + 1)
             pseudonymsOfVisits.append(key.pseudonym)
             stores.append(Int64(key.store))
             since.append(key.since)
             ends.append(ended ?? Self.open)
+            lo.append(Int64(entered.count + 1))
+            for segment in segmentsOf[n].sorted(by: { $0.entered != $1.entered ? $0.entered < $1.entered
+                                                          : $0.zone.utf8.lexicographicallyPrecedes($1.zone.utf8) }) {
+                entered.append(segment.entered)
+                zones.append(segment.zone)
+                names.append(segment.name)
+            }
+            hi.append(Int64(entered.count))
         }
         binds.append(pseudonymsOfVisits)
         binds.append(stores)
         binds.append(since)
         binds.append(ends)
-        var visits: [Int64] = [], entered: [Int64] = [], zones: [String] = [], names: [String] = []
-        for (key, zoneName) in batch.segments {
-            visits.append(place[key.visit]!)
-            entered.append(key.entered)
-            zones.append(key.zone)
-            names.append(zoneName)
-        }
-        binds.append(visits)
+        binds.append(lo)
+        binds.append(hi)
         binds.append(entered)
         binds.append(zones)
         binds.append(names)
@@ -218,6 +265,7 @@ public actor PostgresHistory: HistoryKeeping {
         let expected = batch.visits.count
         // A big batch (what waited through an outage) is given time in proportion.
         let (added, ns, ended) = try await transaction("writing", timeout: 60 + Double(events.count) / 2_000) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock_shared(\(Self.eraseLock))", logger: logger)
             for try await row in try await connection.query(query, logger: logger).decode((Int64, Int64, [Int64], [Int64], Int64).self) {
                 guard row.1 == Int64(expected) else {
                     throw Unanswered(description: "another writer added \(Int64(expected) - row.1) of the batch's visits or visitors meanwhile; "
@@ -232,23 +280,21 @@ public actor PostgresHistory: HistoryKeeping {
         return batch.count(endedBefore: endedBefore, segmentsAdded: added)
     }
 
-    /// The visitor is locked first, then its visits erased, then their segments, then the
-    /// visitor (no foreign keys cascade since `v4-postgres-ingest`), each statement seeing
-    /// what an ingest that held these rows committed meanwhile: nothing of the beacon is
-    /// left behind.
+    /// Under the erase lock (no ingest beside it), the visitor's visits (their segments
+    /// with them) and then the visitor: nothing of the beacon is left behind.
     public func forget(_ beacon: BeaconRef, pseudonyms: Pseudonymizer) async throws(HistoryStoreError) -> Int {
         let pseudonym = pseudonyms.pseudonym(of: beacon)
         return try await transaction("writing") { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.eraseLock))", logger: self.logger)
             var visitors: [Int64] = []
-            for try await id in try await connection.query("SELECT id FROM visitors WHERE pseudonym = \(pseudonym) FOR UPDATE",
+            for try await id in try await connection.query("SELECT id FROM visitors WHERE pseudonym = \(pseudonym)",
                                                            logger: self.logger).decode(Int64.self) { visitors.append(id) }
             guard !visitors.isEmpty else { return 0 }
-            var visits: [Int64] = []
-            for try await id in try await connection.query("DELETE FROM visits WHERE visitor = ANY(\(visitors)) RETURNING id",
-                                                           logger: self.logger).decode(Int64.self) { visits.append(id) }
-            try await connection.query("DELETE FROM segments WHERE visit = ANY(\(visits))", logger: self.logger)
+            let erased = try await Self.single(try await connection.query("""
+                WITH gone AS (DELETE FROM visits WHERE visitor = ANY(\(visitors)) RETURNING 1) SELECT count(*) FROM gone
+                """, logger: self.logger))
             try await connection.query("DELETE FROM visitors WHERE id = ANY(\(visitors))", logger: self.logger)
-            return visits.count
+            return erased
         }
     }
 
@@ -257,6 +303,7 @@ public actor PostgresHistory: HistoryKeeping {
         let day: Int64 = 86_400_000
         let cutoffMS = HistorySchema.milliseconds(cutoff)
         return try await transaction("writing") { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.eraseLock))", logger: self.logger)
             // Each whole local day that has visits to erase gets its figures first.
             var days: [(Int64, Int64)] = []
             for try await row in try await connection.query("""
@@ -274,24 +321,12 @@ public actor PostgresHistory: HistoryKeeping {
                             \(figures.visitMedian), \(figures.visitP90), \(figures.queueMedian)) ON CONFLICT DO NOTHING
                     """, logger: self.logger)
             }
-            // The visits first, then (a statement later, seeing what an ingest holding them
-            // committed) their segments.
-            try await connection.query("CREATE TEMPORARY TABLE pruned (id bigint) ON COMMIT DROP", logger: self.logger)
+            // The visits (their segments with them), then the visitors left without visits.
             let erased = try await Self.single(try await connection.query("""
-                WITH gone AS (DELETE FROM visits WHERE since < \(cutoffMS) RETURNING id),
-                kept AS (INSERT INTO pruned SELECT id FROM gone RETURNING 1)
-                SELECT count(*) FROM kept
+                WITH gone AS (DELETE FROM visits WHERE since < \(cutoffMS) RETURNING 1) SELECT count(*) FROM gone
                 """, logger: self.logger))
-            try await connection.query("DELETE FROM segments WHERE visit IN (SELECT id FROM pruned)", logger: self.logger)
-            // Visitors left without visits: locked first (an ingest adding a visit to one
-            // holds it until it commits), then erased if they still have none.
-            var alone: [Int64] = []
-            for try await id in try await connection.query("""
-                SELECT id FROM visitors p WHERE NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = p.id) FOR UPDATE
-                """, logger: self.logger).decode(Int64.self) { alone.append(id) }
-            try await connection.query("""
-                DELETE FROM visitors p WHERE id = ANY(\(alone)) AND NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = p.id)
-                """, logger: self.logger)
+            try await connection.query("DELETE FROM visitors p WHERE NOT EXISTS (SELECT 1 FROM visits WHERE visits.visitor = p.id)",
+                                       logger: self.logger)
             // A visitor's first visit is what makes a later one "returning": the erased ones no longer count.
             try await connection.query("""
                 UPDATE visitors SET firstSeen = (SELECT min(since) FROM visits WHERE visits.visitor = visitors.id)
@@ -307,11 +342,9 @@ public actor PostgresHistory: HistoryKeeping {
         try await use("reading") { connection in try await self.visits(connection, store: store, from: from, to: to) }
     }
 
-    /// One row per visit, its segments as arrays, each visit's visitor and segments read by
-    /// their keys (`LATERAL`): joined plainly, PostgreSQL hashed the whole `segments` table
-    /// for a week's 3,500 visits (a year of one busy store: 547,500 segments read for
-    /// 10,500, `EXPLAIN ANALYZE` 403 ms against 80 ms), and a row per segment sent each
-    /// visit's columns three times over.
+    /// One row per visit with its segments (arrays in its row since `v5-postgres-segments-in-visits`),
+    /// each visit's visitor read by its key (`LATERAL … OFFSET 0`: joined plainly, PostgreSQL
+    /// hashed the whole `visitors` table for a page's visits).
     private func visits(_ connection: PostgresConnection, store: UInt16?, from: Instant, to: Instant) async throws -> [Visit] {
         var binds = PostgresBindings()
         binds.append(HistorySchema.milliseconds(from) - HistorySchema.longestVisit)
@@ -319,13 +352,9 @@ public actor PostgresHistory: HistoryKeeping {
         binds.append(HistorySchema.milliseconds(from))
         if let store { binds.append(Int64(store)) }
         let rows = try await connection.query(PostgresQuery(unsafeSQL: """
-            SELECT v.store::int8, p.pseudonym, v.since, v.ended, p.firstSeen < v.since, s.entered, s.zones, s.names
+            SELECT v.store::int8, p.pseudonym, v.since, v.ended, p.firstSeen < v.since, v.entered, v.zones, v.names
             FROM visits v
             CROSS JOIN LATERAL (SELECT pseudonym, firstSeen FROM visitors p WHERE p.id = v.visitor OFFSET 0) p
-            CROSS JOIN LATERAL (SELECT coalesce(array_agg(entered ORDER BY entered, zone), '{}') AS entered,
-                                       coalesce(array_agg(zone ORDER BY entered, zone), '{}') AS zones,
-                                       coalesce(array_agg(zoneName ORDER BY entered, zone), '{}') AS names
-                                FROM segments s WHERE s.visit = v.id) s
             WHERE \(store == nil ? "" : "v.store = $4 AND ")v.since >= $1 AND v.since < $2 AND (v.ended IS NULL OR v.ended > $3)
             ORDER BY v.since, v.id
             """, binds: binds), logger: logger)
@@ -377,7 +406,8 @@ public actor PostgresHistory: HistoryKeeping {
     public func counts() async throws(HistoryStoreError) -> HistoryCounts {
         try await use("reading") { connection in
             for try await (visits, segments, visitors) in try await connection.query("""
-                SELECT (SELECT count(*) FROM visits), (SELECT count(*) FROM segments), (SELECT count(*) FROM visitors)
+                SELECT (SELECT count(*) FROM visits), (SELECT coalesce(sum(cardinality(entered)), 0)::int8 FROM visits),
+                       (SELECT count(*) FROM visitors)
                 """, logger: self.logger).decode((Int64, Int64, Int64).self) {
                 return HistoryCounts(visits: Int(visits), segments: Int(segments), visitors: Int(visitors))
             }

@@ -70,7 +70,7 @@ enum AnalyticsPage {
             main += "</div>"
             if stores.isEmpty { main += "<p class=\"empty\">No visits in this \(range).</p>" }
         }
-        return Assets.shell(title: "Analytics", page: "analytics", events: nil, nav: nav, main: main + style, json: nil)
+        return Assets.shell(title: "Analytics", page: "analytics", events: nil, nav: nav, main: main, json: nil)
     }
 
     static func summary(_ f: HistoryFigures) -> String {
@@ -118,13 +118,15 @@ enum AnalyticsPage {
             """
     }
 
-    /// A bar chart as inline SVG: one bar per value, a label under every `every`-th.
+    /// A bar chart as inline SVG: one bar per value, a label under every `every`-th. It
+    /// scales as a whole with the page's width (the default `preserveAspectRatio`): its
+    /// labels keep their shape. Its style is app.css's: the page's CSP allows no `<style>`.
     static func bars(_ values: [(label: String, value: Int)], label: String, kind: String, every: Int = 1) -> String {
         let width = 600.0, height = 160.0, bottom = 18.0, top = 14.0
         let most = max(1, values.map(\.value).max() ?? 0)
         let step = width / Double(max(1, values.count))
         var out = "<svg class=\"chart \(kind)\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" "
-            + "aria-label=\"\(Assets.escape(label))\" preserveAspectRatio=\"none\">"
+            + "aria-label=\"\(Assets.escape(label))\">"
         out += "<line class=\"axis\" x1=\"0\" y1=\"\(height - bottom)\" x2=\"\(width)\" y2=\"\(height - bottom)\"/>"
         out += "<text class=\"scale\" x=\"2\" y=\"10\">\(most)</text>"
         for (i, item) in values.enumerated() {
@@ -150,20 +152,4 @@ enum AnalyticsPage {
         let r = (value * 10).rounded() / 10
         return r == r.rounded() ? String(Int(r)) : String(r)
     }
-
-    static let style = """
-        <style>
-        .pickers { display:flex; gap:1rem; align-items:center; flex-wrap:wrap; margin:.5rem 0 1rem; }
-        .stores { display:grid; gap:1rem; grid-template-columns:repeat(auto-fit, minmax(26rem, 1fr)); }
-        .store, .chain { background:var(--card); border-radius:1rem; padding:1rem; box-shadow:0 1px 3px #0002; }
-        .chain { margin-bottom:1rem; }
-        .figures { display:grid; grid-template-columns:repeat(3, 1fr); gap:.5rem 1rem; margin:0 0 .5rem; }
-        .figures dt { color:var(--muted); font-size:.85rem; } .figures dd { margin:0; font-size:1.4rem; font-weight:600; }
-        .figures small { font-size:.8rem; color:var(--muted); font-weight:400; }
-        h3 { font-size:.95rem; color:var(--muted); margin:.8rem 0 .2rem; }
-        .chart { width:100%; height:10rem; display:block; }
-        .chart rect { fill:var(--accent); } .chart.occupancy rect { fill:var(--warn); }
-        .chart text { font-size:10px; fill:var(--muted); } .chart .axis { stroke:#ccc; }
-        </style>
-        """
 }

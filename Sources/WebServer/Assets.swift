@@ -187,6 +187,21 @@ enum Assets {
     .error { color:var(--bad); font-weight:600; }
     .stale { background:var(--bad); color:#fff; padding:.5rem .8rem; border-radius:.5rem; font-weight:600; }
     .index { font-size:1.2rem; line-height:2; }
+    /* The analytics page: the chain's stores side by side (two columns from about 900 px,
+       so at 1280 px; one on a phone), each chart scaled as a whole (its text keeps its shape). */
+    .pickers { display:flex; gap:1rem; align-items:center; flex-wrap:wrap; margin:.5rem 0 1rem; }
+    .stores { display:grid; gap:1rem; grid-template-columns:repeat(auto-fit, minmax(min(26rem, 100%), 1fr)); }
+    .store, .chain { background:var(--card); border-radius:1rem; padding:1rem; box-shadow:0 1px 3px #0002; min-width:0; }
+    .store h2, .chain h2 { margin-top:0; }
+    .chain { margin-bottom:1rem; }
+    .figures { display:grid; grid-template-columns:repeat(3, 1fr); gap:.5rem 1rem; margin:0 0 .5rem; }
+    .figures dt { color:var(--muted); font-size:.85rem; } .figures dd { margin:0; font-size:1.4rem; font-weight:600; }
+    .figures small { font-size:.8rem; color:var(--muted); font-weight:400; }
+    .store h3 { font-size:.95rem; color:var(--muted); margin:.8rem 0 .2rem; }
+    .chart { width:100%; height:auto; display:block; overflow:visible; }
+    .chart rect { fill:var(--accent); } .chart.occupancy rect { fill:var(--warn); }
+    .chart text { font-size:10px; fill:var(--muted); } .chart .axis { stroke:#ccc; }
+    table.zones { border-collapse:collapse; width:100%; } table.zones th, table.zones td { text-align:left; padding:.2rem .4rem; }
     """#
 
     // MARK: - Script

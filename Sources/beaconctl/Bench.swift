@@ -51,6 +51,8 @@ struct Bench: AsyncParsableCommand {
              Reports the centre's message rate and CPU per message as a C subscriber of everything sees them,
              the brain's CPU per 1,000 sightings beside that subscriber's, sighting-to-zone latency beside the
              bridge's own latency, and resident memory, with the load average (docs/PERFORMANCE.md, section 6).
+             --fleet-centre nats puts a 3-node NATS JetStream cluster at the centre instead (the stores' bridges
+             list its nodes, the brain takes the several-host URL); mosquitto,nats measures both on the same replay.
 
         mqtt-baseline, beacon-gateway and beacon-brain are taken from beside this executable (the same build).
         Use a release build: swift build -c release && .build/release/beaconctl bench
@@ -59,6 +61,7 @@ struct Bench: AsyncParsableCommand {
           beaconctl bench             # the figures in docs/PERFORMANCE.md
           beaconctl bench --quick     # a few seconds: proves every phase still runs
           beaconctl bench --only fleet  # 10, 50, 100 stores bridged: 6 minutes
+          beaconctl bench --only fleet --fleet-stores 100 --fleet-centre mosquitto,nats  # one Mosquitto beside the cluster
         """)
 
     @Option(name: .long, help: "Advertisements in the full-speed replay (and messages in the C baseline).")
@@ -105,6 +108,18 @@ struct Bench: AsyncParsableCommand {
     var fleetDuration = 60.0
 
     @Option(name: .long, help: ArgumentHelp(
+        "The fleet phase's centre: mosquitto (one central Mosquitto), nats (a 3-node NATS JetStream cluster speaking "
+            + "MQTT, its node files written by the code `beaconctl provision` uses), or mosquitto,nats: both, one after "
+            + "the other for each size, on the same replay.", valueName: "LIST"))
+    var fleetCentre = "mosquitto"
+
+    @Flag(name: .long, help: ArgumentHelp(
+        "Replay each store straight into the centre (one connection per store, spread over the nodes) instead of "
+            + "through a Mosquitto per store and its bridge: for sizes whose store brokers do not fit the machine. "
+            + "Leaves out the store brokers and the bridges' sessions at the centre."))
+    var fleetDirect = false
+
+    @Option(name: .long, help: ArgumentHelp(
         "Run the bench's broker with this Mosquitto configuration's settings (queue and size limits, client ids), e.g. "
             + "deploy/mosquitto/mosquitto.conf as a store's broker ships; its listener, persistence, logging and "
             + "security lines give way to the bench's own (loopback, anonymous, in memory). Without it: no queue limit "
@@ -131,6 +146,7 @@ struct Bench: AsyncParsableCommand {
         guard (1...8).contains(fleetGateways) else { throw ValidationError("--fleet-gateways must be 1…8") }
         guard (1...1_000).contains(fleetCustomers) else { throw ValidationError("--fleet-customers must be 1…1000") }
         guard fleetDuration >= 5, fleetDuration <= 3_600 else { throw ValidationError("--fleet-duration must be 5…3600 s") }
+        guard (try? fleetCentres()) != nil else { throw ValidationError("--fleet-centre: mosquitto, nats or mosquitto,nats") }
         guard joins >= 1, joinBurst >= 1, sightings >= 1, rounds >= 1, floodJoins >= 1 else { throw ValidationError("counts must be positive") }
         if let only {
             for phase in only.split(separator: ",") where !["broker", "gateway", "memory", "brain", "flood", "fleet"].contains(phase) {
@@ -144,6 +160,15 @@ struct Bench: AsyncParsableCommand {
             guard let n = Int(item), (1...1_000).contains(n) else { throw ValidationError("--fleet-stores") }
             return n
         }
+    }
+
+    func fleetCentres() throws -> [CentreConfig.Kind] {
+        let kinds = try fleetCentre.split(separator: ",").map { item in
+            guard let kind = CentreConfig.Kind(rawValue: String(item)) else { throw ValidationError("--fleet-centre") }
+            return kind
+        }
+        guard !kinds.isEmpty, Set(kinds).count == kinds.count else { throw ValidationError("--fleet-centre") }
+        return kinds
     }
 
     func trackedCounts() throws -> [Int] {

@@ -34,6 +34,115 @@ final class CentreLog: Sendable {
     var all: [Record] { records.withLock { $0 } }
 }
 
+/// The fleet's central broker for one run: one Mosquitto with the bench's settings, or a
+/// NATS cluster of three `nats-server`s on loopback, each node's file the text
+/// `beaconctl provision` writes (`NATSNodeConfig`) for the fleet config's `centre`: JetStream,
+/// routes to every node, the MQTT listener; anonymous and without TLS, as the Mosquitto beside it.
+final class BenchCentre: Sendable {
+    struct Node: Sendable {
+        let name: String
+        let process: RunningProgram
+        let mqttPort: UInt16
+    }
+
+    let kind: CentreConfig.Kind
+    let nodes: [Node]
+    /// nats-server's version (`nats-server --version`), empty for Mosquitto.
+    let version: String
+
+    private init(kind: CentreConfig.Kind, nodes: [Node], version: String = "") {
+        self.kind = kind
+        self.nodes = nodes
+        self.version = version
+    }
+
+    /// Every node, as a several-host broker URL.
+    var url: String { "mqtt://" + nodes.map { "127.0.0.1:\($0.mqttPort)" }.joined(separator: ",") }
+
+    /// Each node's CPU seconds so far (user + system).
+    var cpuSeconds: [Double] { nodes.map { $0.process.cpuSeconds ?? 0 } }
+
+    func kill() {
+        for node in nodes {
+            node.process.signal(SIGKILL)
+            _ = node.process.poll()
+        }
+    }
+
+    static func mosquitto(in directory: String) async throws -> BenchCentre {
+        let broker = try await BenchBroker.start(in: directory)
+        return BenchCentre(kind: .mosquitto, nodes: [Node(name: "mosquitto", process: broker.process, mqttPort: broker.port)])
+    }
+
+    /// Three nodes' free ports, as the fleet config's `centre` and its several-host URL.
+    static func natsLayout(storeDir: String, count: Int = 3) throws -> (centre: JSONValue, url: String) {
+        var nodes: [JSONValue] = []
+        var endpoints: [String] = []
+        for i in 0..<count {
+            let (mqtt, cluster, client) = (try Loopback.freePort(), try Loopback.freePort(), try Loopback.freePort())
+            nodes.append(.object(["name": .string("n\(i + 1)"), "host": .string("127.0.0.1"), "bind": .string("127.0.0.1"),
+                                  "mqttPort": .number(Double(mqtt)), "clusterPort": .number(Double(cluster)),
+                                  "clientPort": .number(Double(client))]))
+            endpoints.append("127.0.0.1:\(mqtt)")
+        }
+        let centre: JSONValue = .object(["kind": .string("nats"), "cluster": .string("bench"), "storeDir": .string(storeDir),
+                                         "nodes": .array(nodes)])
+        return (centre, "mqtt://" + endpoints.joined(separator: ","))
+    }
+
+    /// Starts every node of `centre` and waits until each takes an MQTT client's QoS 1
+    /// publish (a node refuses MQTT clients until the JetStream cluster has formed).
+    static func nats(_ centre: CentreConfig, in directory: String) async throws -> BenchCentre {
+        guard let program = Programs.find("nats-server") else {
+            throw CommandFailure("--fleet-centre nats: nats-server is not installed (apt install nats-server)", status: .failure)
+        }
+        guard let publisher = Programs.find("mosquitto_pub") else {
+            throw CommandFailure("--fleet-centre nats: mosquitto_pub is not installed (apt install mosquitto-clients)",
+                                 status: .failure)
+        }
+        var version = ""
+        if let probe = try? RunningProgram(program, ["--version"], name: "nats-version-\(centre.nodes.first?.mqttPort ?? 0)",
+                                           in: directory) {
+            _ = await probe.wait(timeout: 10)
+            version = probe.output.split(whereSeparator: { $0 == " " || $0 == "\n" }).last.map(String.init) ?? ""
+        }
+        var nodes: [Node] = []
+        do {
+            for node in centre.nodes {
+                let path = directory + "/\(node.name)-\(node.mqttPort).conf"
+                try FileSystem.write(path, Array(NATSNodeConfig(centre: centre, node: node, users: [], tls: nil).text.utf8))
+                let process = try RunningProgram(program, ["-c", path], name: "nats-\(node.name)-\(node.mqttPort)", in: directory)
+                nodes.append(Node(name: node.name, process: process, mqttPort: node.mqttPort))
+            }
+            for node in nodes {
+                let deadline = WallClock.monotonic() + 60
+                var ready = false
+                while !ready {
+                    guard node.process.poll() == nil else {
+                        throw CommandFailure("nats-server \(node.name) ended\n\(String(node.process.errors.suffix(2000)))",
+                                             status: .failure)
+                    }
+                    guard WallClock.monotonic() < deadline else {
+                        throw CommandFailure("nats-server \(node.name) took no MQTT client in 60 s\n"
+                                             + String(node.process.errors.suffix(2000)), status: .failure)
+                    }
+                    let pub = try RunningProgram(publisher, ["-h", "127.0.0.1", "-p", String(node.mqttPort), "-q", "1",
+                                                             "-t", "probe/\(node.name)", "-n"],
+                                                 name: "nats-probe-\(node.name)-\(node.mqttPort)", in: directory)
+                    let status = await pub.wait(timeout: 10)
+                    if status == nil { await pub.stop(grace: 1) }
+                    ready = status == 0
+                    if !ready { try await Task.sleep(nanoseconds: 200_000_000) }
+                }
+            }
+        } catch {
+            BenchCentre(kind: .nats, nodes: nodes).kill()
+            throw error
+        }
+        return BenchCentre(kind: .nats, nodes: nodes, version: version)
+    }
+}
+
 extension BenchRun {
     /// For each of `--fleet-stores` (10, 50, 100): a central Mosquitto, a Mosquitto per store
     /// with the bridge `beaconctl bridge` generates, `beacon-brain` at the centre, and the
@@ -61,7 +170,9 @@ extension BenchRun {
                             + "engines in \(decimal(WallClock.monotonic() - began, places: 1)) s (before the measurement)")
         var rows: [JSONValue] = []
         for size in sizes {
-            rows.append(try await fleetRun(stores: size, replay: replay, brainPath: brainPath))
+            for centre in try settings.fleetCentres() {
+                rows.append(try await fleetRun(stores: size, centre: centre, replay: replay, brainPath: brainPath))
+            }
         }
         report.values["fleet"] = .array(rows)
     }
@@ -70,22 +181,39 @@ extension BenchRun {
         ((try? FileSystem.readText("/proc/loadavg")) ?? "").split(separator: " ").prefix(3).joined(separator: " ")
     }
 
-    /// One fleet of `stores` stores, from brokers up to the figures.
-    mutating func fleetRun(stores: Int, replay: FleetReplay, brainPath: String) async throws -> JSONValue {
+    /// One fleet of `stores` stores at a `centre` of that kind, from brokers up to the figures.
+    mutating func fleetRun(stores: Int, centre kind: CentreConfig.Kind, replay: FleetReplay,
+                           brainPath: String) async throws -> JSONValue {
         let loadBefore = loadAverage()
-        let central = try await BenchBroker.start(in: directory)
+        let majors = Array(replay.majors.prefix(stores))
+        var ports: [UInt16] = []
+        for _ in majors { ports.append(try Loopback.freePort()) }
+
+        // The centre, and the fleet config naming it: the stores' bridges and the brain read it.
+        let central: BenchCentre
+        let configText: String
+        switch kind {
+        case .mosquitto:
+            central = try await BenchCentre.mosquitto(in: directory)
+            configText = FleetReplay.fleetConfig(central: central.url, majors: majors, ports: ports,
+                                                 gateways: settings.fleetGateways)
+        case .nats:
+            let layout = try BenchCentre.natsLayout(storeDir: directory + "/\(unique("jetstream"))")
+            configText = FleetReplay.fleetConfig(central: layout.url, centre: layout.centre, majors: majors, ports: ports,
+                                                 gateways: settings.fleetGateways)
+            let parsed = try FleetConfig.parse(configText)
+            central = try await BenchCentre.nats(parsed.centre, in: directory)
+        }
         var storeBrokers: [BenchBroker] = []
         var clients: [MQTTClient] = []
         var processes: [RunningProgram] = []
-        let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: central.port),
-                                                      clientID: unique("fleet-watch")))
         defer {
             for process in processes { process.signal(SIGKILL); _ = process.poll() }
             for store in storeBrokers { store.process.signal(SIGKILL); _ = store.process.poll() }
-            central.process.signal(SIGKILL)
-            _ = central.process.poll()
+            central.kill()
         }
-        let majors = Array(replay.majors.prefix(stores))
+        let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: central.nodes[0].mqttPort),
+                                                      clientID: unique("fleet-watch")))
 
         // The centre's view: the bridges' notifications, gateway presence, the brain's presence
         // and its decisions (with the capture time each was made at).
@@ -104,17 +232,31 @@ extension BenchRun {
             Task { await watcher.stop(timeout: 1) }
         }
 
-        // A broker per store, with its generated bridge.
-        var ports: [UInt16] = []
-        for _ in majors { ports.append(try Loopback.freePort()) }
-        let configText = FleetReplay.fleetConfig(central: central.url, majors: majors, ports: ports,
-                                                 gateways: settings.fleetGateways)
+        // A broker per store, with its generated bridge (for a NATS centre: every node, the first first).
         let config = try FleetConfig.parse(configText)
         let configPath = directory + "/\(unique("fleet")).json"
         try FileSystem.write(configPath, Array(configText.utf8))
-        for major in majors {
-            let bridge = try BridgePlan(config: config, store: major).mosquittoConfiguration(password: nil)
-            storeBrokers.append(try await BenchBroker.start(in: directory, extra: bridge))
+        // --fleet-direct: no store broker; each store's connection goes straight to the centre
+        // (to the nodes in turn) and says `1` on its bridge topic, as its bridge would.
+        let direct = settings.fleetDirect
+        if direct {
+            for (index, major) in majors.enumerated() {
+                let node = central.nodes[index % central.nodes.count]
+                let client = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: node.mqttPort),
+                                                             clientID: "replay-\(major)"))
+                try client.start()
+                clients.append(client)
+            }
+            try await waitFor("the replay's connections", timeout: 60 + Double(stores) / 10) { clients.allSatisfy(\.isConnected) }
+            for (client, major) in zip(clients, majors) {
+                try client.publish(MQTTMessage(topic: topics.bridgeStatus(ofStore: major), payload: Array("1".utf8), qos: 1,
+                                               retain: true))
+            }
+        } else {
+            for major in majors {
+                let bridge = try BridgePlan(config: config, store: major).mosquittoConfiguration(password: nil)
+                storeBrokers.append(try await BenchBroker.start(in: directory, extra: bridge))
+            }
         }
         try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores)) {
             Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
@@ -128,8 +270,13 @@ extension BenchRun {
             if brain.poll() != nil { throw CommandFailure("beacon-brain ended\n\(brain.errors)", status: .failure) }
             return brain.errors.contains("settled from retained state")
         }
-        let everything = try RunningProgram(baseline, ["sub", "--port", String(central.port), "--filter", "#",
-                                                     "--count", "1000000000", "--idle", "5"],
+        // Every topic the product publishes, by its first level rather than `#`: nats-server
+        // 2.9 gives a `#` subscriber its JetStream internals too ($MQTT/sess/…, $JS/API/…, the
+        // retained messages' own stream), which MQTT keeps from `#` (a `$` topic) and Mosquitto
+        // does; the same filters at both centres count the same messages.
+        let filters = ["beacons", "gateways", "stores", "observers", "brain", "fleet"].flatMap { ["--filter", $0 + "/#"] }
+        let everything = try RunningProgram(baseline, ["sub", "--port", String(central.nodes[0].mqttPort)] + filters
+                                                + ["--count", "1000000000", "--idle", "5"],
                                           name: unique("fleet-sub"), in: directory)
         processes.append(everything)
         guard await everything.waitForOutput(timeout: 20, { $0.contains("ready") }) else {
@@ -137,7 +284,7 @@ extension BenchRun {
         }
 
         // One connection per store, as its gateways' connections to its broker.
-        for (major, port) in zip(majors, storeBrokers.map(\.port)) {
+        for (major, port) in zip(majors, storeBrokers.map(\.port)) where !direct {
             let client = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port),
                                                          clientID: "replay-\(major)"))
             try client.start()
@@ -147,7 +294,7 @@ extension BenchRun {
         try await waitFor("the replay's connections", timeout: 30) { clients.allSatisfy(\.isConnected) }
 
         // The replay, at real speed.
-        let cpuBefore = (brain: brain.cpuSeconds ?? 0, sub: everything.cpuSeconds ?? 0, central: central.process.cpuSeconds ?? 0)
+        let cpuBefore = (brain: brain.cpuSeconds ?? 0, sub: everything.cpuSeconds ?? 0, central: central.cpuSeconds)
         var firstMessage: [String: Double] = [:]
         var gatewayPublished: [String: [Double]] = [:]
         var sightings = 0
@@ -195,9 +342,11 @@ extension BenchRun {
         }
         let brainCPU = (brain.cpuSeconds ?? 0) - cpuBefore.brain
         let subCPU = (everything.cpuSeconds ?? 0) - cpuBefore.sub
-        let centralCPU = (central.process.cpuSeconds ?? 0) - cpuBefore.central
+        let nodeCPU = zip(central.cpuSeconds, cpuBefore.central).map { $0 - $1 }
+        let centralCPU = nodeCPU.reduce(0, +)
         let brainMemory = brain.memory
-        let centralMemory = central.process.memory
+        let nodeMemory = central.nodes.map { $0.process.memory?.resident ?? 0 }
+        let centralMemory = nodeMemory.reduce(0, +)
         let storeMemory = storeBrokers.compactMap { $0.process.memory?.resident }
         guard await everything.wait(timeout: 60) == 0, let counted = everything.lastJSON else {
             throw CommandFailure("the C subscriber at the centre failed\n\(everything.errors)", status: .failure)
@@ -252,21 +401,27 @@ extension BenchRun {
         let lagSummary = LatencySummary(lag)
         let storeMean = storeMemory.isEmpty ? 0 : storeMemory.reduce(0, +) / storeMemory.count
 
+        let centreName = kind == .nats ? "NATS cluster (\(central.nodes.count) nodes, nats-server \(central.version))" : "Mosquitto"
+        let perNode = zip(central.nodes, zip(nodeCPU, nodeMemory)).map { node, figures in
+            "\(node.name) \(milliseconds(received > 0 ? figures.0 / received * 1000 : 0)) ms, \(megabytes(figures.1))"
+        }
         report.lines.append("""
         fleet of \(stores) stores × \(settings.fleetGateways) gateways × \(settings.fleetCustomers) customers, \
-        \(decimal(settings.fleetDuration, places: 0)) s (load average \(loadBefore) before, \(loadAfter) after):
-          replayed \(grouped(Double(published))) messages (\(grouped(Double(sightings))) sightings) into \(stores) store brokers; \
+        \(decimal(settings.fleetDuration, places: 0)) s, centre: \(centreName) (load average \(loadBefore) before, \(loadAfter) after):
+          replayed \(grouped(Double(published))) messages (\(grouped(Double(sightings))) sightings) \
+        \(direct ? "straight into the centre, one connection per store" : "into \(stores) store brokers"); \
         replay behind schedule: median \(milliseconds(lagSummary.median)) ms, p99 \(milliseconds(lagSummary.p99)) ms
           centre: \(grouped(centralRate)) msg/s to a C subscriber of everything (\(grouped(received)) messages); \
-        central mosquitto CPU \(milliseconds(received > 0 ? centralCPU / received * 1000 : 0)) ms per 1,000 messages
+        centre's CPU \(milliseconds(received > 0 ? centralCPU / received * 1000 : 0)) ms per 1,000 messages\
+        \(kind == .nats ? " (per node: " + perNode.joined(separator: "; ") + ")" : "")
           brain CPU: \(milliseconds(brainPerThousand)) ms per 1,000 sightings; the C subscriber: \
         \(milliseconds(subPerThousand)) ms per 1,000 messages = \(decimal(brainPerThousand / max(subPerThousand, 1e-9), places: 1)) ×
           sighting to zone (customer's first gateway message → brain's zone at the centre): \(enter.text)
           decision (its capture time on the replay's clock → at the centre): \(decision.text); of which exits: \(exit.text)
-          bridge's own (gateway presence, store broker → centre): \(bridge.text); \
+          \(direct ? "centre's own (gateway presence, replay → centre → subscriber)" : "bridge's own (gateway presence, store broker → centre)"): \(bridge.text); \
         zone p50 \(decimal(enter.median / bridge.median, places: 1)) ×, p99 \(decimal(enter.p99 / bridge.p99, places: 1)) ×
           memory: beacon-brain \(brainMemory.map { megabytes($0.resident) } ?? "-") (peak \(brainMemory.map { megabytes($0.peak) } ?? "-")), \
-        central mosquitto \(centralMemory.map { megabytes($0.resident) } ?? "-"), store mosquitto \(megabytes(storeMean)) each
+        centre \(megabytes(centralMemory))\(direct ? "" : ", store mosquitto \(megabytes(storeMean)) each")
         """)
         return .object([
             "stores": .number(Double(stores)), "gateways": .number(Double(stores * settings.fleetGateways)),
@@ -275,13 +430,19 @@ extension BenchRun {
             "published": .number(Double(published)), "sightings": .number(Double(sightings)),
             "replayLag": lagSummary.json,
             "centralReceived": .number(received), "centralMessagesPerSecond": .number(centralRate.rounded()),
-            "centralMosquittoCpuMsPer1000Messages": .number(rounded(received > 0 ? centralCPU / received * 1e6 : 0, 3)),
+            "centre": .string(kind.rawValue), "direct": .bool(direct),
+            "centreCpuMsPer1000Messages": .number(rounded(received > 0 ? centralCPU / received * 1e6 : 0, 3)),
+            "centreNodes": .array(zip(central.nodes, zip(nodeCPU, nodeMemory)).map { node, figures in
+                .object(["name": .string(node.name),
+                         "cpuMsPer1000Messages": .number(rounded(received > 0 ? figures.0 / received * 1e6 : 0, 3)),
+                         "residentBytes": .number(Double(figures.1))])
+            }),
             "brainCpuMsPer1000Sightings": .number(rounded(brainPerThousand * 1000, 3)),
             "subscriberCpuMsPer1000Messages": .number(rounded(subPerThousand * 1000, 3)),
             "sightingToZone": enter.json, "decision": decision.json, "exitDecision": exit.json, "bridgeLatency": bridge.json,
             "brainResidentBytes": .number(Double(brainMemory?.resident ?? 0)),
             "brainPeakResidentBytes": .number(Double(brainMemory?.peak ?? 0)),
-            "centralResidentBytes": .number(Double(centralMemory?.resident ?? 0)),
+            "centralResidentBytes": .number(Double(centralMemory)),
             "storeBrokerResidentBytes": .number(Double(storeMean)),
         ])
     }

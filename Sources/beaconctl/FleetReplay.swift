@@ -59,8 +59,10 @@ struct FleetReplay {
     }
 
     /// The fleet config of `majors` stores, each with a broker of its own (`ports`, same
-    /// order) bridged to `central`, and `gateways` gateways named as `gateways(of:count:)`.
-    static func fleetConfig(central: String, majors: [UInt16], ports: [UInt16], gateways: Int) -> String {
+    /// order) bridged to `central`, and `gateways` gateways named as `gateways(of:count:)`;
+    /// `centre`: the fleet config's `centre` (a NATS cluster's nodes), if any.
+    static func fleetConfig(central: String, centre: JSONValue? = nil, majors: [UInt16], ports: [UInt16],
+                            gateways: Int) -> String {
         var stores: [JSONValue] = []
         var gatewayList: [JSONValue] = []
         for (major, port) in zip(majors, ports) {
@@ -71,13 +73,14 @@ struct FleetReplay {
                                             "source": .string("hci:0")]))
             }
         }
-        let document: JSONValue = .object([
+        var document: JSONObject = [
             "broker": .object(["url": .string(central)]),
             "bridge": .object(["keepalive": .number(10)]),
             "stores": .array(stores),
             "gateways": .array(gatewayList),
-        ])
-        return document.jsonText
+        ]
+        if let centre { document["centre"] = centre }
+        return JSONValue.object(document).jsonText
     }
 }
 

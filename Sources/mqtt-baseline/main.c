@@ -5,8 +5,9 @@
 //       publishes N sighting-shaped JSON messages (QoS 0) to beacons/100/<1..B> as fast as
 //       libmosquitto takes them (or R a second), while a subscriber on beacons/+/+ in the
 //       same process counts them: the broker's end-to-end rate.
-//   mqtt-baseline sub  --port P [--count N] [--filter F] [--idle S] [--latency-out FILE]
-//       a counting subscriber for someone else's publisher: prints "ready" once subscribed,
+//   mqtt-baseline sub  --port P [--count N] [--filter F]... [--idle S] [--latency-out FILE]
+//       a counting subscriber for someone else's publisher (of every --filter given, up to 16;
+//       default beacons/+/+): prints "ready" once subscribed,
 //       then a JSON summary; with --latency-out, one "minor seq monotonic-ns" line per
 //       message (seq read from the payload's "seq").
 //   mqtt-baseline rtt  --port P [--count N]
@@ -304,14 +305,14 @@ static int mode_pub(int port, long count, long beacons, double rate, int reports
     return received == count ? 0 : 1;
 }
 
-static int mode_sub(int port, long count, const char *filter, double idle, const char *latency_out) {
+static int mode_sub(int port, long count, const char **filters, int nfilters, double idle, const char *latency_out) {
     struct client c;
     client_start(&c, NULL, port);
     if (latency_out) {
         c.records = calloc((size_t)count * 3, sizeof(int64_t));
         c.capacity = count;
     }
-    client_subscribe(&c, filter, 0);
+    for (int i = 0; i < nfilters; i++) client_subscribe(&c, filters[i], 0);
     printf("ready\n");
     fflush(stdout);
     // Waits for the first message for as long as the other side takes to start.
@@ -479,7 +480,8 @@ int main(int argc, char **argv) {
     int port = 1883;
     long count = 100000, beacons = 1000, burst = 1000, stores = 50;
     double idle = 3, rate = 0, interval = 0;
-    const char *filter = "beacons/+/+", *latency_out = NULL, *id = "bench";
+    const char *filters[16] = {"beacons/+/+"}, *latency_out = NULL, *id = "bench";
+    int nfilters = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *key = argv[i], *value = argv[i + 1];
         if (!strcmp(key, "--port")) port = atoi(value);
@@ -489,7 +491,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(key, "--stores")) stores = atol(value);
         else if (!strcmp(key, "--idle")) idle = atof(value);
         else if (!strcmp(key, "--rate")) rate = atof(value);
-        else if (!strcmp(key, "--filter")) filter = value;
+        else if (!strcmp(key, "--filter")) {
+            if (nfilters == 16) { fprintf(stderr, "mqtt-baseline: at most 16 --filter\n"); return 2; }
+            filters[nfilters++] = value;
+        }
         else if (!strcmp(key, "--latency-out")) latency_out = value;
         else if (!strcmp(key, "--id")) id = value;
         else if (!strcmp(key, "--interval")) interval = atof(value);
@@ -503,7 +508,7 @@ int main(int argc, char **argv) {
     int status;
     if (!strcmp(mode, "pub")) status = mode_pub(port, count, beacons, rate, 0);
     else if (!strcmp(mode, "reports")) status = mode_pub(port, count, beacons, rate, 1);
-    else if (!strcmp(mode, "sub")) status = mode_sub(port, count, filter, idle, latency_out);
+    else if (!strcmp(mode, "sub")) status = mode_sub(port, count, filters, nfilters ? nfilters : 1, idle, latency_out);
     else if (!strcmp(mode, "rtt")) status = mode_rtt(port, count);
     else if (!strcmp(mode, "join")) status = mode_join(port, count, burst, stores, id, interval);
     else if (!strcmp(mode, "flood")) status = mode_flood(port, count);

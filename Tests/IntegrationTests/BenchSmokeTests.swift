@@ -46,11 +46,12 @@ struct BenchSmokeTests {
         #expect((number("brainFloodOpen", "storesBytesPerJoinOrLeave") ?? 0) > 0)
     }
 
-    @Test("--only fleet --quick: two store brokers bridged to a centre, the brain, every figure")
-    func fleet() async throws {
-        let dir = try TemporaryDirectory("bench-fleet")
+    @Test("--only fleet --quick: two store brokers bridged to a centre, the brain, every figure",
+          arguments: ["mosquitto", "nats"])
+    func fleet(centre: String) async throws {
+        let dir = try TemporaryDirectory("bench-fleet-\(centre)")
         let process = try ChildProcess("/usr/bin/nice", ["-n", "19", Programs.built("beaconctl"), "bench", "--only", "fleet",
-                                                         "--quick", "--json"], in: dir)
+                                                         "--quick", "--json", "--fleet-centre", centre], in: dir)
         let status = await process.waitForExit(timeout: 300)
         if status == nil { await process.stop() }
         #expect(status == 0, "\(process.stderr)")
@@ -63,11 +64,13 @@ struct BenchSmokeTests {
             for key in path { value = value?[key] }
             return value?.numberValue ?? 0
         }
+        #expect(row["centre"] == .string(centre))
         #expect(number("stores") == 2)
         #expect(number("gateways") == 8)
         #expect(number("sightings") > 0)
         #expect(number("centralReceived") >= number("sightings"), "every sighting crossed a bridge to the centre")
         #expect(number("centralMessagesPerSecond") > 0)
+        #expect(number("centreCpuMsPer1000Messages") > 0)
         #expect(number("brainCpuMsPer1000Sightings") > 0)
         #expect(number("subscriberCpuMsPer1000Messages") > 0)
         #expect(number("sightingToZone", "count") > 0, "the brain gave customers a zone")
@@ -77,5 +80,15 @@ struct BenchSmokeTests {
         #expect(number("bridgeLatency", "count") > 0)
         #expect(number("brainResidentBytes") > 1_000_000)
         #expect(number("storeBrokerResidentBytes") > 100_000)
+        // Each of the centre's processes measured: one Mosquitto, or the cluster's three nodes.
+        let nodes = row["centreNodes"]?.arrayValue ?? []
+        #expect(nodes.count == (centre == "nats" ? 3 : 1))
+        for node in nodes {
+            #expect((node["cpuMsPer1000Messages"]?.numberValue ?? 0) > 0, "\(node)")
+            #expect((node["residentBytes"]?.numberValue ?? 0) > 1_000_000, "\(node)")
+        }
+        if centre == "nats" {
+            #expect(nodes.map { $0["name"]?.stringValue } == ["n1", "n2", "n3"])
+        }
     }
 }

@@ -348,11 +348,15 @@ struct BrokerOutageTests {
     }
 
     static func effects(_ watchers: [MosquittoSubscriber]) -> Effects {
+        effects(records: watchers.flatMap(\.records))
+    }
+
+    static func effects(records: [MosquittoSubscriber.Record]) -> Effects {
         var inbox: [String] = []
         var rules: [String] = []
         var transitions: [String: [String]] = [:]
         var decisions: [String: [String]] = [:]
-        for record in watchers.flatMap(\.records) {
+        for record in records {
             if record.topic.hasSuffix("/events") {
                 decisions[record.topic.split(separator: "/").dropFirst().prefix(2).joined(separator: "/"), default: []]
                     .append(record.text)

@@ -1,5 +1,6 @@
 import BeaconKit
 import Config
+import CoreHost
 @testable import Gateway
 import GatewayCore
 import HCI
@@ -82,7 +83,7 @@ struct GatewayMemoryTests {
         // The gateway is busy: its lock held while every push is published and reaches its
         // network thread (which supersedes all but the one waiting and, at most, the one in hand).
         let pushes = 60
-        let received = try service.state.withLock { _ in
+        let received = try service.host.withLock { _ in
             for push in 0..<pushes {
                 try operatorClient.publish(MQTTMessage(topic: "fleet/config", text: fleet(push), qos: 1, retain: true))
             }
@@ -93,7 +94,7 @@ struct GatewayMemoryTests {
         #expect(received >= pushes - 2, "\(received) of \(pushes) pushes superseded while the gateway was busy")
 
         let newest = try FleetConfig.parse(fleet(pushes - 1))
-        #expect(await eventually(timeout: 30) { service.state.withLock { $0.engine.config } == newest })
+        #expect(await eventually(timeout: 30) { service.host.withLock { $0.core.engine.config } == newest })
         // Every push is accounted for: answered, or counted as superseded in an answer.
         func answers() -> [JSONObject] {
             events.records.compactMap(\.json).filter { $0["event"] == .string("config") }

@@ -148,6 +148,25 @@ struct HistoryEndToEndTests {
             #expect(stores == .string(#"[["100","5","60 %",24,5],["200","3","33.3 %",24,3]]"#), "\(stores)")
             let chain = try await page.evaluate("document.querySelector('section.chain [data-figure=footfall]').textContent")
             #expect(chain == .string("8"))
+            // At 1280 px the two stores are side by side: one row, the second right of the
+            // first (the page's style is app.css's; an inline <style> was refused by the CSP
+            // and they came one under the other).
+            let columns = try await page.evaluate("""
+                JSON.stringify([...document.querySelectorAll('section.store')].map(s => s.getBoundingClientRect())
+                  .map(r => [Math.round(r.top), Math.round(r.left), Math.round(r.right)]))
+                """)
+            let boxes = (try? JSONDecoder().decode([[Int]].self, from: Data((columns.stringValue ?? "").utf8))) ?? []
+            #expect(boxes.count == 2 && boxes[0][0] == boxes[1][0] && boxes[1][1] >= boxes[0][2] && boxes[0][2] - boxes[0][1] >= 400,
+                    "\(columns)")
+            // Every chart label drawn in its own shape: scaled as much across as up (the
+            // chart was stretched to the page's width alone, its labels with it).
+            let shapes = try await page.evaluate("""
+                JSON.stringify([...document.querySelectorAll('svg.chart text')].map(t => {
+                  const r = t.getBoundingClientRect(), b = t.getBBox();
+                  return Math.round(r.width / b.width / (r.height / b.height) * 100) / 100 }))
+                """)
+            let ratios = (try? JSONDecoder().decode([Double].self, from: Data((shapes.stringValue ?? "").utf8))) ?? []
+            #expect(!ratios.isEmpty && ratios.allSatisfy { abs($0 - 1) <= 0.02 }, "\(shapes)")
             // The week of that day: Monday 2026-11-16 to Sunday, one bar a day.
             try await page.navigate(base + "/analytics?range=week&date=2026-11-21")
             let week = try await page.evaluate("""

@@ -3,11 +3,12 @@ import Foundation
 import TestSupport
 import Testing
 
-/// Two faults of issue 22 item 3 on a 3-node NATS centre: two gateways replay a store into the
+/// Faults of issue 22 item 3 on a 3-node NATS centre: two gateways replay a store into the
 /// store's Mosquitto, bridged by `beaconctl bridge` to the cluster (from node 2 on); the brain
 /// and Ana's `beaconctl observe` are on the cluster (the brain on node 1, Ana on node 3). Once
 /// the first effects are out, node 1 (the brain's) or node 2 (the bridge's) is SIGKILLed, and
-/// the brain or the bridge must be seen again from another node. What the brain decides is
+/// the brain or the bridge must be seen again from another node; or all three are restarted
+/// one by one (SIGTERM), each node holding the retained state again before the next. What the brain decides is
 /// compared with a run without the fault (BrokerOutageTests' comparison): greetings, rule
 /// publishes, each beacon's presence transitions, every zone decision with its capture time,
 /// the retained state afterwards, and the part back within 5 s.
@@ -36,6 +37,33 @@ struct NATSNodeFaultTests {
         /// Seconds from the kill to the brain's `online` (the bridge's `1`) again, from the node it
         /// moved to; nil without a fault.
         var back: Double?
+        /// A rolling restart's steps, one per node, in order.
+        var restarts: [Restart] = []
+    }
+
+    /// One node's turn in a rolling restart.
+    struct Restart: CustomStringConvertible {
+        var node: String
+        /// SIGTERM → the node takes an MQTT client's QoS 1 publish again.
+        var down: Double
+        /// The node back → the retained `brain/status online` and `stores/100/bridge 1` read from it.
+        var retainedOnIt: Double?
+        /// SIGTERM → the brain's `online` (node 1) or the bridge's `1` (node 2) again, from another node.
+        var partBack: Double?
+
+        var description: String {
+            func f(_ value: Double?) -> String { value.map { String(format: "%.2f s", $0) } ?? "never" }
+            return "\(node): back after \(f(down)), the retained state read from it \(f(retainedOnIt)) later"
+                + (partBack.map { ", its client seen again from another node after \(f($0))" } ?? "")
+        }
+    }
+
+    enum Fault {
+        /// SIGKILL of one node (0: the brain's, 1: the bridge's).
+        case kill(Int)
+        /// Each node in turn: SIGTERM, start again, on to the next once it takes clients and
+        /// holds the retained state.
+        case rollingRestart
     }
 
     @Test("kill the node the brain is on: the brain moves to another node; what it decides against a run without the fault")
@@ -48,9 +76,41 @@ struct NATSNodeFaultTests {
         try await compare(killing: 1, who: "the bridge's 1")
     }
 
+    @Test("restart all three nodes one by one: what the brain decides against a run without the fault, the retained state on each node")
+    func rollingRestart() async throws {
+        async let baseline = Self.run(fault: nil)
+        let faulted = try await Self.run(fault: .rollingRestart)
+        let expected = try await baseline
+        if ProcessInfo.processInfo.environment["BEACONBRIDGE_FLEET_REPORT"] != nil {
+            print("NATS rolling restart: " + faulted.restarts.map(\.description).joined(separator: "; "))
+        }
+        #expect(faulted.restarts.count == 3)
+        for restart in faulted.restarts {
+            #expect(restart.retainedOnIt != nil, "\(restart.node) came back without the retained state")
+        }
+        #expect(faulted.retained == expected.retained, "the retained state after the restarts")
+        // Not met every time (docs/fleet.md, "What each failure looks like"): while the store's
+        // bridge moves off node 2 the gateways' RSSI reports are QoS 0 and not queued, so a
+        // customer arriving in those seconds is decided from later reports: in 2 runs of 3,
+        // 100/3 entered at 16.5 s of capture time instead of 15.0 s, and in one of them a rule
+        // effect (displays/exit/9) came twice (the brain's QoS 1 publish sent again after its
+        // move, most likely); the third run was equal in everything.
+        withKnownIssue("a rolling restart: the reports of the bridge's move are lost (QoS 0), a zone decided later; nats-server 2.9's leader elections as in the kills",
+                       isIntermittent: true) {
+            #expect(faulted.effects.rules == expected.effects.rules, "rule effects once each, as without the restarts")
+            #expect(faulted.effects.inbox == expected.effects.inbox, "greetings once each, as without the restarts")
+            #expect(faulted.effects.transitions == expected.effects.transitions)
+            #expect(faulted.effects.decisions == expected.effects.decisions, "every decision with its capture time")
+            for restart in faulted.restarts {
+                #expect((restart.partBack ?? 0) <= 5, "\(restart)")
+                #expect((restart.retainedOnIt ?? .infinity) <= 5, "\(restart)")
+            }
+        }
+    }
+
     func compare(killing victim: Int, who: String) async throws {
-        async let baseline = Self.run(killing: nil)
-        let faulted = try await Self.run(killing: victim)
+        async let baseline = Self.run(fault: nil)
+        let faulted = try await Self.run(fault: .kill(victim))
         let expected = try await baseline
         #expect(expected.effects.rules == ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
                                            "displays/enter/3 3 at Counter", "displays/enter/9 9 at Counter",
@@ -78,9 +138,15 @@ struct NATSNodeFaultTests {
         }
     }
 
-    /// `victim`: the index of the node to SIGKILL (0: the brain's, 1: the bridge's), nil for the baseline.
-    static func run(killing victim: Int?) async throws -> Run {
-        let name = victim.map { "fault-n\($0 + 1)" } ?? "baseline"
+    /// `fault`: nil for the baseline.
+    static func run(fault: Fault?) async throws -> Run {
+        let victim: Int?
+        let name: String
+        switch fault {
+        case .kill(let node)?: (victim, name) = (node, "fault-n\(node + 1)")
+        case .rollingRestart?: (victim, name) = (nil, "rolling")
+        case nil: (victim, name) = (nil, "baseline")
+        }
         let dir = try TemporaryDirectory("nats-\(name)")
         let cluster = try await NATSCluster.start(in: dir)
         let ports = cluster.nodes.map(\.ports.mqtt)
@@ -149,6 +215,53 @@ struct NATSNodeFaultTests {
             }
 
             var back: Double?
+            var restarts: [Restart] = []
+            // A rolling restart takes node 3 away from the watcher too: a second watcher on
+            // node 1 (restarted first, back by then) reads what comes while node 3 is down.
+            var stand: (watcher: MosquittoSubscriber, from: Int, cut: Int)?
+            if case .rollingRestart? = fault {
+                let first = await eventually(timeout: 60) {
+                    let effects = BrokerOutageTests.effects([watcher])
+                    return ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
+                            "displays/enter/9 9 at Counter"].allSatisfy(effects.rules.contains) && effects.inbox.count >= 2
+                }
+                guard first else { throw TestFailure("no effects before the restarts\n\(diagnostics())") }
+                for (i, node) in cluster.nodes.enumerated() {
+                    if i == 2 {
+                        let second = try await MosquittoSubscriber.start(port: ports[0], filters: filters + ["stores/100/bridge"], qos: 0,
+                                                                         in: dir, diagnostics: cluster.diagnostics)
+                        others.append(second)
+                        stand = (second, second.records.count, watcher.records.count)
+                    }
+                    let part: (topic: String, text: String)? = i == 0 ? ("brain/status", "online") : i == 1 ? ("stores/100/bridge", "1") : nil
+                    let before = part.map { part in watcher.records.filter { $0.topic == part.topic && $0.text == part.text }.count } ?? 0
+                    let stopped = Date()
+                    await node.stop()
+                    try await node.start()
+                    try await cluster.waitUntilReady()
+                    let down = Date().timeIntervalSince(stopped)
+                    let up = Date()
+                    // The retained state as the restarted node hands it to a new client.
+                    let reader = try await MosquittoSubscriber.start(port: ports[i], filters: ["brain/status", "stores/100/bridge"], qos: 0,
+                                                                     in: dir)
+                    others.append(reader)
+                    let held = await eventually(timeout: 30, interval: 0.02) {
+                        reader.records.contains { $0.retained && $0.topic == "brain/status" && $0.text == "online" }
+                            && reader.records.contains { $0.retained && $0.topic == "stores/100/bridge" && $0.text == "1" }
+                    }
+                    let retainedOnIt = held ? Date().timeIntervalSince(up) : nil
+                    var partBack: Double?
+                    if let part {
+                        let watching = i == 2 ? stand!.watcher : watcher
+                        if await eventually(timeout: 30, interval: 0.02, {
+                            watching.records.filter { $0.topic == part.topic && $0.text == part.text }.count > before
+                        }) {
+                            partBack = Date().timeIntervalSince(stopped)
+                        }
+                    }
+                    restarts.append(Restart(node: node.name, down: down, retainedOnIt: retainedOnIt, partBack: partBack))
+                }
+            }
             if let victim {
                 let first = await eventually(timeout: 60) {
                     let effects = BrokerOutageTests.effects([watcher])
@@ -169,10 +282,19 @@ struct NATSNodeFaultTests {
             }
 
             let exits = ["displays/exit/1 1 left", "displays/exit/2 2 left", "displays/exit/3 3 left", "displays/exit/9 9 left"]
-            let done = await eventually(timeout: end + 90, interval: 0.2) {
-                exits.allSatisfy(BrokerOutageTests.effects([watcher]).rules.contains)
+            // What the centre saw: the watcher's records, and during node 3's turn the stand-in's
+            // (until the watcher's node is back, from the moment it went).
+            let seen: () -> [MosquittoSubscriber.Record] = {
+                guard let stand else { return watcher.records }
+                // Not what node 1 handed the stand-in as it subscribed: the retained state.
+                let standIn = stand.watcher.records.dropFirst(stand.from).filter { !$0.retained }
+                let mine = watcher.records
+                return Array(mine.prefix(stand.cut)) + standIn
             }
-            guard done else { throw TestFailure("not every visit ended\n\(BrokerOutageTests.effects([watcher]))\n\(diagnostics())") }
+            let done = await eventually(timeout: end + 90, interval: 0.2) {
+                exits.allSatisfy(BrokerOutageTests.effects(records: seen()).rules.contains)
+            }
+            guard done else { throw TestFailure("not every visit ended\n\(BrokerOutageTests.effects(records: seen()))\n\(diagnostics())") }
             // The retained state, from node 2 (node 3 when node 2 was killed), while everyone still runs.
             // The brain's status last: nats-server answered the filters' retained messages in
             // their order in every run seen here, so it comes after the others.
@@ -185,7 +307,7 @@ struct NATSNodeFaultTests {
                 _ = await process.waitForExit(timeout: 20)
             }
             let marker = await NATSCluster.publish(port: ports[2], topic: "displays/end", payload: "end", in: dir)
-            guard marker == 0, await watcher.waitFor(topic: "displays/end", timeout: 30) != nil else {
+            guard marker == 0, await (stand?.watcher ?? watcher).waitFor(topic: "displays/end", timeout: 30) != nil else {
                 throw TestFailure("the end marker did not arrive\n\(diagnostics())")
             }
             let retained = reader.records.filter(\.retained).map { record in
@@ -199,7 +321,7 @@ struct NATSNodeFaultTests {
                 try? watcher.records.map(\.description).joined(separator: "\n")
                     .write(toFile: "\(keep)/nats-\(name)-watcher.log", atomically: true, encoding: .utf8)
             }
-            let run = Run(effects: BrokerOutageTests.effects([watcher]), retained: retained, back: back)
+            let run = Run(effects: BrokerOutageTests.effects(records: seen()), retained: retained, back: back, restarts: restarts)
             await stopAll()
             return run
         } catch {
