@@ -80,7 +80,8 @@ public enum FleetEvent: Sendable, Equatable {
     /// No gateway sees the beacon any more; the beacon as it was last.
     case exit(FleetBeacon)
     case zoneChanged(BeaconRef, from: String, to: String)
-    /// A gateway began or stopped seeing a beacon that stays present.
+    /// A gateway began or stopped seeing a beacon that stays present, or what a view says
+    /// of it (its proximity, its zone's name) or its UUID changed.
     case viewsChanged(BeaconRef)
     /// The fleet proximity changed (on enter: from `unknown`).
     case proximity(BeaconRef, from: Proximity, to: Proximity)
@@ -546,6 +547,11 @@ public struct FleetPresence: Sendable {
         }
         due.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
         var touched: Set<BeaconRef> = []
+        // Beacons whose presence report changed in what it says of a view (its proximity or
+        // zone name) or in its UUID: a `viewsChanged` each, once. A view's RSSI and distance
+        // change at every sample and are published only with the next change that counts
+        // (`FleetPresenceReport.signature`), so a beacon merely heard again is no event.
+        var reported: Set<BeaconRef> = []
         // Evidence and views are changed where they are stored (`values[index]`, the
         // `default:` subscript): a copy taken out and written back shared its links and
         // views with the stored one, and the first change copied those dictionaries whole,
@@ -556,8 +562,13 @@ public struct FleetPresence: Sendable {
             touched.insert(ref)
             if let index = beacons.index(forKey: ref) {
                 let view = reportView(sample.gateway, link)
-                if let uuid = sample.entry.uuid { beacons.values[index].uuid = uuid }
-                if beacons.values[index].views.updateValue(view, forKey: sample.gateway) == nil {
+                if let uuid = sample.entry.uuid, beacons.values[index].uuid != uuid {
+                    beacons.values[index].uuid = uuid
+                    reported.insert(ref)
+                }
+                if let old = beacons.values[index].views.updateValue(view, forKey: sample.gateway) {
+                    if old.proximity != view.proximity || old.zoneName != view.zoneName { reported.insert(ref) }
+                } else {
                     events.append(.viewsChanged(ref))
                 }
             }
@@ -567,7 +578,7 @@ public struct FleetPresence: Sendable {
             Self.closeStep(&evidence.values[index], at: end, step: settings.step)
             var e = evidence.values[index]
             if var beacon = beacons[ref] {
-                if touched.contains(ref) { events.append(.viewsChanged(ref)) }
+                if reported.contains(ref) { events.append(.viewsChanged(ref)) }
                 if exitDue(e, beacon, at: end, &events, holding: held) { continue }
                 let decided = decisions.count
                 expireViews(&beacon, e, at: end, &events, holding: held)

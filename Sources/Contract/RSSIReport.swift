@@ -138,14 +138,15 @@ public struct RSSIReport: Sendable, Equatable {
             let r = PayloadReader(path: "")
             if !s.take(UInt8(ascii: "}")) {
                 repeat {
-                    guard let key = s.key() else { return nil }
-                    if JSONScanner.key(key, is: "major"), major == nil {
+                    guard let raw = s.key() else { return nil }
+                    let key = EntryKey(raw)
+                    if key == .major, major == nil {
                         guard let n = s.number(), let value = try? r.u16(.number(n), "major") else { return nil }
                         major = value
-                    } else if JSONScanner.key(key, is: "minor"), minor == nil {
+                    } else if key == .minor, minor == nil {
                         guard let n = s.number(), let value = try? r.u16(.number(n), "minor") else { return nil }
                         minor = value
-                    } else if JSONScanner.key(key, is: "uuid"), uuid == nil {
+                    } else if key == .uuid, uuid == nil {
                         if s.null() {
                             uuid = .some(nil)
                         } else {
@@ -159,19 +160,19 @@ public struct RSSIReport: Sendable, Equatable {
                                 uuid = value
                             }
                         }
-                    } else if JSONScanner.key(key, is: "n"), count == nil {
+                    } else if key == .n, count == nil {
                         guard let n = s.number(), n >= 1, n <= 100_000, n == n.rounded() else { return nil }
                         count = Int(n)
-                    } else if JSONScanner.key(key, is: "rssi"), rssi == nil {
+                    } else if key == .rssi, rssi == nil {
                         rssi = s.null() ? .some(nil) : .some(s.number() ?? .nan)
-                    } else if JSONScanner.key(key, is: "at"), at == nil {
+                    } else if key == .at, at == nil {
                         guard let n = s.number(), n >= 0, n <= 3600 else { return nil }
                         at = n
-                    } else if JSONScanner.key(key, is: "rssiSmoothed"), smoothed == nil {
+                    } else if key == .rssiSmoothed, smoothed == nil {
                         smoothed = s.null() ? .some(nil) : .some(s.number() ?? .nan)
-                    } else if JSONScanner.key(key, is: "distance"), distance == nil {
+                    } else if key == .distance, distance == nil {
                         distance = s.null() ? .some(nil) : .some(s.number() ?? .nan)
-                    } else if JSONScanner.key(key, is: "proximity"), proximity == nil {
+                    } else if key == .proximity, proximity == nil {
                         guard let raw = s.plainString() else { return nil }
                         if JSONScanner.key(raw, is: "immediate") { proximity = .immediate }
                         else if JSONScanner.key(raw, is: "near") { proximity = .near }
@@ -194,6 +195,26 @@ public struct RSSIReport: Sendable, Equatable {
         } while s.take(UInt8(ascii: ","))
         guard s.take(UInt8(ascii: "]")) else { return nil }
         return list
+    }
+
+    /// The keys of an entry, told apart by length and first letters before one comparison.
+    private enum EntryKey {
+        case major, minor, uuid, n, rssi, at, rssiSmoothed, distance, proximity, other
+
+        init(_ raw: UnsafeRawBufferPointer) {
+            let guess: (EntryKey, StaticString) = switch (raw.count, raw.first ?? 0) {
+            case (5, UInt8(ascii: "m")): raw[1] == UInt8(ascii: "a") ? (.major, "major") : (.minor, "minor")
+            case (4, UInt8(ascii: "u")): (.uuid, "uuid")
+            case (1, _): (.n, "n")
+            case (4, UInt8(ascii: "r")): (.rssi, "rssi")
+            case (2, _): (.at, "at")
+            case (12, _): (.rssiSmoothed, "rssiSmoothed")
+            case (8, _): (.distance, "distance")
+            case (9, _): (.proximity, "proximity")
+            default: (.other, "")
+            }
+            self = JSONScanner.key(raw, is: guess.1) ? guess.0 : .other
+        }
     }
 
     /// Parses the payload of `gateways/<gateway>/rssi`; the payload's gateway must be the
