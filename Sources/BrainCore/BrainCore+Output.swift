@@ -58,7 +58,8 @@ extension BrainCore {
             for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
                 let report = presence[ref]?.report
-                setRetained(topics.presence(of: ref), signature: report?.signature) { report?.json ?? "" }
+                let signature = presenceSignatures.signature(of: report, for: ref)
+                setRetained(topics.presence(of: ref), signature: signature) { report?.json ?? "" }
             }
             for key in dirtyJoins.sorted() {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: key.beacon, client: key.client))

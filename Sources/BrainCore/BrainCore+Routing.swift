@@ -10,27 +10,22 @@ extension BrainCore {
     mutating func route(_ kind: Topics.Kind, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
         switch kind {
         case .gatewayRSSI(let gateway):
-            guard let json = json(payload, .rssiReport, topic) else { return }
-            do {
-                var report = try RSSIReport(parsing: json, topic: gateway)
-                recovery.gatewayIsLive(gateway, at: now)
-                // Calibration learns from the report as the gateway sent it; the zone fusion
-                // takes it corrected by the gateway's learned offset.
-                for record in calibrator.learn(from: report) { calibrated(record) }
-                report = calibrator.corrected(report)
-                // Every store's beacons are in a report: this brain takes its own.
-                if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
-                handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
-                for gap in presence.takeGaps() {
-                    note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
-                         ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])
-                    event(gap.json)
-                }
-                for entry in report.entries where presence[entry.beacon]?.views[gateway] != nil {
-                    recovery.confirmView(entry.beacon, gateway: gateway, live: true)
-                }
-            } catch {
-                malformed(.rssiReport, topic, error.reason)
+            guard var report = rssiReport(payload, gateway: gateway, topic: topic) else { return }
+            recovery.gatewayIsLive(gateway, at: now)
+            // Calibration learns from the report as the gateway sent it; the zone fusion
+            // takes it corrected by the gateway's learned offset.
+            for record in calibrator.learn(from: report) { calibrated(record) }
+            report = calibrator.corrected(report)
+            // Every store's beacons are in a report: this brain takes its own.
+            if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
+            handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
+            for gap in presence.takeGaps() {
+                note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
+                     ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])
+                event(gap.json)
+            }
+            for entry in report.entries where presence[entry.beacon]?.views[gateway] != nil {
+                recovery.confirmView(entry.beacon, gateway: gateway, live: true)
             }
 
         case .beacon(let ref, let about):
@@ -325,6 +320,23 @@ extension BrainCore {
         if owns(ref) { return true }
         counters.foreign += 1
         return false
+    }
+
+    /// A gateway's RSSI report, read straight from the bytes when it is in the plain form
+    /// gateways write (`RSSIReport(decoding:topic:)`); otherwise parsed the general way, which
+    /// says why a payload is refused (counted as malformed). `nil`: refused.
+    mutating func rssiReport(_ payload: [UInt8], gateway: String, topic: String) -> RSSIReport? {
+        // The report nests three levels: the general parse refuses it under a lower limit.
+        if limits.maxDepth >= 3, let report = payload.withUnsafeBytes({ RSSIReport(decoding: $0, topic: gateway) }) {
+            return report
+        }
+        guard let json = json(payload, .rssiReport, topic) else { return nil }
+        do {
+            return try RSSIReport(parsing: json, topic: gateway)
+        } catch {
+            malformed(.rssiReport, topic, error.reason)
+            return nil
+        }
     }
 
     mutating func json(_ payload: [UInt8], _ kind: BrainCounters.Input, _ topic: String) -> JSONValue? {

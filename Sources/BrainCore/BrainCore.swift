@@ -164,6 +164,8 @@ public struct BrainCore: Sendable {
     /// Scopes whose visit or join ended while a cooldown in seconds still runs.
     var lingering: Set<RuleEngine.Scope> = []
     var dirtyPresence: Set<BeaconRef> = []
+    /// Each beacon's presence signature, encoded again only when it changed.
+    var presenceSignatures = PresenceSignatures()
     var dirtyVisits: Set<BeaconRef> = []
     var dirtyJoins: Set<ObserverJoin.Key> = []
     var dirtyStores: Set<UInt16> = []

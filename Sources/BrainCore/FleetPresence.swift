@@ -264,8 +264,8 @@ public struct FleetPresence: Sendable {
                 staleReports += 1
                 return []
             }
-            clock.watermarks[report.gateway] = nil
-            clock.excluded.insert(report.gateway)
+            clock.setWatermark(report.gateway, nil)
+            clock.exclude(report.gateway)
         }
         if !report.resent { clock.restarted.remove(report.gateway) }
         if let mark = clock.watermarks[report.gateway], report.from > mark {
@@ -546,62 +546,26 @@ public struct FleetPresence: Sendable {
         }
         due.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
         var touched: Set<BeaconRef> = []
+        // Evidence and views are changed where they are stored (`values[index]`, the
+        // `default:` subscript): a copy taken out and written back shared its links and
+        // views with the stored one, and the first change copied those dictionaries whole,
+        // for every sample and every beacon at every step.
         for sample in due {
             let ref = sample.ref
-            var e = evidence[ref] ?? Evidence(at: sample.time)
-            var link = e.links[sample.gateway] ?? LinkEstimate(at: sample.time)
-            if let rssi = sample.entry.rssi {
-                link.update(mean: rssi, count: sample.entry.count, at: sample.time,
-                            processNoise: brain.rssiProcessNoise, measurementNoise: brain.rssiMeasurementNoise,
-                            trendNoise: brain.rssiTrendNoise)
-                link.stepRSSISum += rssi * Double(sample.entry.count)
-                link.stepRSSICount += sample.entry.count
-            }
-            link.lastHeard = max(link.lastHeard, sample.time)
-            if let until = sample.unknownUntil { link.unknownUntil = max(link.unknownUntil ?? until, until) }
-            link.stepCount += sample.entry.count
-            link.rssiSmoothed = sample.entry.rssiSmoothed
-            link.distance = sample.entry.distance
-            link.proximity = sample.entry.proximity
-            e.links[sample.gateway] = link
-            e.lastHeard = max(e.lastHeard, sample.time)
-            e.stepCount += sample.entry.count
-            if let uuid = sample.entry.uuid { e.uuid = uuid }
-            evidence[ref] = e
+            let link = Self.take(sample, into: &evidence[ref, default: Evidence(at: sample.time)], brain: brain)
             touched.insert(ref)
-            if var beacon = beacons[ref] {
-                if let uuid = sample.entry.uuid { beacon.uuid = uuid }
-                let isNew = beacon.views[sample.gateway] == nil
-                beacon.views[sample.gateway] = reportView(sample.gateway, link)
-                if isNew { events.append(.viewsChanged(ref)) }
-                beacons[ref] = beacon
+            if let index = beacons.index(forKey: ref) {
+                let view = reportView(sample.gateway, link)
+                if let uuid = sample.entry.uuid { beacons.values[index].uuid = uuid }
+                if beacons.values[index].views.updateValue(view, forKey: sample.gateway) == nil {
+                    events.append(.viewsChanged(ref))
+                }
             }
         }
         for ref in evidence.keys.sorted() {
-            guard var e = evidence[ref] else { continue }
-            // The rate of advertisements, an average over about 10 s, never above what arrived
-            // after the first step that heard the beacon over the time since: one step's burst
-            // is no rate (a fob heard once every 3 s by three gateways read 6/s, and left
-            // before its next advertisement, again and again).
-            let sampleRate = Double(e.stepCount) / settings.step
-            let weight = min(1, settings.step / 10)
-            e.rate = e.rate.map { $0 + weight * (sampleRate - $0) } ?? sampleRate
-            e.burst.count(e.stepCount, at: end)
-            if e.stepCount > 0 { e.rateWhenLastHeard = e.burst.bound(e.rate ?? 0, at: end, step: settings.step) }
-            e.stepCount = 0
-            for (gateway, var link) in e.links {
-                let linkRate = Double(link.stepCount) / settings.step
-                let average = link.average.map { $0 + weight * (linkRate - $0) } ?? linkRate
-                link.average = average
-                link.burst.count(link.stepCount, at: end)
-                link.rate = link.burst.bound(average, at: end, step: settings.step)
-                link.stepCount = 0
-                link.fresh = link.stepRSSICount > 0 ? .init(mean: link.stepRSSISum / Double(link.stepRSSICount), count: link.stepRSSICount) : nil
-                link.stepRSSISum = 0
-                link.stepRSSICount = 0
-                e.links[gateway] = link
-            }
-            evidence[ref] = e
+            guard let index = evidence.index(forKey: ref) else { continue }
+            Self.closeStep(&evidence.values[index], at: end, step: settings.step)
+            var e = evidence.values[index]
             if var beacon = beacons[ref] {
                 if touched.contains(ref) { events.append(.viewsChanged(ref)) }
                 if exitDue(e, beacon, at: end, &events, holding: held) { continue }
@@ -626,6 +590,59 @@ public struct FleetPresence: Sendable {
             } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
                 evidence[ref] = nil
             }
+        }
+    }
+
+    /// One sample into its beacon's evidence: the link of its gateway updated in place.
+    /// Returns the link as it is now.
+    private static func take(_ sample: PendingSample, into e: inout Evidence, brain: BrainConfig) -> LinkEstimate {
+        func update(_ link: inout LinkEstimate) {
+            if let rssi = sample.entry.rssi {
+                link.update(mean: rssi, count: sample.entry.count, at: sample.time,
+                            processNoise: brain.rssiProcessNoise, measurementNoise: brain.rssiMeasurementNoise,
+                            trendNoise: brain.rssiTrendNoise)
+                link.stepRSSISum += rssi * Double(sample.entry.count)
+                link.stepRSSICount += sample.entry.count
+            }
+            link.lastHeard = max(link.lastHeard, sample.time)
+            if let until = sample.unknownUntil { link.unknownUntil = max(link.unknownUntil ?? until, until) }
+            link.stepCount += sample.entry.count
+            link.rssiSmoothed = sample.entry.rssiSmoothed
+            link.distance = sample.entry.distance
+            link.proximity = sample.entry.proximity
+        }
+        update(&e.links[sample.gateway, default: LinkEstimate(at: sample.time)])
+        e.lastHeard = max(e.lastHeard, sample.time)
+        e.stepCount += sample.entry.count
+        if let uuid = sample.entry.uuid { e.uuid = uuid }
+        return e.links[sample.gateway]!
+    }
+
+    /// The end of a decision step for one beacon's evidence: its rates, in place.
+    private static func closeStep(_ e: inout Evidence, at end: Instant, step: Double) {
+        // The rate of advertisements, an average over about 10 s, never above what arrived
+        // after the first step that heard the beacon over the time since: one step's burst
+        // is no rate (a fob heard once every 3 s by three gateways read 6/s, and left
+        // before its next advertisement, again and again).
+        let sampleRate = Double(e.stepCount) / step
+        let weight = min(1, step / 10)
+        e.rate = e.rate.map { $0 + weight * (sampleRate - $0) } ?? sampleRate
+        e.burst.count(e.stepCount, at: end)
+        if e.stepCount > 0 { e.rateWhenLastHeard = e.burst.bound(e.rate ?? 0, at: end, step: step) }
+        e.stepCount = 0
+        for i in e.links.indices {
+            func close(_ link: inout LinkEstimate) {
+                let linkRate = Double(link.stepCount) / step
+                let average = link.average.map { $0 + weight * (linkRate - $0) } ?? linkRate
+                link.average = average
+                link.burst.count(link.stepCount, at: end)
+                link.rate = link.burst.bound(average, at: end, step: step)
+                link.stepCount = 0
+                link.fresh = link.stepRSSICount > 0 ? .init(mean: link.stepRSSISum / Double(link.stepRSSICount), count: link.stepRSSICount) : nil
+                link.stepRSSISum = 0
+                link.stepRSSICount = 0
+            }
+            close(&e.links.values[i])
         }
     }
 
@@ -683,7 +700,9 @@ public struct FleetPresence: Sendable {
     private mutating func exitDue(_ e: Evidence, _ beacon: FleetBeacon, at end: Instant, _ events: inout [FleetEvent],
                                   holding held: (BeaconRef, String) -> Bool) -> Bool {
         let quiet = silence(e, beacon)
-        let deadline = e.links.values.map(\.quietSince).reduce(e.lastHeard, max) + quiet
+        var latest = e.lastHeard
+        for link in e.links.values { latest = max(latest, link.quietSince) }
+        let deadline = latest + quiet
         guard deadline <= end else { return false }
         if beacon.views.keys.contains(where: { held(beacon.ref, $0) }) { return false }
         // A gateway the brain stopped waiting for (its reports are late: its store's link or
@@ -712,7 +731,9 @@ public struct FleetPresence: Sendable {
     /// How long a beacon must be silent to have left.
     private func silence(_ e: Evidence, _ beacon: FleetBeacon) -> Double {
         let brain = settings.brain
-        let longest = beacon.views.keys.map(settings.viewTimeout).max() ?? settings.defaultViewTimeout
+        var timeout: Double?
+        for gateway in beacon.views.keys { timeout = max(timeout ?? -.infinity, settings.viewTimeout(gateway)) }
+        let longest = timeout ?? settings.defaultViewTimeout
         guard let rate = e.rateWhenLastHeard, rate > 0 else { return longest }
         return min(longest, max(brain.exitMinimum, brain.exitSamples / rate))
     }
@@ -721,11 +742,17 @@ public struct FleetPresence: Sendable {
     /// `exitTimeout`.
     private mutating func expireViews(_ beacon: inout FleetBeacon, _ e: Evidence, at end: Instant,
                                       _ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
-        for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where !view.announced {
-            guard let link = e.links[gateway], end.seconds(since: link.quietSince) >= settings.viewTimeout(gateway),
-                  !held(beacon.ref, gateway), !unheard(gateway, at: end), beacon.views.count > 1 else { continue }
-            beacon.views[gateway] = nil
-            events.append(.viewsChanged(beacon.ref))
+        func expired(_ gateway: String, _ view: GatewayView) -> Bool {
+            guard !view.announced, let link = e.links[gateway] else { return false }
+            return end.seconds(since: link.quietSince) >= settings.viewTimeout(gateway)
+        }
+        // Sorted (the order of the events) only in the rare step where a view ends.
+        if beacon.views.contains(where: { expired($0.key, $0.value) }) {
+            for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where expired(gateway, view) {
+                guard !held(beacon.ref, gateway), !unheard(gateway, at: end), beacon.views.count > 1 else { continue }
+                beacon.views[gateway] = nil
+                events.append(.viewsChanged(beacon.ref))
+            }
         }
         if beacon.views[beacon.zone] == nil { refreshZone(&beacon, &events, at: end) }
     }
@@ -735,9 +762,14 @@ public struct FleetPresence: Sendable {
     private mutating func contest(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: Instant,
                                   _ events: inout [FleetEvent]) {
         let brain = settings.brain
-        let fresh = e.links.filter { $0.value.level != nil && end.seconds(since: $0.value.lastHeard) <= brain.zoneStaleAfter }
-        let best = fresh.filter { $0.key != beacon.zone }.max { a, b in
-            a.value.level! != b.value.level! ? a.value.level! < b.value.level! : a.key > b.key
+        // The loudest fresh link but the zone's (on equal levels, the first gateway by name).
+        var best: (key: String, value: LinkEstimate)?
+        for (gateway, link) in e.links where gateway != beacon.zone {
+            guard let level = link.level, end.seconds(since: link.lastHeard) <= brain.zoneStaleAfter else { continue }
+            if let current = best, level < current.value.level! || (level == current.value.level! && gateway > current.key) {
+                continue
+            }
+            best = (gateway, link)
         }
         guard let (candidate, challenger) = best else {
             e.challenger = nil

@@ -191,11 +191,16 @@ struct PendingSample: Sendable, Equatable {
 /// itself stopped or starved: its messages wait unread meanwhile) counts as `longestPause`.
 struct ReportClock: Sendable, Equatable {
     /// Per gateway: reported complete up to this capture time.
-    var watermarks: [String: Instant] = [:]
+    private(set) var watermarks: [String: Instant] = [:]
     /// Gateways that said `online` (they will report) and have not said `offline`.
-    var online: Set<String> = []
+    private(set) var online: Set<String> = []
     /// Gateways the brain stopped waiting for (late or silent), until they catch up.
-    var excluded: Set<String> = []
+    private(set) var excluded: Set<String> = []
+    /// Of the gateways waited for, how many stand at each watermark, and how many have none
+    /// yet: `time` is read at every report, and a fleet has thousands of gateways. Kept by
+    /// `changing`, through which every change of the three sets above goes.
+    private var waitedMarks: [Instant: Int] = [:]
+    private var waitedWithout = 0
     /// Gateways whose connection ended (a live `offline` within its grace): the first report
     /// not marked resent after it may start over from an earlier capture time (a restarted
     /// replay or capture) instead of being taken for a late copy (`FleetPresence.report`).
@@ -221,18 +226,49 @@ struct ReportClock: Sendable, Equatable {
         Set(watermarks.keys).union(online).subtracting(excluded).sorted()
     }
 
-    /// Capture time up to which every gateway waited for has reported; `nil` before any report.
+    /// Capture time up to which every gateway waited for has reported (`lastTime` while one
+    /// of them has not reported yet); `nil` before any report.
     var time: Instant? {
-        let waited = waitedFor
-        if !waited.isEmpty {
-            var least: Instant?
-            for gateway in waited {
-                guard let mark = watermarks[gateway] else { return lastTime }
-                least = least.map { min($0, mark) } ?? mark
-            }
-            return least
-        }
+        if waitedWithout > 0 { return lastTime }
+        // A handful of keys: windows are aligned, so the gateways stand at a few watermarks.
+        if let least = waitedMarks.keys.min() { return least }
         return watermarks.values.max()
+    }
+
+    /// Whether the brain waits for `gateway`, and at which watermark (`.some(nil)`: none yet).
+    private func waited(_ gateway: String) -> Instant?? {
+        let mark = watermarks[gateway]
+        guard mark != nil || online.contains(gateway), !excluded.contains(gateway) else { return nil }
+        return .some(mark)
+    }
+
+    /// Changes what is known of one gateway, keeping the counts of `time` up to date.
+    private mutating func changing(_ gateway: String, _ change: (inout ReportClock) -> Void) {
+        let before = waited(gateway)
+        change(&self)
+        let after = waited(gateway)
+        guard before != after else { return }
+        switch before {
+        case .some(.some(let mark)):
+            if waitedMarks[mark] == 1 { waitedMarks[mark] = nil } else { waitedMarks[mark, default: 0] -= 1 }
+        case .some(.none): waitedWithout -= 1
+        case .none: break
+        }
+        switch after {
+        case .some(.some(let mark)): waitedMarks[mark, default: 0] += 1
+        case .some(.none): waitedWithout += 1
+        case .none: break
+        }
+    }
+
+    /// The gateway reported up to `mark`, or (`nil`) its reports start over.
+    mutating func setWatermark(_ gateway: String, _ mark: Instant?) {
+        changing(gateway) { $0.watermarks[gateway] = mark }
+    }
+
+    /// The brain stops waiting for `gateway` until it catches up.
+    mutating func exclude(_ gateway: String) {
+        changing(gateway) { $0.excluded.insert(gateway) }
     }
 
     /// Counts the wall-clock time since the last call into `running`.
@@ -243,15 +279,16 @@ struct ReportClock: Sendable, Equatable {
 
     /// The gateway said `online`, or reported.
     mutating func isOnline(_ gateway: String) {
-        online.insert(gateway)
+        guard !online.contains(gateway) else { return }
+        changing(gateway) { $0.online.insert(gateway) }
     }
 
     /// A report up to `to` from `gateway`, arrived at `wall`.
     mutating func reported(_ gateway: String, upTo to: Instant, at wall: Instant) {
         pass(wall: wall)
         heard[gateway] = running
-        watermarks[gateway] = max(watermarks[gateway] ?? to, to)
-        if excluded.contains(gateway), let time, to >= time { excluded.remove(gateway) }
+        setWatermark(gateway, max(watermarks[gateway] ?? to, to))
+        if excluded.contains(gateway), let time, to >= time { changing(gateway) { $0.excluded.remove(gateway) } }
     }
 
     /// Wall-clock time passes: a gateway holding the clock back for `hold` seconds while
@@ -275,19 +312,21 @@ struct ReportClock: Sendable, Equatable {
         guard running - since >= hold, patientUntil.map({ wall >= $0 }) ?? true else { return }
         for gateway in waitedFor {
             guard let mark = watermarks[gateway] else {
-                excluded.insert(gateway)
+                exclude(gateway)
                 continue
             }
             guard let now, mark <= now else { continue }
-            if running - max(heard[gateway] ?? since, since) >= hold { excluded.insert(gateway) }
+            if running - max(heard[gateway] ?? since, since) >= hold { exclude(gateway) }
         }
     }
 
     mutating func remove(_ gateway: String) {
-        watermarks[gateway] = nil
+        changing(gateway) { clock in
+            clock.watermarks[gateway] = nil
+            clock.online.remove(gateway)
+            clock.excluded.remove(gateway)
+        }
         heard[gateway] = nil
-        online.remove(gateway)
-        excluded.remove(gateway)
         restarted.remove(gateway)
     }
 }

@@ -54,6 +54,19 @@ public struct FleetPresenceReport: Sendable, Equatable {
     /// The payload without the per-sample numbers: what decides whether to republish.
     public var signature: String { encode(volatile: false) }
 
+    /// The report without the per-sample numbers (each view's `rssiSmoothed` and `distance`
+    /// `nil`): two reports with equal keys have the same `signature`, so a brain that checks
+    /// every beacon it heard at every decision step compares keys and encodes a signature only
+    /// when the key changed (`PresenceSignatures`).
+    public var signatureKey: FleetPresenceReport {
+        var key = self
+        for i in key.gateways.indices {
+            key.gateways[i].rssiSmoothed = nil
+            key.gateways[i].distance = nil
+        }
+        return key
+    }
+
     private func encode(volatile: Bool) -> String {
         var writer = JSONWriter(capacity: 256)
         writer.object { o in

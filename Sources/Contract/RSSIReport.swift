@@ -84,6 +84,118 @@ public struct RSSIReport: Sendable, Equatable {
     /// carrying the window's `to` (the others repeat `from`: they do not move time on).
     public static let entriesPerMessage = 200
 
+    /// `init(parsing:topic:)` of the payload, read straight from its bytes without building the
+    /// JSON tree: the brain reads a report from every gateway four times a second, and the
+    /// tree (an object of nine members per beacon) cost more than the brain's decisions from
+    /// it (docs/PERFORMANCE.md §6). `nil` for anything but the plain form gateways write:
+    /// escapes, keys it does not know, Eddystone beacons, any error. The caller then parses
+    /// the payload the general way, so what is accepted, and why anything is refused, stays
+    /// `init(parsing:topic:)`'s; `RSSIReportDecodingTests` checks the two agree.
+    public init?(decoding payload: UnsafeRawBufferPointer, topic gateway: String) {
+        var s = JSONScanner(payload)
+        let r = PayloadReader(path: "")
+        var named: String?, from: Instant?, to: Instant?, entries: [Entry]?, resent = false, seen = false
+        guard s.take(UInt8(ascii: "{")), !s.take(UInt8(ascii: "}")) else { return nil }
+        repeat {
+            guard let key = s.key() else { return nil }
+            if JSONScanner.key(key, is: "gateway"), named == nil {
+                guard let text = s.string(), let value = try? r.segment(.string(text), "gateway") else { return nil }
+                named = value
+            } else if JSONScanner.key(key, is: "from"), from == nil {
+                guard let text = s.string(), let value = try? r.instant(.string(text), "from") else { return nil }
+                from = value
+            } else if JSONScanner.key(key, is: "to"), to == nil {
+                guard let text = s.string(), let value = try? r.instant(.string(text), "to") else { return nil }
+                to = value
+            } else if JSONScanner.key(key, is: "beacons"), entries == nil {
+                guard let list = Self.entries(&s) else { return nil }
+                entries = list
+            } else if JSONScanner.key(key, is: "resent"), !seen {
+                guard let value = s.bool() else { return nil }
+                resent = value
+                seen = true
+            } else {
+                return nil
+            }
+        } while s.take(UInt8(ascii: ","))
+        guard s.take(UInt8(ascii: "}")), s.atEnd(), let named, named == gateway, let from, let to, to >= from,
+              let entries else { return nil }
+        self.init(gateway: named, from: from, to: to, entries: entries)
+        self.resent = resent
+    }
+
+    /// The `beacons` array of `init(decoding:topic:)`; a UUID the same as the entry before's is
+    /// not parsed again (a store's beacons mostly share one).
+    private static func entries(_ s: inout JSONScanner) -> [Entry]? {
+        guard s.take(UInt8(ascii: "[")) else { return nil }
+        var list: [Entry] = []
+        if s.take(UInt8(ascii: "]")) { return list }
+        var lastUUID: (raw: UnsafeRawBufferPointer, uuid: BeaconUUID)?
+        repeat {
+            guard list.count < entriesPerMessage, s.take(UInt8(ascii: "{")) else { return nil }
+            var major: UInt16?, minor: UInt16?, uuid: BeaconUUID??, count: Int?, rssi: Double??, at: Double?
+            var smoothed: Double??, distance: Double??, proximity: Proximity?
+            let r = PayloadReader(path: "")
+            if !s.take(UInt8(ascii: "}")) {
+                repeat {
+                    guard let key = s.key() else { return nil }
+                    if JSONScanner.key(key, is: "major"), major == nil {
+                        guard let n = s.number(), let value = try? r.u16(.number(n), "major") else { return nil }
+                        major = value
+                    } else if JSONScanner.key(key, is: "minor"), minor == nil {
+                        guard let n = s.number(), let value = try? r.u16(.number(n), "minor") else { return nil }
+                        minor = value
+                    } else if JSONScanner.key(key, is: "uuid"), uuid == nil {
+                        if s.null() {
+                            uuid = .some(nil)
+                        } else {
+                            guard let raw = s.plainString() else { return nil }
+                            if let lastUUID, lastUUID.raw.elementsEqual(raw) {
+                                uuid = lastUUID.uuid
+                            } else {
+                                let text = String(decoding: raw, as: UTF8.self)
+                                guard let value = try? r.uuid(.string(text), "uuid") else { return nil }
+                                lastUUID = (raw, value)
+                                uuid = value
+                            }
+                        }
+                    } else if JSONScanner.key(key, is: "n"), count == nil {
+                        guard let n = s.number(), n >= 1, n <= 100_000, n == n.rounded() else { return nil }
+                        count = Int(n)
+                    } else if JSONScanner.key(key, is: "rssi"), rssi == nil {
+                        rssi = s.null() ? .some(nil) : .some(s.number() ?? .nan)
+                    } else if JSONScanner.key(key, is: "at"), at == nil {
+                        guard let n = s.number(), n >= 0, n <= 3600 else { return nil }
+                        at = n
+                    } else if JSONScanner.key(key, is: "rssiSmoothed"), smoothed == nil {
+                        smoothed = s.null() ? .some(nil) : .some(s.number() ?? .nan)
+                    } else if JSONScanner.key(key, is: "distance"), distance == nil {
+                        distance = s.null() ? .some(nil) : .some(s.number() ?? .nan)
+                    } else if JSONScanner.key(key, is: "proximity"), proximity == nil {
+                        guard let raw = s.plainString() else { return nil }
+                        if JSONScanner.key(raw, is: "immediate") { proximity = .immediate }
+                        else if JSONScanner.key(raw, is: "near") { proximity = .near }
+                        else if JSONScanner.key(raw, is: "far") { proximity = .far }
+                        else if JSONScanner.key(raw, is: "unknown") { proximity = .unknown }
+                        else { return nil }
+                    } else {
+                        return nil
+                    }
+                } while s.take(UInt8(ascii: ","))
+                guard s.take(UInt8(ascii: "}")) else { return nil }
+            }
+            // A number that did not read is NaN here (no JSON number is): refused.
+            guard let major, let minor, let count, let at, let proximity,
+                  (rssi ?? nil).map({ !$0.isNaN }) ?? true, (smoothed ?? nil).map({ !$0.isNaN }) ?? true,
+                  (distance ?? nil).map({ !$0.isNaN }) ?? true else { return nil }
+            list.append(Entry(beacon: BeaconRef(major: major, minor: minor), uuid: uuid ?? nil, count: count,
+                              rssi: rssi ?? nil, at: at, rssiSmoothed: smoothed ?? nil, distance: distance ?? nil,
+                              proximity: proximity))
+        } while s.take(UInt8(ascii: ","))
+        guard s.take(UInt8(ascii: "]")) else { return nil }
+        return list
+    }
+
     /// Parses the payload of `gateways/<gateway>/rssi`; the payload's gateway must be the
     /// topic's (an ACL pins the topic to the gateway's user, not the payload).
     public init(parsing value: JSONValue, topic gateway: String) throws(PayloadError) {

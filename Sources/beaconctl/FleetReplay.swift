@@ -48,45 +48,14 @@ struct FleetReplay {
                 guard let gateway = config.gateways.first(where: { $0.id == id }) else {
                     throw CommandFailure("the fleet config has no gateway \(id)", status: .failure)
                 }
-                for (time, message) in try Self.decisions(config: config, gateway: gateway, capture: capture,
-                                                          start: simulation.start, duration: duration) {
+                for (time, message) in try GatewayEngine.decisions(config: config, gateway: gateway, capture: capture.bytes,
+                                                                   start: simulation.start, duration: duration) {
                     all.append(Entry(time: time, store: index, message: message))
                 }
             }
         }
         // A stable sort keeps each gateway's messages in the order its engine decided them.
         entries = all.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
-    }
-
-    /// One gateway's engine fed its capture, with the timers a running gateway has (every
-    /// 100 ms): what it publishes, at seconds after `start`. Health is left out.
-    static func decisions(config: FleetConfig, gateway: GatewayConfig, capture: BtsnoopWriter, start: Instant,
-                          duration: Double) throws -> [(Double, MQTTMessage)] {
-        var engine = GatewayEngine(config: config, gateway: gateway)
-        var decided: [(Double, MQTTMessage)] = engine.connected(at: start).messages.map { (0, $0) }
-        var nextTick = start + 0.1
-        var output = GatewayOutput()
-        try capture.bytes.withUnsafeBytes { raw in
-            var reader = try BtsnoopReader(bytes: raw)
-            while let record = reader.next() {
-                guard let event = record.hciEvent(datalink: reader.datalink) else { continue }
-                let time = record.timestamp
-                while nextTick <= time {
-                    decided += engine.advance(to: nextTick).messages.map { (nextTick.seconds(since: start), $0) }
-                    nextTick = nextTick + 0.1
-                }
-                engine.handle(HCIFrame(time: time, event: Array(event)), into: &output)
-                let at = time.seconds(since: start)
-                for message in output.messages { decided.append((at, message)) }
-                output.removeAll()
-            }
-        }
-        let end = start + duration
-        while nextTick <= end {
-            decided += engine.advance(to: nextTick).messages.map { (nextTick.seconds(since: start), $0) }
-            nextTick = nextTick + 0.1
-        }
-        return decided
     }
 
     /// The fleet config of `majors` stores, each with a broker of its own (`ports`, same

@@ -8,7 +8,7 @@ import Glibc
 
 // beacon-benchmarks: BeaconBridge's micro-benchmarks (docs/PERFORMANCE.md).
 //
-//   beacon-benchmarks [all|decode|track|json|config|pipeline|brain] [--runs N] [--json]
+//   beacon-benchmarks [all|decode|track|json|config|pipeline|brain|brain-fleet] [--runs N] [--json]
 //   beacon-benchmarks generate [--count N] [--beacons B] > ads.hex
 //   beacon-benchmarks decode-file [--runs N] < ads.hex
 //
@@ -16,7 +16,8 @@ import Glibc
 // (the median of --runs runs, after one warm-up run), allocations are counted over a run.
 
 let usage = """
-usage: beacon-benchmarks [all|decode|track|json|config|pipeline|brain] [--runs N] [--json]
+usage: beacon-benchmarks [all|decode|track|json|config|pipeline|brain|brain-fleet] [--runs N] [--json]
+       beacon-benchmarks brain-fleet [--stores S] [--customers C] [--duration D]   (one brain core, S stores in-process)
        beacon-benchmarks generate [--count N] [--beacons B]      (hex HCI events, one a line)
        beacon-benchmarks decode-file [--runs N]                   (reads those lines on stdin)
 """
@@ -106,6 +107,21 @@ case "all", "decode", "track", "json", "config", "pipeline", "brain":
         }
     }
     report(results)
+
+case "brain-fleet":
+    // Not in "all": generating the stores' traffic takes a while.
+    let stores = option("--stores", default: 20)
+    let customers = option("--customers", default: 50)
+    let duration = option("--duration", default: 60)
+    let (result, sightings, digest) = Workloads.brainFleet(stores: stores, customers: customers, duration: Double(duration), runs: runs)
+    report([result])
+    if !asJSON {
+        let perMessage = median(result.cpuSeconds) / Double(result.operations)
+        print("brain-fleet: \(stores) stores, \(result.operations) messages to the brain (\(sightings) sightings beside them); "
+              + "\(format(perMessage * 1e6, 1)) ms per 1,000 messages, "
+              + "\(format(median(result.cpuSeconds) / Double(sightings) * 1e6, 1)) ms per 1,000 sightings; "
+              + "what it published: digest \(String(digest, radix: 16))")
+    }
 
 case "generate":
     for event in BenchmarkWorkload(count: count, beacons: beaconCount).events() {
