@@ -258,7 +258,9 @@ extension BenchRun {
                 storeBrokers.append(try await BenchBroker.start(in: directory, extra: bridge))
             }
         }
-        try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores)) {
+        // A NATS centre makes 11 replicated JetStream consumers per bridge as it connects:
+        // seconds each on a loaded machine (docs/PERFORMANCE.md section 6).
+        try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores) * (kind == .nats && !direct ? 6 : 1)) {
             Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
         }
 
