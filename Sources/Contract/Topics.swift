@@ -192,7 +192,22 @@ public struct Topics: Sendable, Equatable {
             guard rest.hasPrefix(prefix + "/") else { return nil }
             rest = rest.dropFirst(prefix.count + 1)
         }
-        return rest.split(separator: "/", omittingEmptySubsequences: false)
+        // Split on the byte `/`, as a broker splits levels: a split by `Character` (grapheme
+        // clusters) cost 12,600 instructions a topic, read twice for every message the brain
+        // takes in (its lanes, then its core).
+        var levels: [Substring] = []
+        let utf8 = rest.utf8
+        var start = utf8.startIndex
+        var index = start
+        while index < utf8.endIndex {
+            if utf8[index] == UInt8(ascii: "/") {
+                levels.append(rest[start..<index])
+                start = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        levels.append(rest[start..<utf8.endIndex])
+        return levels
     }
 
     /// What a topic of the contract names: the one answer of `parse(_:)`.
@@ -393,6 +408,16 @@ public struct Topics: Sendable, Equatable {
 
     /// A gateway id or client id in a topic, when it is a usable segment.
     static func name(_ text: Substring) -> String? {
-        Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
+        // ASCII (every gateway and client id we make): one pass over the bytes, the same
+        // answer as `problem(withSegment:)`, whose string searches cost 6,000 instructions.
+        if text.utf8.allSatisfy({ $0 < 0x80 }) {
+            guard let first = text.utf8.first, first != UInt8(ascii: "$") else { return nil }
+            for byte in text.utf8 where byte < 0x20 || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "#")
+                || byte == UInt8(ascii: "/") {
+                return nil
+            }
+            return String(text)
+        }
+        return Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
     }
 }

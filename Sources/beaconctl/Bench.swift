@@ -61,7 +61,8 @@ struct Bench: AsyncParsableCommand {
           beaconctl bench             # the figures in docs/PERFORMANCE.md
           beaconctl bench --quick     # a few seconds: proves every phase still runs
           beaconctl bench --only fleet  # 10, 50, 100 stores bridged: 6 minutes
-          beaconctl bench --only fleet --fleet-stores 100 --fleet-centre mosquitto,nats  # one Mosquitto beside the cluster
+          # 100 stores, one central Mosquitto beside a 3-node NATS cluster:
+          beaconctl bench --only fleet --fleet-stores 100 --fleet-centre mosquitto,nats
         """)
 
     @Option(name: .long, help: "Advertisements in the full-speed replay (and messages in the C baseline).")

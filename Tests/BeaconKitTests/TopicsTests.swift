@@ -143,6 +143,18 @@ struct TopicsTests {
         #expect(Topics().parse(topic) == nil)
     }
 
+    /// Levels are split on the byte `/`, as a broker splits them, even where a combining mark
+    /// follows (one `Character` with the slash); names are checked as `problem(withSegment:)` does.
+    @Test func levelsSplitAsABrokerSplitsThem() {
+        #expect(Topics().segments(of: "observers/a/\u{301}inbox") == ["observers", "a", "\u{301}inbox"])
+        #expect(Topics(prefix: "acme/shop-12").segments(of: "acme/shop-12/gateways/door/rssi") == ["gateways", "door", "rssi"])
+        #expect(Topics().segments(of: "/a//") == ["", "a", "", ""])
+        #expect(Topics().parse("gateways/door-1/rssi") == .gatewayRSSI("door-1"))
+        #expect(Topics().parse("gateways/dǿr/rssi") == .gatewayRSSI("dǿr"))
+        #expect(Topics().parse("observers/$me/inbox") == nil)
+        #expect(Topics().parse("observers/a\u{7}b/inbox") == nil)
+    }
+
     @Test(arguments: [
         ("door-1", nil as String?), ("", "is empty"), ("a+b", "contains an MQTT wildcard (+ or #)"),
         ("a#", "contains an MQTT wildcard (+ or #)"), ("a/b", "contains '/'"), ("$SYS", "starts with '$' (reserved by brokers)"),

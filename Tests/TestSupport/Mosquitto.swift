@@ -235,7 +235,12 @@ public final class MosquittoSubscriber: @unchecked Sendable {
 
     /// Every message received so far, in order.
     public var records: [Record] {
-        process.stdoutLines.compactMap(Self.parse)
+        // Whole lines only: a long message (a join with a photo is 50 KB of hex) reaches the
+        // pipe in pieces, and its first piece alone parsed as a record with half a payload
+        // (a CI rehearsal's JourneyTests found the photo missing from such a join).
+        let out = process.stdout
+        guard let end = out.lastIndex(of: "\n") else { return [] }
+        return out[..<end].split(separator: "\n").compactMap { Self.parse(String($0)) }
     }
 
     /// The first record matching `predicate`, waiting up to `timeout` seconds for it.
