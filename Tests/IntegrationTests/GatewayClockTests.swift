@@ -42,22 +42,27 @@ struct GatewayClockTests {
         }
     }
 
-    @Test("a beacon's exit comes when the gateway's clock passes the exit timeout, not when real time does")
-    func exitOnTheGatewaysClock() async throws {
-        let dir = try TemporaryDirectory("gateway-clock")
-        let broker = try await MosquittoBroker.start(in: dir)
-        let config = try FleetConfig.parse("""
-            {"broker": {"url": "\(broker.url)", "keepalive": 5}, "defaults": {"exitTimeout": 2},
-             "gateways": [{"id": "door", "source": "hci:0"}]}
-            """)
-        let clock = ManualClock(at: Instant(iso8601: "2026-11-21T10:00:00.000Z")!)
-        let source = HandFedSource()
-        let service = try GatewayService(config: config, gateway: try #require(config.gateway(id: "door")), source: source,
-                                         sourceHasOwnTime: false, password: nil, configPath: nil,
-                                         logger: Logger(label: "beacon-gateway.door"), clock: clock)
-        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/7/1/presence/door"], in: dir)
-        let running = Task { try await service.run() }
-        #expect(await eventually(timeout: 20) { service.statistics.engine.connected })
+    /// Gateway `door` on `broker` with a `ManualClock` and a `HandFedSource`, running and connected.
+    struct Rig {
+        let clock: ManualClock
+        let source: HandFedSource
+        let service: GatewayService
+        let running: Task<Void, any Error>
+
+        init(broker: MosquittoBroker, exitTimeout: Double) async throws {
+            let config = try FleetConfig.parse("""
+                {"broker": {"url": "\(broker.url)", "keepalive": 5}, "defaults": {"exitTimeout": \(exitTimeout)},
+                 "gateways": [{"id": "door", "source": "hci:0"}]}
+                """)
+            clock = ManualClock(at: Instant(iso8601: "2026-11-21T10:00:00.000Z")!)
+            source = HandFedSource()
+            let service = try GatewayService(config: config, gateway: try #require(config.gateway(id: "door")), source: source,
+                                             sourceHasOwnTime: false, password: nil, configPath: nil,
+                                             logger: Logger(label: "beacon-gateway.door"), clock: clock)
+            self.service = service
+            running = Task { try await service.run() }
+            #expect(await eventually(timeout: 20) { service.statistics.engine.connected })
+        }
 
         /// Moves the clock and waits for the gateway's timers to go round at the new time.
         func advance(by seconds: Double) async {
@@ -65,19 +70,32 @@ struct GatewayClockTests {
             let now = clock.monotonic()
             #expect(await eventually { (service.timerRound ?? -1) >= now }, "no round of the timers at \(now) s")
         }
+
+        func stop() async {
+            running.cancel()
+            _ = try? await running.value
+        }
+    }
+
+    @Test("a beacon's exit comes when the gateway's clock passes the exit timeout, not when real time does")
+    func exitOnTheGatewaysClock() async throws {
+        let dir = try TemporaryDirectory("gateway-clock")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/7/1/presence/door"], in: dir)
+        let gateway = try await Rig(broker: broker, exitTimeout: 2)
+        let (clock, source, service) = (gateway.clock, gateway.source, gateway.service)
         source.hear(IBeacon(uuid: GatewayTests.uuid, major: 7, minor: 1, txPower: -59), at: clock.now())
         let entered = await watch.waitFor(topic: "beacons/7/1/presence/door", timeout: 15)
         #expect(entered.map { !$0.payload.isEmpty } == true, "\(watch.records)")
 
-        await advance(by: 1.5)
+        await gateway.advance(by: 1.5)
         #expect(service.statistics.engine.tracked == 1, "1.5 s of the gateway's time is within the exit timeout")
-        await advance(by: 1)
+        await gateway.advance(by: 1)
         #expect(service.statistics.engine.tracked == 0, "the exit is due on the next round after 2 s of the gateway's time")
         let exited = await watch.waitFor(timeout: 15) { $0.topic == "beacons/7/1/presence/door" && $0.payload.isEmpty }
         #expect(exited != nil, "\(watch.records)")
 
-        running.cancel()
-        _ = try? await running.value
+        await gateway.stop()
         await watch.stop()
         await broker.stop()
     }
@@ -87,22 +105,8 @@ struct GatewayClockTests {
         let dir = try TemporaryDirectory("gateway-clock-brain-wait")
         let broker = try await MosquittoBroker.start(in: dir)
         // Beacons stay (an exit timeout of an hour) while the test moves the clock by 45 s.
-        let config = try FleetConfig.parse("""
-            {"broker": {"url": "\(broker.url)", "keepalive": 5}, "defaults": {"exitTimeout": 3600},
-             "gateways": [{"id": "door", "source": "hci:0"}]}
-            """)
-        let clock = ManualClock(at: Instant(iso8601: "2026-11-21T10:00:00.000Z")!)
-        let source = HandFedSource()
-        let service = try GatewayService(config: config, gateway: try #require(config.gateway(id: "door")), source: source,
-                                         sourceHasOwnTime: false, password: nil, configPath: nil,
-                                         logger: Logger(label: "beacon-gateway.door"), clock: clock)
-        let running = Task { try await service.run() }
-        #expect(await eventually(timeout: 20) { service.statistics.engine.connected })
-        func advance(by seconds: Double) async {
-            clock.advance(by: seconds)
-            let now = clock.monotonic()
-            #expect(await eventually { (service.timerRound ?? -1) >= now }, "no round of the timers at \(now) s")
-        }
+        let gateway = try await Rig(broker: broker, exitTimeout: 3600)
+        let (clock, source, service) = (gateway.clock, gateway.source, gateway.service)
         // A brain is about; the gateway hears a beacon and says so.
         var options = MQTTClientOptions(broker: try BrokerURL(parsing: broker.url), clientID: "brain-stand-in")
         options.keepalive = 5
@@ -130,15 +134,14 @@ struct GatewayClockTests {
         #expect(await after.waitFor(topic: "gateways/door/status", text: "online", timeout: 40) != nil, "\(after.records)")
         // Published inside the round that decides it, before the round is counted.
         let waiting = service.statistics.published
-        await advance(by: 44)
+        await gateway.advance(by: 44)
         #expect(service.statistics.published == waiting, "44 s of the gateway's time: nothing sent, still waiting for the brain")
-        await advance(by: 1.5)
+        await gateway.advance(by: 1.5)
         #expect(service.statistics.published > waiting, "45 s of the gateway's time: the wait is over, what it kept sent")
         let republished = await after.waitFor(topic: "beacons/7/1/presence/door", timeout: 15)
         #expect(republished.map { !$0.payload.isEmpty } == true, "\(after.records)")
 
-        running.cancel()
-        _ = try? await running.value
+        await gateway.stop()
         await after.stop()
         await broker.stop()
     }
