@@ -196,31 +196,6 @@ public struct GatewayConfig: Sendable, Equatable {
     }
 }
 
-/// Where a beacon hangs (navigation beacons). As the navigation library allowed, any part may
-/// be missing: a beacon may set only a heading, or only a floor; latitude and longitude go
-/// together.
-public struct Location: Sendable, Equatable {
-    public var latitude: Double?
-    public var longitude: Double?
-    /// Degrees clockwise from north.
-    public var heading: Double?
-    public var floor: Int?
-
-    public init(latitude: Double? = nil, longitude: Double? = nil, heading: Double? = nil, floor: Int? = nil) {
-        self.latitude = latitude
-        self.longitude = longitude
-        self.heading = heading
-        self.floor = floor
-    }
-
-    /// The location-fix payload: `{"lat","lon","heading","floor"}`, `null` for a missing part.
-    public var json: JSONValue {
-        .object(["lat": latitude.map(JSONValue.number) ?? .null, "lon": longitude.map(JSONValue.number) ?? .null,
-                 "heading": heading.map(JSONValue.number) ?? .null,
-                 "floor": floor.map { .number(Double($0)) } ?? .null])
-    }
-}
-
 /// One entry of the registry: one beacon, or (as the navigation library registered beacons)
 /// every beacon of a proximity UUID.
 public struct BeaconEntry: Sendable, Equatable {
