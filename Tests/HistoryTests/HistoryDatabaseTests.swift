@@ -223,6 +223,42 @@ import Testing
         await lab.stop()
     }
 
+    /// The batch's statement is prepared once on a connection and run by name after: the
+    /// server parses it once and settles on one plan (docs/PERFORMANCE.md section 8). A
+    /// connection opened after a restart prepares it again.
+    @Test func postgresPreparesTheIngestOnceAConnection() async throws {
+        let lab = try await HistoryLab(.postgres)
+        let db = try #require(try await lab.open("prepared") as? PostgresHistory)
+        let all = events(day(), config: try historyFleet())
+        func ingestInBatchesOfThree() async throws -> HistoryIngestCount {
+            var total = HistoryIngestCount()
+            for start in stride(from: 0, to: all.count, by: 3) {
+                var failed = 0
+                while true {
+                    do {
+                        let c = try await db.ingest(Array(all[start..<min(start + 3, all.count)]), pseudonyms: testKey)
+                        total.stored += c.stored
+                        total.duplicates += c.duplicates
+                        break
+                    } catch {
+                        // Only the first call after the restart: its connection was ended under it.
+                        failed += 1
+                        try #require(failed < 3, "\(error)")
+                    }
+                }
+            }
+            return total
+        }
+        let batches = (all.count + 2) / 3
+        #expect(try await ingestInBatchesOfThree() == .init(stored: 10, duplicates: 0))
+        #expect(try await db.preparedIngestRuns() == batches)
+        try await lab.server!.restart()
+        #expect(try await ingestInBatchesOfThree() == .init(stored: 0, duplicates: 10))
+        #expect(try await db.preparedIngestRuns() == batches)
+        await db.close()
+        await lab.stop()
+    }
+
     @Test func migratesAPostgresDatabaseOfThePreviousVersion() async throws {
         let lab = try await HistoryLab(.postgres)
         let url = try await lab.server!.createDatabase("v1")
