@@ -121,6 +121,12 @@ public final class BrainService: Service, Sendable {
     let host: CoreHost<State>
     /// Events from the network thread not yet sorted into the lanes.
     let arrivals = Mutex<[MQTTEvent]>([])
+    /// Held by whoever handles what waits, one at a time, in lane order: the network thread
+    /// while it has no backlog (`networkRoundEnded`), else the drain task (`drain`). Its
+    /// value is the handler's scratch buffer for the arrivals it sorts.
+    let handling = Mutex<[MQTTEvent]>([])
+    /// Set once the service is stopping: the network thread handles nothing more itself.
+    let stopping = Atomic<Bool>(false)
     let logger: Logger
     let options: Options
     let topics: Topics
@@ -209,7 +215,12 @@ public final class BrainService: Service, Sendable {
             return h.core.subscribed
         }
         try client.subscribe(filters, qos: subscriptionQoS)
-        try client.start()
+        // The network thread keeps what it reads in `arrivals` and handles it itself while
+        // it has no backlog; otherwise it rings the drain task (`networkRoundEnded`).
+        let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        try client.start(deliveringTo: EventSink(
+            receive: { event in self.arrivals.withLock { $0.append(event) } },
+            roundEnded: { moreWaiting in self.networkRoundEnded(moreWaiting: moreWaiting, ring: ring) }))
         let (broker, stores) = host.withLock { h in (h.core.brain.config.broker.url, h.core.brain.stores.sorted()) }
         logger.info("brain starting", metadata: [
             "broker": "\(broker)", "client": "\(options.clientID)", "stores": "\(stores)",
@@ -221,16 +232,8 @@ public final class BrainService: Service, Sendable {
 
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
-                // The network thread's events, sorted into lanes as they come; the brain takes
-                // them one at a time, the first lane first (`InboundLanes`).
-                let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-                group.addTask {
-                    for await event in self.client.events {
-                        self.arrivals.withLock { $0.append(event) }
-                        ring.yield()
-                    }
-                    ring.finish()
-                }
+                // What the network thread leaves to a task, sorted into lanes; the brain takes
+                // it one at a time, the first lane first (`InboundLanes`).
                 group.addTask {
                     for await _ in bell { await self.drain() }
                 }
@@ -250,6 +253,8 @@ public final class BrainService: Service, Sendable {
             }
         }
 
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        handling.withLock { _ in }  // the network thread's last round of handling is over
         notify(notifier, [.stopping, .status("stopping")])
         logger.info("brain stopping")
         if !options.isStandIn { host.withLock { h in host.publish([h.core.brain.offlineMessage], in: &h) } }
@@ -277,36 +282,73 @@ public final class BrainService: Service, Sendable {
 
     // MARK: - Inputs
 
-    /// Handles what has arrived until nothing waits: each round sorts the new arrivals into
-    /// the lanes and handles one message, so a join of a known observer that comes during a
-    /// flood is handled next (after the message in hand). The deferred lane also waits for
-    /// the broker to take what the brain has published (`deferredUnacknowledgedLimit`).
+    /// After the network thread's round (`EventSink.roundEnded`): what it read is handled
+    /// at once, on that thread, unless the socket holds more (a backlog: the thread keeps
+    /// reading, so the lanes can put a known observer's join before a flood's) or the drain
+    /// task is at work; then the drain task is rung. Handling on the network thread saves
+    /// the two thread wake-ups per message that handing it to a task costs, and the replies
+    /// go out in the same round (docs/PERFORMANCE.md, section 11).
+    private func networkRoundEnded(moreWaiting: Bool, ring: AsyncStream<Void>.Continuation) {
+        guard !stopping.load(ordering: .relaxed), arrivals.withLock({ !$0.isEmpty }) else { return }
+        if !moreWaiting {
+            let held = client.unacknowledged > options.deferredUnacknowledgedLimit
+            // A bounded turn: the thread reads nothing meanwhile.
+            let done = handling.withLockIfAvailable { scratch in
+                for _ in 0..<64 {
+                    switch handleNext(held: held, scratch: &scratch) {
+                    case .handled: continue
+                    case .empty: return true
+                    case .waiting: return false
+                    }
+                }
+                return false
+            }
+            if done == true { return }
+        }
+        ring.yield()
+    }
+
+    /// Handles what has arrived until nothing waits, one message a round, so a join of a
+    /// known observer that comes during a flood is handled next (after the message in hand).
+    /// The deferred lane also waits for the broker to take what the brain has published
+    /// (`deferredUnacknowledgedLimit`), at most 0.1 s at a time.
     func drain() async {
-        var arrived: [MQTTEvent] = []
         var rounds = 0
         var heldSince: Double?
         while true {
-            arrivals.withLock { swap(&$0, &arrived) }
             let now = WallClock.monotonic()  // pacing the network, not a decision: the system clock
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit && now - (heldSince ?? now) < 0.1
             if !held { heldSince = nil }
-            let (event, waiting): (MQTTEvent?, Bool) = host.withLock { h in
-                for event in arrived { sort(event, into: &h.core) }
-                let event = h.core.lanes.next(takingDeferred: !held)
-                return (event, h.core.lanes.count > 0)
-            }
-            arrived.removeAll(keepingCapacity: true)
-            guard let event else {
-                guard waiting, !Task.isCancelled else { return }
+            switch handling.withLock({ handleNext(held: held, scratch: &$0) }) {
+            case .empty:
+                return
+            case .waiting:
+                guard !Task.isCancelled else { return }
                 heldSince = heldSince ?? now
                 try? await Task.sleep(for: .milliseconds(1))
-                continue
+            case .handled:
+                rounds += 1
+                // A long flood leaves the timer and the watchdog their turn.
+                if rounds % 256 == 0 { await Task.yield() }
             }
-            handle(event)
-            rounds += 1
-            // A long flood leaves the timer and the watchdog their turn.
-            if rounds % 256 == 0 { await Task.yield() }
         }
+    }
+
+    private enum Round { case handled, waiting, empty }
+
+    /// One round (under `handling`): sorts the new arrivals into the lanes and handles the
+    /// next message; `.waiting` when only held messages wait, `.empty` when nothing does.
+    private func handleNext(held: Bool, scratch: inout [MQTTEvent]) -> Round {
+        arrivals.withLock { swap(&$0, &scratch) }
+        let (event, waiting): (MQTTEvent?, Bool) = host.withLock { h in
+            for event in scratch { sort(event, into: &h.core) }
+            let event = h.core.lanes.next(takingDeferred: !held)
+            return (event, h.core.lanes.count > 0)
+        }
+        scratch.removeAll(keepingCapacity: true)
+        guard let event else { return waiting ? .waiting : .empty }
+        handle(event)
+        return .handled
     }
 
     /// Puts an event in its lane (`BrainCore.lane(of:payloadIsEmpty:)`): connection changes

@@ -50,7 +50,7 @@ public struct FleetBeacon: Sendable, Equatable {
     /// From the gateways' payloads (topics carry none).
     public var uuid: BeaconUUID?
     /// Every gateway that sees the beacon, by gateway id; never empty.
-    public internal(set) var views: [String: GatewayView]
+    public internal(set) var views: GatewayMap<GatewayView>
     /// The gateway holding the zone.
     public internal(set) var zone: String
     /// The fleet proximity: the zone gateway's.
@@ -127,8 +127,11 @@ public struct FleetPresence: Sendable {
         public var brain: BrainConfig
         /// Per gateway: how long its view lasts after its reports stop hearing a beacon (its
         /// `exitTimeout`); `defaultViewTimeout` for gateways not in the config.
-        public var viewTimeouts: [String: Double]
-        public var defaultViewTimeout: Double
+        public var viewTimeouts: [String: Double] { didSet { shortestViewTimeout = Self.shortest(viewTimeouts, defaultViewTimeout) } }
+        public var defaultViewTimeout: Double { didSet { shortestViewTimeout = Self.shortest(viewTimeouts, defaultViewTimeout) } }
+        /// The shortest view timeout of any gateway: a beacon silent for less has lost no
+        /// view, and has not left, wherever it was heard (no per-gateway look-up needed).
+        public private(set) var shortestViewTimeout: Double
         /// Seconds between decisions: the shortest report interval of the fleet.
         public var step: Double
         /// Gateways by the door (`entrance`): new beacons enter in their zone unless another
@@ -148,7 +151,12 @@ public struct FleetPresence: Sendable {
             self.brain = brain
             self.viewTimeouts = viewTimeouts
             self.defaultViewTimeout = defaultViewTimeout
+            shortestViewTimeout = Self.shortest(viewTimeouts, defaultViewTimeout)
             self.step = max(0.05, step)
+        }
+
+        private static func shortest(_ timeouts: [String: Double], _ fallback: Double) -> Double {
+            timeouts.values.reduce(fallback, min)
         }
 
         public init(_ config: FleetConfig) {
@@ -641,19 +649,16 @@ public struct FleetPresence: Sendable {
         e.burst.count(e.stepCount, at: end)
         if e.stepCount > 0 { e.rateWhenLastHeard = e.burst.bound(e.rate ?? 0, at: end, step: step) }
         e.stepCount = 0
-        for i in e.links.indices {
-            func close(_ link: inout LinkEstimate) {
-                let linkRate = Double(link.stepCount) / step
-                let average = link.average.map { $0 + weight * (linkRate - $0) } ?? linkRate
-                link.average = average
-                link.burst.count(link.stepCount, at: end)
-                link.rate = link.burst.bound(average, at: end, step: step)
-                link.stepCount = 0
-                link.fresh = link.stepRSSICount > 0 ? .init(mean: link.stepRSSISum / Double(link.stepRSSICount), count: link.stepRSSICount) : nil
-                link.stepRSSISum = 0
-                link.stepRSSICount = 0
-            }
-            close(&e.links.values[i])
+        e.links.modifyEach { link in
+            let linkRate = Double(link.stepCount) / step
+            let average = link.average.map { $0 + weight * (linkRate - $0) } ?? linkRate
+            link.average = average
+            link.burst.count(link.stepCount, at: end)
+            link.rate = link.burst.bound(average, at: end, step: step)
+            link.stepCount = 0
+            link.fresh = link.stepRSSICount > 0 ? .init(mean: link.stepRSSISum / Double(link.stepRSSICount), count: link.stepRSSICount) : nil
+            link.stepRSSISum = 0
+            link.stepRSSICount = 0
         }
     }
 
@@ -710,9 +715,12 @@ public struct FleetPresence: Sendable {
     /// Ends the visit when the beacon has been silent long enough; true when it did.
     private mutating func exitDue(_ e: Evidence, _ beacon: FleetBeacon, at end: Instant, _ events: inout [FleetEvent],
                                   holding held: (BeaconRef, String) -> Bool) -> Bool {
-        let quiet = silence(e, beacon)
         var latest = e.lastHeard
         for link in e.links.values { latest = max(latest, link.quietSince) }
+        // The silence is never shorter than this bound: a beacon heard lately is not due,
+        // without looking its gateways' timeouts up (most beacons, most steps).
+        guard latest + min(settings.shortestViewTimeout, settings.brain.exitMinimum) <= end else { return false }
+        let quiet = silence(e, beacon)
         let deadline = latest + quiet
         guard deadline <= end else { return false }
         if beacon.views.keys.contains(where: { held(beacon.ref, $0) }) { return false }
@@ -755,7 +763,8 @@ public struct FleetPresence: Sendable {
                                       _ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
         func expired(_ gateway: String, _ view: GatewayView) -> Bool {
             guard !view.announced, let link = e.links[gateway] else { return false }
-            return end.seconds(since: link.quietSince) >= settings.viewTimeout(gateway)
+            let quiet = end.seconds(since: link.quietSince)
+            return quiet >= settings.shortestViewTimeout && quiet >= settings.viewTimeout(gateway)
         }
         // Sorted (the order of the events) only in the rare step where a view ends.
         if beacon.views.contains(where: { expired($0.key, $0.value) }) {
@@ -888,7 +897,7 @@ public struct FleetPresence: Sendable {
 
     /// A beacon heard for `entryWindow`: it enters in the zone of the loudest gateway.
     private mutating func enter(_ ref: BeaconRef, _ e: Evidence, at end: Instant, _ events: inout [FleetEvent]) {
-        var views: [String: GatewayView] = [:]
+        var views: GatewayMap<GatewayView> = [:]
         for (gateway, link) in e.links { views[gateway] = reportView(gateway, link) }
         guard var zone = strongestLink(e.links) ?? views.keys.min() else { return }
         // By the door: the entrance's zone, unless the loudest is clearly louder.
@@ -921,7 +930,7 @@ public struct FleetPresence: Sendable {
     }
 
     /// The gateway with the loudest level (RSSI), else the closest proximity class.
-    private func strongestLink(_ links: [String: LinkEstimate]) -> String? {
+    private func strongestLink(_ links: GatewayMap<LinkEstimate>) -> String? {
         let withLevel = links.filter { $0.value.level != nil }
         if let best = withLevel.max(by: { a, b in
             a.value.level! != b.value.level! ? a.value.level! < b.value.level! : a.key > b.key

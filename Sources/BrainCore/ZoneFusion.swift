@@ -109,7 +109,7 @@ struct LinkEstimate: Sendable, Equatable {
 
 /// Everything the brain has heard of one beacon lately, from every gateway's reports.
 struct Evidence: Sendable, Equatable {
-    var links: [String: LinkEstimate] = [:]
+    var links: GatewayMap<LinkEstimate> = [:]
     /// Capture time of the first advertisement of this visit, and of the latest.
     var firstHeard: Instant
     var lastHeard: Instant

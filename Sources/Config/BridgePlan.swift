@@ -67,7 +67,7 @@ public struct BridgePlan: Sendable, Equatable {
         store = major
         centre = config.centre.kind
         settings = config.bridge
-        address = config.bridgeURL
+        address = config.bridgeURL(ofStore: major)
         tls = config.bridgeTLS
         credentials = entry.bridge
         remoteClientID = config.bridgeClientID(ofStore: major)

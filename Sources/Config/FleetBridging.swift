@@ -84,6 +84,21 @@ extension FleetConfig {
         bridge.url ?? (centre.kind == .nats ? centre.mqttURL(tls: broker.url.tls) : nil) ?? broker.url
     }
 
+    /// The central broker as store `major`'s bridge reaches it. A NATS centre's nodes in
+    /// turn: the i-th bridged store (config order) lists node i mod n first, so each node
+    /// carries about a third of the bridges rather than the first node all of them (the
+    /// bridge fails over to the others in that order). An explicit `bridge.url` is kept as
+    /// written: its order is the operator's.
+    public func bridgeURL(ofStore major: UInt16) -> BrokerURL {
+        let url = bridgeURL
+        guard bridge.url == nil, centre.kind == .nats, url.endpoints.count > 1,
+              let index = bridgedStores.firstIndex(where: { $0.major == major }) else { return url }
+        var rotated = url
+        let shift = index % url.endpoints.count
+        rotated.endpoints = Array(url.endpoints[shift...] + url.endpoints[..<shift])
+        return rotated
+    }
+
     /// The CA settings the bridges verify the central broker with: `bridge.tls`, else the
     /// fleet broker's when the bridges reach the same URL.
     public var bridgeTLS: TLSConfig? {

@@ -46,6 +46,13 @@ public final class MQTTClient: Sendable {
     /// Beats every time the network thread goes round (at least 5 times a second while it
     /// runs, also between reconnection attempts), for the service watchdog.
     public let heartbeat = Heartbeat()
+    /// Where events go instead of `events` (`start(deliveringTo:)`). Written once, before the
+    /// network thread is created (which orders the write before every read), and read only
+    /// on that thread.
+    nonisolated(unsafe) private var sink: EventSink?
+    /// The network thread's `pthread_self()` while it runs (0 before): a `publish` made on it
+    /// (by a sink's `roundEnded`) needs no wake-up, as the thread writes right after.
+    private let networkThread = Atomic<UInt>(0)
 
     /// Creates the libmosquitto handle and applies the will, credentials, TLS and protocol
     /// version. Nothing touches the network before `start()`.
@@ -146,7 +153,10 @@ public final class MQTTClient: Sendable {
     /// retried with back-off (`options.reconnectDelay`) for as long as the client runs;
     /// only a configuration libmosquitto rejects (a keepalive under 5 s, a bad port) throws.
     /// Calling it again while running does nothing.
-    public func start() throws(MQTTError) {
+    ///
+    /// `sink`: events go to it, on the network thread, instead of to `events` (which then
+    /// stays empty); see `EventSink`.
+    public func start(deliveringTo sink: EventSink? = nil) throws(MQTTError) {
         try calls.withLock { destroyed throws(MQTTError) in
             let phase = state.withLock { $0.phase }
             switch phase {
@@ -157,6 +167,7 @@ public final class MQTTClient: Sendable {
             case .idle: break
             }
             precondition(!destroyed)
+            self.sink = sink
             let code = mosquitto_connect_async(handle.raw, options.broker.host, Int32(options.broker.port),
                                                Int32(options.keepalive))
             watchHandshake()
@@ -225,7 +236,8 @@ public final class MQTTClient: Sendable {
                 state.withLock { $0.acknowledgements.published(mid, awaitingAcknowledgement: true) }
             }
         }
-        wakeup.signal()
+        // On the network thread (a sink's `roundEnded`) the write follows in the same round.
+        if networkThread.load(ordering: .relaxed) != UInt(pthread_self()) { wakeup.signal() }
     }
 
     /// Subscribes to `filters` now if connected, and again after every reconnection.
@@ -358,6 +370,8 @@ public final class MQTTClient: Sendable {
     /// deems fatal (a failed DNS lookup, a TLS or protocol error), and its back-off sleep
     /// cannot be interrupted by a clean stop.
     private func runNetworkLoop() {
+        networkThread.store(UInt(pthread_self()), ordering: .relaxed)
+        defer { networkThread.store(0, ordering: .relaxed) }
         var connectNow = state.withLock { $0.connectOnStart }
         var stopDeadline: Double?
         while true {
@@ -379,6 +393,7 @@ public final class MQTTClient: Sendable {
                 watchHandshake()
                 guard code == Mosquitto.success else {
                     noteDisconnected(reason: failureText(code))
+                    sink?.roundEnded(false)
                     connectNow = true
                     if !backOff() { break }
                     continue
@@ -394,6 +409,7 @@ public final class MQTTClient: Sendable {
                 if !reported {
                     noteDisconnected(reason: failureText(code))
                 }
+                sink?.roundEnded(false)
                 connectNow = true
                 if !backOff() { break }
             }
@@ -431,13 +447,21 @@ public final class MQTTClient: Sendable {
         if woken.contains(.readable) { wakeup.drain() }
         // Until the broker's CONNACK, writability may be the TLS handshake's turn too.
         let handshaking = !state.withLock { $0.connected }
+        var moreWaiting = false
         if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
             let code = mosquitto_loop_read(handle.raw, 1)
             guard code == Mosquitto.success else { return code }
             guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+            if sink != nil {
+                // Whether the socket holds more already (a backlog): a look without taking it.
+                var byte: UInt8 = 0
+                moreWaiting = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
+            }
         }
+        // What the sink's owner publishes now is written below, in this round.
+        sink?.roundEnded(moreWaiting)
         // A caller's packet may have come after the wait began: try to write it now.
-        if ready.contains(.writable) || woken.contains(.readable) {
+        if ready.contains(.writable) || woken.contains(.readable) || (sink != nil && mosquitto_want_write(handle.raw)) {
             let code = mosquitto_loop_write(handle.raw, 1)
             guard code == Mosquitto.success else { return code }
             guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
@@ -618,6 +642,7 @@ public final class MQTTClient: Sendable {
     }
 
     private func emit(_ event: MQTTEvent) {
+        if let sink { return sink.receive(event) }
         if case .dropped = continuation.yield(event) {
             state.withLock { $0.droppedEvents += 1 }
         }

@@ -9,3 +9,27 @@ public enum MQTTEvent: Sendable, Equatable {
     case disconnected(reason: String)
     case message(MQTTMessage)
 }
+
+/// Where an `MQTTClient` delivers its events when its owner handles them on the network
+/// thread (`MQTTClient.start(deliveringTo:)`) rather than through `events`.
+///
+/// `events` hands each message from the network thread to a task: a thread wake-up and an
+/// executor hop per message, which for a consumer that keeps up (the brain of a chain, each
+/// message a few microseconds of work) cost more CPU than the work. A sink takes each event
+/// where it is read, and `roundEnded` lets its owner handle what came before the thread
+/// writes and waits again, so a message and the replies it causes take one wake-up.
+public struct EventSink: Sendable {
+    /// Each event, in order, on the network thread. Must not block or wait: keep it and return.
+    public var receive: @Sendable (MQTTEvent) -> Void
+    /// After each read from the socket, on the network thread, with whether the socket
+    /// already holds more unread bytes (more messages are on their way: a backlog). It may
+    /// publish; what it publishes is written before the thread waits again. It should take
+    /// a bounded time, since the thread reads nothing meanwhile (keepalives included).
+    public var roundEnded: @Sendable (_ moreWaiting: Bool) -> Void
+
+    public init(receive: @escaping @Sendable (MQTTEvent) -> Void,
+                roundEnded: @escaping @Sendable (_ moreWaiting: Bool) -> Void) {
+        self.receive = receive
+        self.roundEnded = roundEnded
+    }
+}

@@ -212,7 +212,11 @@ extension BenchRun {
             for store in storeBrokers { store.process.signal(SIGKILL); _ = store.process.poll() }
             central.kill()
         }
-        let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: central.nodes[0].mqttPort),
+        // No node carries every client: the brain on node 1 (the fleet's broker URL), the C
+        // subscriber on node 2 and this watcher on node 3, the stores' bridges in turn (store i's
+        // bridge lists node i mod 3 first: `FleetConfig.bridgeURL(ofStore:)`).
+        func port(ofNode i: Int) -> UInt16 { central.nodes[i % central.nodes.count].mqttPort }
+        let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port(ofNode: 2)),
                                                       clientID: unique("fleet-watch")))
 
         // The centre's view: the bridges' notifications, gateway presence, the brain's presence
@@ -232,7 +236,7 @@ extension BenchRun {
             Task { await watcher.stop(timeout: 1) }
         }
 
-        // A broker per store, with its generated bridge (for a NATS centre: every node, the first first).
+        // A broker per store, with its generated bridge (for a NATS centre: every node, store i's node i mod 3 first).
         let config = try FleetConfig.parse(configText)
         let configPath = directory + "/\(unique("fleet")).json"
         try FileSystem.write(configPath, Array(configText.utf8))
@@ -241,8 +245,7 @@ extension BenchRun {
         let direct = settings.fleetDirect
         if direct {
             for (index, major) in majors.enumerated() {
-                let node = central.nodes[index % central.nodes.count]
-                let client = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: node.mqttPort),
+                let client = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port(ofNode: index)),
                                                              clientID: "replay-\(major)"))
                 try client.start()
                 clients.append(client)
@@ -277,7 +280,7 @@ extension BenchRun {
         // retained messages' own stream), which MQTT keeps from `#` (a `$` topic) and Mosquitto
         // does; the same filters at both centres count the same messages.
         let filters = ["beacons", "gateways", "stores", "observers", "brain", "fleet"].flatMap { ["--filter", $0 + "/#"] }
-        let everything = try RunningProgram(baseline, ["sub", "--port", String(central.nodes[0].mqttPort)] + filters
+        let everything = try RunningProgram(baseline, ["sub", "--port", String(port(ofNode: 1))] + filters
                                                 + ["--count", "1000000000", "--idle", "5"],
                                           name: unique("fleet-sub"), in: directory)
         processes.append(everything)

@@ -43,6 +43,32 @@ struct NATSCentreTests {
         #expect(text.contains("\nbridge_cafile /etc/beaconbridge/ca.crt\n"))
     }
 
+    /// No node carries every bridge: the i-th bridged store lists node i mod 3 first, and the
+    /// others after it in the cluster's order; a store without a broker of its own counts not.
+    @Test func eachBridgedStoreListsTheNextNodeFirst() throws {
+        var config = try FleetConfig.parse(Self.chain)
+        let own = config.stores[0]
+        config.stores = [own] + ([13, 14, 15, 16] as [UInt16]).map { major in
+            var store = own
+            store.major = major
+            return store
+        }
+        config.stores.insert(StoreEntry(major: 99), at: 2)
+        let addresses = try ([12, 13, 14, 15, 16] as [UInt16]).map { major in
+            try BridgePlan(config: config, store: major).mosquittoConfiguration(password: nil)
+                .split(separator: "\n").first { $0.hasPrefix("address ") }.map(String.init)
+        }
+        #expect(addresses == ["address n1.chain:8883 n2.chain:8883 n3.chain:8884",
+                              "address n2.chain:8883 n3.chain:8884 n1.chain:8883",
+                              "address n3.chain:8884 n1.chain:8883 n2.chain:8883",
+                              "address n1.chain:8883 n2.chain:8883 n3.chain:8884",
+                              "address n2.chain:8883 n3.chain:8884 n1.chain:8883"])
+        #expect(config.bridgeURL(ofStore: 14).tls && config.bridgeURL(ofStore: 14).endpoints.count == 3)
+        // An explicit bridge.url is the operator's order, the same for every store.
+        config.bridge.url = try BrokerURL(parsing: "mqtts://n3.chain:8884,n1.chain:8883")
+        #expect(config.bridgeURL(ofStore: 13) == config.bridge.url)
+    }
+
     @Test func configCheckRefusesWhatTheClusterCannotCarry() {
         let errors = Self.errors(#"""
         { "broker": { "url": "mqtt://localhost", "mqttVersion": "5" },

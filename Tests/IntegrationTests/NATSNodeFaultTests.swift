@@ -8,7 +8,9 @@ import Testing
 /// and Ana's `beaconctl observe` are on the cluster (the brain on node 1, Ana on node 3). Once
 /// the first effects are out, node 1 (the brain's) or node 2 (the bridge's) is SIGKILLed, and
 /// the brain or the bridge must be seen again from another node; or all three are restarted
-/// one by one (SIGTERM), each node holding the retained state again before the next. What the brain decides is
+/// one by one (SIGTERM), each node holding the retained state again before the next; or
+/// node 1 or 2 is cut off from the others and from its clients (network namespaces of the
+/// test's own) and healed, the healed node holding the retained state again. What the brain decides is
 /// compared with a run without the fault (BrokerOutageTests' comparison): greetings, rule
 /// publishes, each beacon's presence transitions, every zone decision with its capture time,
 /// the retained state afterwards, and the part back within 5 s.
@@ -19,6 +21,10 @@ import Testing
 /// has a new leader for `$MQTT_rmsgs` (4-10 s after the kill of a node that led it) and then
 /// drops it from the retained store ("unable to store retained message"); and in 1 run of 9 a
 /// rule effect came twice, in 2 runs of 3 the brain's presence flapped after the bridge moved.
+///
+/// A cut is worse for what the brain decides than a kill: nothing tells the clients on the
+/// cut-off node, which notice by their keepalives (the brain about 60 s, the bridge 21 s),
+/// and the wills of the parts on it are never seen (docs/fleet.md has the figures).
 ///
 /// Opt-in (`BEACONBRIDGE_NATS_FAULT=1`): about a minute each, up to 3 on this loaded 2-core
 /// machine, and what it compares is not yet met every time.
@@ -39,7 +45,30 @@ struct NATSNodeFaultTests {
         var back: Double?
         /// A rolling restart's steps, one per node, in order.
         var restarts: [Restart] = []
+        /// A cut-off node's figures.
+        var cut: Cut?
     }
+
+    /// What a cut and its heal looked like from the centre (the watcher, on node 3).
+    struct Cut: CustomStringConvertible {
+        /// The heal → the healed node hands a new client the retained `brain/status online`
+        /// and `stores/100/bridge 1`; nil: not within 30 s.
+        var retainedOnIt: Double?
+        /// The statuses the centre saw while the node was cut off, and after the heal
+        /// (`brain/status …`, `stores/100/bridge …`).
+        var during: [String]
+        var afterHeal: [String]
+
+        var description: String {
+            "the retained state read from the healed node " + (retainedOnIt.map { String(format: "%.2f s", $0) } ?? "never")
+                + " after the heal; statuses at the centre during the cut: \(during), after the heal: \(afterHeal)"
+        }
+    }
+
+    /// How long a cut lasts (s): longer than 1.5 keepalives of the brain (`broker.keepalive`,
+    /// 30 s by default) and of the bridge (`bridge.keepalive`, 10 s), so that the cut-off node
+    /// has given its clients up, and sent their wills, before it is back.
+    static let cutLength = 50.0
 
     /// One node's turn in a rolling restart.
     struct Restart: CustomStringConvertible {
@@ -64,6 +93,10 @@ struct NATSNodeFaultTests {
         /// Each node in turn: SIGTERM, start again, on to the next once it takes clients and
         /// holds the retained state.
         case rollingRestart
+        /// One node (0: the brain's, 1: the bridge's) cut off from the two others and from its
+        /// clients for `cutLength` s, then healed: each node in a network namespace of its own,
+        /// joined to the clients' namespace by a veth pair; the cut takes the node's end down.
+        case cut(Int)
     }
 
     @Test("kill the node the brain is on: the brain moves to another node; what it decides against a run without the fault")
@@ -108,6 +141,36 @@ struct NATSNodeFaultTests {
         }
     }
 
+    /// The centre as it sees a node cut off: a host that lost its network (its link down),
+    /// not a process that died. Nothing tells the clients on it, nor it of them: the brain
+    /// (keepalive 30 s) and the bridge (10 s) notice by their keepalives and move on.
+    @Test("cut off the brain's node, then the bridge's, from the two others and from its clients, then heal: what the brain decides against a run without the fault",
+          .enabled(if: NetworkLab.available, "needs root for ip netns"), arguments: [0, 1])
+    func cutOffNode(_ victim: Int) async throws {
+        let who = victim == 0 ? "the brain's online" : "the bridge's 1"
+        async let baseline = Self.run(fault: nil)
+        let faulted = try await Self.run(fault: .cut(victim))
+        let expected = try await baseline
+        let back = try #require(faulted.back, "\(who) again from another node")
+        let cut = try #require(faulted.cut)
+        if ProcessInfo.processInfo.environment["BEACONBRIDGE_FLEET_REPORT"] != nil {
+            print("NATS cut-off node \(victim + 1): \(who) again \(String(format: "%.2f", back)) s after the cut; \(cut)")
+        }
+        #expect(cut.retainedOnIt != nil, "the healed node hands out the retained state: \(cut)")
+        #expect(faulted.retained == expected.retained, "the retained state after the cut and the heal")
+        #expect(!cut.afterHeal.contains("brain/status offline") && !cut.afterHeal.contains("stores/100/bridge 0"),
+                "no will of a client the cut-off node gave up arrives after the heal: \(cut)")
+        withKnownIssue("a cut-off node: its clients notice by their keepalives (the brain 30-45 s, the bridge 10-15 s) and what is published meanwhile at QoS 0 is lost",
+                       isIntermittent: true) {
+            #expect(faulted.effects.rules == expected.effects.rules, "rule effects once each, as without the cut")
+            #expect(faulted.effects.inbox == expected.effects.inbox, "greetings once each, as without the cut")
+            #expect(faulted.effects.transitions == expected.effects.transitions)
+            #expect(faulted.effects.decisions == expected.effects.decisions, "every decision with its capture time")
+            #expect(back <= 5, "\(who) seen again within 5 s of node \(victim + 1)'s cut: \(back) s")
+            #expect((cut.retainedOnIt ?? .infinity) <= 5, "\(cut)")
+        }
+    }
+
     func compare(killing victim: Int, who: String) async throws {
         async let baseline = Self.run(fault: nil)
         let faulted = try await Self.run(fault: .kill(victim))
@@ -140,29 +203,64 @@ struct NATSNodeFaultTests {
 
     /// `fault`: nil for the baseline.
     static func run(fault: Fault?) async throws -> Run {
+        // The node killed or cut off, if any.
         let victim: Int?
         let name: String
         switch fault {
         case .kill(let node)?: (victim, name) = (node, "fault-n\(node + 1)")
+        case .cut(let node)?: (victim, name) = (node, "cut-n\(node + 1)")
         case .rollingRestart?: (victim, name) = (nil, "rolling")
         case nil: (victim, name) = (nil, "baseline")
         }
         let dir = try TemporaryDirectory("nats-\(name)")
-        let cluster = try await NATSCluster.start(in: dir)
+        // A cut needs a network to cut: a namespace per node and one for every client (the
+        // store's broker, its gateways, the brain, Ana, the test's subscribers), the nodes'
+        // links meeting there, which routes between them.
+        var lab: NetworkLab?
+        var links: [NetworkLab.Link] = []
+        var placement: NATSCluster.Placement?
+        if case .cut? = fault {
+            let made = try NetworkLab()
+            lab = made
+            let hub = try made.namespace("hub")
+            try made.forward(in: hub)
+            let spokes = try (1...3).map { try made.namespace("n\($0)") }
+            links = try spokes.map { try made.link(hub, $0, subnet: 214) }
+            for (i, link) in links.enumerated() {
+                for other in links where other.name != link.name {
+                    try made.route(in: spokes[i], to: other.b.address, via: link.a.address)
+                }
+            }
+            placement = NATSCluster.Placement(hosts: links.map(\.b.address), namespaces: spokes, clients: hub)
+        }
+        defer { lab?.destroy() }
+        let hub = placement?.clients
+        let cluster = try await NATSCluster.start(in: dir, placement: placement)
         let ports = cluster.nodes.map(\.ports.mqtt)
+        let hosts = cluster.nodes.map(\.host)
         func url(from first: Int) -> String {
-            "mqtt://" + (0..<3).map { "127.0.0.1:\(ports[(first + $0) % 3])" }.joined(separator: ",")
+            "mqtt://" + (0..<3).map { "\(hosts[(first + $0) % 3]):\(ports[(first + $0) % 3])" }.joined(separator: ",")
+        }
+        /// A program of the package, in the clients' namespace when there is one.
+        func start(_ program: String, _ arguments: [String]) throws -> ChildProcess {
+            guard let hub else { return try startProgram(program, arguments, in: dir) }
+            let command = hub.wrap(Programs.built(program), arguments)
+            return try ChildProcess(command.program, command.arguments, in: dir, name: program)
+        }
+        func subscriber(on node: Int, _ filters: [String]) async throws -> MosquittoSubscriber {
+            try await MosquittoSubscriber.start(host: hosts[node], port: ports[node], filters: filters, qos: 0, namespace: hub, in: dir,
+                                                diagnostics: cluster.diagnostics)
         }
         let storePort = try FreePort.allocate()
         let door = try dir.write("door.log", bytes: BrokerOutageTests.capture([(1, 0, end), (2, 0, 10)]))
         let counter = try dir.write("counter.log", bytes: BrokerOutageTests.capture([(9, 0, 0.5), (3, 15, end)]))
         let nodes = (0..<3).map { i in
-            #"{"name": "n\#(i + 1)", "host": "127.0.0.1", "mqttPort": \#(ports[i]), "clusterPort": \#(cluster.nodes[i].ports.cluster), "#
+            #"{"name": "n\#(i + 1)", "host": "\#(hosts[i])", "mqttPort": \#(ports[i]), "clusterPort": \#(cluster.nodes[i].ports.cluster), "#
                 + #""clientPort": \#(cluster.nodes[i].ports.client)}"#
         }
         let fleet = try dir.write("fleet.json", """
         {
-          "broker": { "url": "\(url(from: 0))" },
+          "broker": { "url": "\(url(from: 0))", "allowPlaintext": true },
           "centre": { "kind": "nats", "nodes": [\(nodes.joined(separator: ", "))] },
           "bridge": { "url": "\(url(from: 1))" },
           "brain": { "joins": "open" },
@@ -182,14 +280,26 @@ struct NATSNodeFaultTests {
         let bridgeTool = try startProgram("beaconctl", ["bridge", fleet, "--store", "100", "--out", dir.file("bridges")], in: dir)
         try #require(await bridgeTool.waitForExit(timeout: 30) == 0, "\(bridgeTool.diagnostics)")
         let bridge = try String(contentsOfFile: dir.file("bridges/bridge-100.conf"), encoding: .utf8)
-        let store = try await MosquittoBroker.start(in: dir, extraConfig: bridge, port: storePort)
+        let store: MosquittoBroker
+        do {
+            store = try await MosquittoBroker.start(in: dir, extraConfig: bridge, port: storePort, namespace: hub)
+        } catch {
+            await cluster.stop()
+            throw error
+        }
 
         let filters = ["observers/+/inbox", "displays/#", "beacons/100/+/presence", "beacons/100/+/events", "brain/status"]
         // The test's own subscribers take QoS 0: on nats-server a QoS 1 subscription is a JetStream
         // consumer, which a node may refuse ("Unable to add JetStream consumer") or stall while
         // JetStream elects new leaders after the kill; what they watch must not depend on that.
-        let watcher = try await MosquittoSubscriber.start(port: ports[2], filters: filters + ["stores/100/bridge"], qos: 0, in: dir,
-                                                          diagnostics: cluster.diagnostics)
+        let watcher: MosquittoSubscriber
+        do {
+            watcher = try await subscriber(on: 2, filters + ["stores/100/bridge"])
+        } catch {
+            await store.stop()
+            await cluster.stop()
+            throw error
+        }
         var processes: [ChildProcess] = []
         var others: [MosquittoSubscriber] = []
         func stopAll() async {
@@ -203,19 +313,22 @@ struct NATSNodeFaultTests {
             guard await watcher.waitFor(topic: "stores/100/bridge", text: "1", timeout: 60) != nil else {
                 throw TestFailure("the store's bridge did not connect\n\(diagnostics())")
             }
-            processes.append(try startProgram("beacon-brain", ["--config", fleet], in: dir))
+            processes.append(try start("beacon-brain", ["--config", fleet]))
             guard await watcher.waitFor(topic: "brain/status", text: "online", timeout: 60) != nil else {
                 throw TestFailure("the brain did not come up\n\(diagnostics())")
             }
+            var gateways: [ChildProcess] = []
             let profile = try dir.write("ana.json", #"{"name": "Ana", "favorite": "flat white"}"#)
-            processes.append(try startProgram("beaconctl", ["observe", "--config", fleet, "--broker", url(from: 2), "--client", "ana",
-                                                            "--major", "100", "--minor", "3", "--profile", profile], in: dir))
+            processes.append(try start("beaconctl", ["observe", "--config", fleet, "--broker", url(from: 2), "--client", "ana",
+                                                     "--major", "100", "--minor", "3", "--profile", profile]))
             for id in ["door", "counter"] {
-                processes.append(try startProgram("beacon-gateway", ["--config", fleet, "--id", id], in: dir))
+                gateways.append(try start("beacon-gateway", ["--config", fleet, "--id", id]))
+                processes.append(gateways.last!)
             }
 
             var back: Double?
             var restarts: [Restart] = []
+            var cutFigures: Cut?
             // A rolling restart takes node 3 away from the watcher too: a second watcher on
             // node 1 (restarted first, back by then) reads what comes while node 3 is down.
             var stand: (watcher: MosquittoSubscriber, from: Int, cut: Int)?
@@ -262,7 +375,50 @@ struct NATSNodeFaultTests {
                     restarts.append(Restart(node: node.name, down: down, retainedOnIt: retainedOnIt, partBack: partBack))
                 }
             }
-            if let victim {
+            if case .cut(let node)? = fault, let lab {
+                let first = await eventually(timeout: 60) {
+                    let effects = BrokerOutageTests.effects([watcher])
+                    return ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
+                            "displays/enter/9 9 at Counter"].allSatisfy(effects.rules.contains) && effects.inbox.count >= 2
+                }
+                guard first else { throw TestFailure("no effects before the cut\n\(diagnostics())") }
+                let (topic, text) = node == 0 ? ("brain/status", "online") : ("stores/100/bridge", "1")
+                let before = watcher.records.filter { $0.topic == topic && $0.text == text }.count
+                let cutIndex = watcher.records.count
+                let cutAt = Date()
+                try lab.set(links[node], up: false)
+                let moved = await eventually(timeout: Self.cutLength + 30, interval: 0.02) {
+                    watcher.records.filter { $0.topic == topic && $0.text == text }.count > before
+                }
+                if moved { back = Date().timeIntervalSince(cutAt) }
+                #expect(moved, "\(topic) \(text) did not come again from another node\n\(diagnostics())")
+                let rest = Self.cutLength - Date().timeIntervalSince(cutAt)
+                if rest > 0 { try await Task.sleep(for: .seconds(rest)) }
+                let healIndex = watcher.records.count
+                try lab.set(links[node], up: true)
+                let healed = Date()
+                // The retained state as the healed node hands it to a new client, once it takes one.
+                var reader: MosquittoSubscriber?
+                while reader == nil, Date().timeIntervalSince(healed) < 30 {
+                    reader = try? await subscriber(on: node, ["brain/status", "stores/100/bridge"])
+                    if reader == nil { try await Task.sleep(for: .milliseconds(200)) }
+                }
+                if let reader { others.append(reader) }
+                let held = await eventually(timeout: 30, interval: 0.02) {
+                    let records = reader?.records ?? []
+                    return records.contains { $0.retained && $0.topic == "brain/status" && $0.text == "online" }
+                        && records.contains { $0.retained && $0.topic == "stores/100/bridge" && $0.text == "1" }
+                }
+                let retainedOnIt = held ? Date().timeIntervalSince(healed) : nil
+                // Late news of the cut: what the node held for its clients, given to the others.
+                try await Task.sleep(for: .seconds(3))
+                let statuses: (ArraySlice<MosquittoSubscriber.Record>) -> [String] = { records in
+                    records.filter { $0.topic == "brain/status" || $0.topic == "stores/100/bridge" }.map { "\($0.topic) \($0.text)" }
+                }
+                let now = watcher.records
+                cutFigures = Cut(retainedOnIt: retainedOnIt, during: statuses(now[cutIndex..<healIndex]), afterHeal: statuses(now[healIndex...]))
+            }
+            if case .kill(let victim)? = fault {
                 let first = await eventually(timeout: 60) {
                     let effects = BrokerOutageTests.effects([watcher])
                     return ["displays/enter/1 1 at Entrance", "displays/enter/2 2 at Entrance",
@@ -292,21 +448,29 @@ struct NATSNodeFaultTests {
                 return Array(mine.prefix(stand.cut)) + standIn
             }
             let done = await eventually(timeout: end + 90, interval: 0.2) {
-                exits.allSatisfy(BrokerOutageTests.effects(records: seen()).rules.contains)
+                let rules = BrokerOutageTests.effects(records: seen()).rules
+                guard case .cut? = fault else { return exits.allSatisfy(rules.contains) }
+                // A cut can hide a whole visit from the brain (its node's, while its keepalive
+                // runs out): done once the captures are over and every visit it began has ended.
+                let minors = { (kind: String) in Set(rules.filter { $0.hasPrefix("displays/\(kind)/") }.map { $0.split(separator: " ")[0] }
+                                                        .map { $0.split(separator: "/").last ?? "" }) }
+                return gateways.allSatisfy { $0.stderr.contains("source finished") } && !minors("enter").isEmpty
+                    && minors("enter") == minors("exit")
             }
             guard done else { throw TestFailure("not every visit ended\n\(BrokerOutageTests.effects(records: seen()))\n\(diagnostics())") }
             // The retained state, from node 2 (node 3 when node 2 was killed), while everyone still runs.
             // The brain's status last: nats-server answered the filters' retained messages in
             // their order in every run seen here, so it comes after the others.
-            let reader = try await MosquittoSubscriber.start(port: ports[victim == 1 ? 2 : 1], filters: ["beacons/#", "gateways/+/status", "stores/#",
-                                                                                      "observers/+/status", "brain/status"], qos: 0, in: dir)
+            let reader = try await subscriber(on: victim == 1 ? 2 : 1, ["beacons/#", "gateways/+/status", "stores/#", "observers/+/status",
+                                                                        "brain/status"])
             others.append(reader)
             _ = await reader.waitFor(timeout: 20) { $0.topic == "brain/status" && $0.retained }
             for process in processes.reversed() {
                 process.signal(SIGTERM)
                 _ = await process.waitForExit(timeout: 20)
             }
-            let marker = await NATSCluster.publish(port: ports[2], topic: "displays/end", payload: "end", in: dir)
+            let marker = await NATSCluster.publish(host: hosts[2], port: ports[2], topic: "displays/end", payload: "end", namespace: hub,
+                                                   in: dir)
             guard marker == 0, await (stand?.watcher ?? watcher).waitFor(topic: "displays/end", timeout: 30) != nil else {
                 throw TestFailure("the end marker did not arrive\n\(diagnostics())")
             }
@@ -321,7 +485,8 @@ struct NATSNodeFaultTests {
                 try? watcher.records.map(\.description).joined(separator: "\n")
                     .write(toFile: "\(keep)/nats-\(name)-watcher.log", atomically: true, encoding: .utf8)
             }
-            let run = Run(effects: BrokerOutageTests.effects(records: seen()), retained: retained, back: back, restarts: restarts)
+            let run = Run(effects: BrokerOutageTests.effects(records: seen()), retained: retained, back: back, restarts: restarts,
+                          cut: cutFigures)
             await stopAll()
             return run
         } catch {

@@ -201,15 +201,15 @@ public final class MosquittoSubscriber: @unchecked Sendable {
                                namespace: broker.namespace, in: directory, diagnostics: broker.diagnostics)
     }
 
-    /// The same on any broker at `port` of 127.0.0.1 (a NATS node); `arguments` go to
+    /// The same on any broker at `port` of `host` (a NATS node); `arguments` go to
     /// mosquitto_sub too (credentials, `--cafile`). `diagnostics` is added to a failure.
-    public static func start(port: UInt16, filters: [String], qos: Int = 1, clientID: String? = nil, arguments extra: [String] = [],
-                             namespace: NetworkNamespace? = nil, in directory: TemporaryDirectory,
+    public static func start(host: String = "127.0.0.1", port: UInt16, filters: [String], qos: Int = 1, clientID: String? = nil,
+                             arguments extra: [String] = [], namespace: NetworkNamespace? = nil, in directory: TemporaryDirectory,
                              diagnostics: @autoclosure () -> String = "") async throws -> MosquittoSubscriber {
         guard let program = Programs.system("mosquitto_sub") else {
             throw MosquittoBroker.StartError(description: "mosquitto_sub is not installed (apt install mosquitto-clients)")
         }
-        var arguments = ["-h", "127.0.0.1", "-p", String(port), "-q", String(qos), "-d",
+        var arguments = ["-h", host, "-p", String(port), "-q", String(qos), "-d",
                          "-i", clientID ?? "observer-\(UUID().uuidString.prefix(8))", "-F", "MSG|%t|%r|%x"]
         if clientID != nil { arguments.append("-c") }
         for filter in filters { arguments += ["-t", filter] }

@@ -1,8 +1,9 @@
 import Foundation
 import SystemCalls
 
-/// A NATS cluster of a test's own: one `nats-server` per node on 127.0.0.1, each with its
-/// JetStream store in the test's directory and the MQTT listener on; stopped by PID.
+/// A NATS cluster of a test's own: one `nats-server` per node on 127.0.0.1 (or each in a
+/// network namespace of the test's own, on its address there), each with its JetStream store
+/// in the test's directory and the MQTT listener on; stopped by PID.
 ///
 /// Either from configurations the test wrote (`beaconctl provision`'s node files, whose
 /// ports the test chose with `ports(count:)`), or from `start(in:count:)`'s own: anonymous
@@ -20,18 +21,39 @@ public final class NATSCluster: @unchecked Sendable {
         public var client: UInt16
     }
 
+    /// Where each node runs and how clients reach it: a namespace per node, and the one its
+    /// clients (and the readiness probe) run in.
+    public struct Placement: Sendable {
+        public var hosts: [String]
+        public var namespaces: [NetworkNamespace]
+        public var clients: NetworkNamespace
+
+        public init(hosts: [String], namespaces: [NetworkNamespace], clients: NetworkNamespace) {
+            self.hosts = hosts
+            self.namespaces = namespaces
+            self.clients = clients
+        }
+    }
+
     public final class Node: @unchecked Sendable {
         public let name: String
         public let ports: Ports
         public let configPath: String
+        /// The address its listeners are on (127.0.0.1 unless in a namespace).
+        public let host: String
+        /// Its own namespace, if any.
+        public let namespace: NetworkNamespace?
         let directory: TemporaryDirectory
         private let lock = NSLock()
         private var current: ChildProcess?
 
-        init(name: String, ports: Ports, configPath: String, directory: TemporaryDirectory) {
+        init(name: String, ports: Ports, configPath: String, host: String = "127.0.0.1", namespace: NetworkNamespace? = nil,
+             directory: TemporaryDirectory) {
             self.name = name
             self.ports = ports
             self.configPath = configPath
+            self.host = host
+            self.namespace = namespace
             self.directory = directory
         }
 
@@ -46,11 +68,13 @@ public final class NATSCluster: @unchecked Sendable {
             guard let program = Programs.system("nats-server") else {
                 throw StartError(description: "nats-server is not installed (apt install nats-server)")
             }
-            let process = try ChildProcess(program, ["-c", configPath], in: directory, name: "nats-\(name)")
+            let command = namespace?.wrap(program, ["-c", configPath]) ?? (program: program, arguments: ["-c", configPath])
+            let process = try ChildProcess(command.program, command.arguments, in: directory, name: "nats-\(name)")
             lock.withLock { current = process }
-            let port = ports.mqtt
+            let (port, inNamespace) = (ports.mqtt, namespace != nil)
             let up = await eventually(timeout: 15, interval: 0.05) {
-                !process.isRunning || Loopback.acceptsConnections(port: port)
+                !process.isRunning || (inNamespace ? NetworkNamespace.isListening(pid: process.pid, port: port)
+                                                   : Loopback.acceptsConnections(port: port))
             }
             guard up, process.isRunning else {
                 throw StartError(description: "nats-server \(name) did not listen on \(port)\n\(process.diagnostics)")
@@ -80,9 +104,11 @@ public final class NATSCluster: @unchecked Sendable {
 
     public let nodes: [Node]
     public let directory: TemporaryDirectory
+    /// Where the readiness probe runs: the clients' namespace, if the nodes have their own.
+    public let clients: NetworkNamespace?
 
     /// `mqtt://127.0.0.1:P1,127.0.0.1:P2,…`: every node, as a several-host broker URL.
-    public var url: String { "mqtt://" + nodes.map { "127.0.0.1:\($0.ports.mqtt)" }.joined(separator: ",") }
+    public var url: String { "mqtt://" + nodes.map { "\($0.host):\($0.ports.mqtt)" }.joined(separator: ",") }
 
     /// Free ports for `count` nodes.
     public static func ports(count: Int) throws -> [Ports] {
@@ -97,32 +123,39 @@ public final class NATSCluster: @unchecked Sendable {
     }
 
     /// A cluster of `count` nodes with configurations of its own: anonymous MQTT, no TLS.
-    public static func start(in directory: TemporaryDirectory, count: Int = 3) async throws -> NATSCluster {
+    /// `placement`: each node in its namespace on its host address (`count` is then theirs).
+    public static func start(in directory: TemporaryDirectory, count: Int = 3, placement: Placement? = nil) async throws -> NATSCluster {
+        let count = placement?.hosts.count ?? count
         let ports = try ports(count: count)
-        let routes = ports.map { "\"nats-route://127.0.0.1:\($0.cluster)\"" }.joined(separator: ", ")
+        let hosts = placement?.hosts ?? Array(repeating: "127.0.0.1", count: count)
+        let routes = zip(hosts, ports).map { "\"nats-route://\($0):\($1.cluster)\"" }.joined(separator: ", ")
         var configs: [(name: String, path: String, ports: Ports)] = []
-        for (i, p) in ports.enumerated() {
+        for (i, (host, p)) in zip(hosts, ports).enumerated() {
             let name = "n\(i + 1)"
             let text = """
                 # A node of one test's cluster, written by TestSupport.NATSCluster.
                 server_name: \(name)
-                listen: "127.0.0.1:\(p.client)"
+                listen: "\(host):\(p.client)"
                 jetstream { store_dir: "\(directory.file("jetstream-\(name)"))" }
-                cluster { name: test, listen: "127.0.0.1:\(p.cluster)", routes: [\(routes)] }
-                mqtt { listen: "127.0.0.1:\(p.mqtt)" }
+                cluster { name: test, listen: "\(host):\(p.cluster)", routes: [\(routes)] }
+                mqtt { listen: "\(host):\(p.mqtt)" }
 
                 """
             configs.append((name, try directory.write("nats-\(name).conf", text), p))
         }
-        return try await start(in: directory, configs: configs)
+        return try await start(in: directory, configs: configs, placement: placement)
     }
 
     /// A cluster from written node configurations (their listeners on 127.0.0.1 at `ports`).
     /// `probe`: `mosquitto_pub` arguments for the readiness check (credentials, a CA file).
+    /// `placement`: where each node runs (its own namespace) and its clients' namespace.
     public static func start(in directory: TemporaryDirectory, configs: [(name: String, path: String, ports: Ports)],
-                             probe: [String] = []) async throws -> NATSCluster {
-        let cluster = NATSCluster(nodes: configs.map { Node(name: $0.name, ports: $0.ports, configPath: $0.path, directory: directory) },
-                                  directory: directory)
+                             probe: [String] = [], placement: Placement? = nil) async throws -> NATSCluster {
+        let nodes = configs.enumerated().map { i, config in
+            Node(name: config.name, ports: config.ports, configPath: config.path, host: placement?.hosts[i] ?? "127.0.0.1",
+                 namespace: placement?.namespaces[i], directory: directory)
+        }
+        let cluster = NATSCluster(nodes: nodes, directory: directory, clients: placement?.clients)
         do {
             for node in cluster.nodes { try await node.start() }
             try await cluster.waitUntilReady(probe: probe)
@@ -133,30 +166,36 @@ public final class NATSCluster: @unchecked Sendable {
         return cluster
     }
 
-    private init(nodes: [Node], directory: TemporaryDirectory) {
+    private init(nodes: [Node], directory: TemporaryDirectory, clients: NetworkNamespace?) {
         self.nodes = nodes
         self.directory = directory
+        self.clients = clients
     }
 
     /// Waits until every running node takes an MQTT client's QoS 1 publish.
     public func waitUntilReady(probe: [String] = [], timeout: Double = 20) async throws {
         for node in nodes where node.isRunning {
             let ready = await eventually(timeout: timeout, interval: 0.2) {
-                await Self.publish(port: node.ports.mqtt, topic: "probe/\(node.name)", payload: "", extra: probe,
-                                   in: directory) == 0
+                await Self.publish(host: node.host, port: node.ports.mqtt, topic: "probe/\(node.name)", payload: "", extra: probe,
+                                   namespace: clients, in: directory) == 0
             }
             guard ready else { throw StartError(description: "node \(node.name) takes no MQTT client\n\(diagnostics)") }
         }
     }
 
-    /// Runs `mosquitto_pub` against the node at `port` once; its exit status (nil: it hung).
-    public static func publish(port: UInt16, topic: String, payload: String, qos: Int = 1, retain: Bool = false,
-                               extra: [String] = [], in directory: TemporaryDirectory) async -> Int32? {
+    /// Runs `mosquitto_pub` against the node at `host`:`port` once (in `namespace`, if any);
+    /// its exit status (nil: it hung).
+    public static func publish(host: String = "127.0.0.1", port: UInt16, topic: String, payload: String, qos: Int = 1,
+                               retain: Bool = false, extra: [String] = [], namespace: NetworkNamespace? = nil,
+                               in directory: TemporaryDirectory) async -> Int32? {
         guard let program = Programs.system("mosquitto_pub") else { return nil }
-        var arguments = ["-h", "127.0.0.1", "-p", String(port), "-q", String(qos), "-t", topic] + extra
+        var arguments = ["-h", host, "-p", String(port), "-q", String(qos), "-t", topic] + extra
         arguments += payload.isEmpty ? ["-n"] : ["-m", payload]
         if retain { arguments.append("-r") }
-        guard let process = try? ChildProcess(program, arguments, in: directory, name: "mosquitto_pub") else { return nil }
+        let command = namespace?.wrap(program, arguments) ?? (program: program, arguments: arguments)
+        guard let process = try? ChildProcess(command.program, command.arguments, in: directory, name: "mosquitto_pub") else {
+            return nil
+        }
         let status = await process.waitForExit(timeout: 20)
         if status == nil { await process.stop() }
         return status

@@ -93,6 +93,11 @@ public final class NetworkLab: @unchecked Sendable {
         lock.withLock { routes.append((ns, destination, gateway)) }
     }
 
+    /// Lets `ns` forward packets between its links (a router, or a switch between nodes).
+    public func forward(in ns: NetworkNamespace) throws {
+        try ip(["netns", "exec", ns.name, Programs.system("sysctl") ?? "/usr/sbin/sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
+    }
+
     /// Brings one side of a link down or up (down on `b`'s side: that namespace loses its
     /// uplink, as a store whose router loses the WAN).
     public func set(_ link: Link, up: Bool, side: KeyPath<Link, (namespace: NetworkNamespace, interface: String, address: String)> = \.b) throws {
