@@ -467,12 +467,30 @@ public actor PostgresHistory: HistoryKeeping {
     }
 
     /// The connection, opened if there is none (or it closed).
+    ///
+    /// Without JIT compilation (`jit = off`, this session only): PostgreSQL compiles a
+    /// statement it estimates costly with LLVM before running it, and a batch of 5,000
+    /// decisions crossed that line (`jit_above_cost`): compiling the ingest statement took
+    /// 2–4 s of the server's CPU for a batch it then wrote in 0.1 s (a batch that waited
+    /// through an outage is bigger still). The history's statements are short index work.
     private func connected() async throws -> PostgresConnection {
         if let connection, !connection.isClosed { return connection }
         connections += 1
         let opened = try await PostgresConnection.connect(configuration: configuration, id: connections, logger: logger)
+        // A server without JIT (before PostgreSQL 11) refuses the setting; nothing to turn off there.
+        _ = try? await opened.query("SET jit = off", logger: logger)
         connection = opened
         return opened
+    }
+
+    /// A setting of this history's session (`current_setting`).
+    func setting(_ name: String) async throws(HistoryStoreError) -> String {
+        try await use("reading") { connection in
+            for try await value in try await connection.query("SELECT current_setting(\(name))", logger: self.logger).decode(String.self) {
+                return value
+            }
+            return ""
+        }
     }
 
     /// Runs `body` on the connection; on failure the connection is dropped (the next call

@@ -225,7 +225,8 @@ import Testing
 
     /// The batch's statement is prepared once on a connection and run by name after: the
     /// server parses it once and settles on one plan (docs/PERFORMANCE.md section 8). A
-    /// connection opened after a restart prepares it again.
+    /// connection opened after a restart prepares it again. Each session runs without JIT
+    /// compilation, which cost seconds on a batch of 5,000 decisions.
     @Test func postgresPreparesTheIngestOnceAConnection() async throws {
         let lab = try await HistoryLab(.postgres)
         let db = try #require(try await lab.open("prepared") as? PostgresHistory)
@@ -252,9 +253,11 @@ import Testing
         let batches = (all.count + 2) / 3
         #expect(try await ingestInBatchesOfThree() == .init(stored: 10, duplicates: 0))
         #expect(try await db.preparedIngestRuns() == batches)
+        #expect(try await db.setting("jit") == "off")
         try await lab.server!.restart()
         #expect(try await ingestInBatchesOfThree() == .init(stored: 0, duplicates: 10))
         #expect(try await db.preparedIngestRuns() == batches)
+        #expect(try await db.setting("jit") == "off")
         await db.close()
         await lab.stop()
     }
