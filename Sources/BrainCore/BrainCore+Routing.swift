@@ -1,5 +1,5 @@
-import BeaconKit
-import Contract
+public import BeaconKit
+public import Contract
 import Config
 import Tracking
 
@@ -7,10 +7,33 @@ import Tracking
 /// foreign input counted and reported.
 /// Part of `BrainCore`, split by concern (see BrainCore.swift for why its state is internal).
 extension BrainCore {
-    mutating func route(_ kind: Topics.Kind, topic: String, payload: [UInt8], retained: Bool, at now: Instant) {
-        switch kind {
-        case .gatewayRSSI(let gateway):
-            guard var report = rssiReport(payload, gateway: gateway, topic: topic) else { return }
+    /// How this brain decodes what it receives: its prefix, its limits.
+    public var decoder: Inbound.Decoder {
+        Inbound.Decoder(topics: topics, maxDepth: limits.maxDepth, maxPayload: limits.maxPayload,
+                        maxConfigPayload: limits.maxConfigPayload)
+    }
+
+    /// One MQTT message. `retained`: the broker delivered it from its store (state from
+    /// before this connection) rather than as it was published.
+    public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
+        receive(decoder.decode(topic: topic, payload: payload, retained: retained), at: now)
+    }
+
+    /// One message, decoded (`Inbound.decode`, with `decoder`'s limits), to the part that
+    /// handles it.
+    public mutating func receive(_ inbound: Inbound, at now: Instant) -> BrainOutput {
+        counters.received += 1
+        lastTime = max(lastTime, now)
+        inputBytes = inbound.payload.count
+        route(inbound, at: now)
+        return finish(at: now)
+    }
+
+    mutating func route(_ inbound: Inbound, at now: Instant) {
+        let topic = inbound.topic, payload = inbound.payload, retained = inbound.retained
+        switch inbound.message {
+        case .rssiReport(let gateway, let body):
+            guard var report = read(body, .rssiReport, topic) else { return }
             recovery.gatewayIsLive(gateway, at: now)
             // Calibration learns from the report as the gateway sent it; the zone fusion
             // takes it corrected by the gateway's learned offset.
@@ -28,176 +51,211 @@ extension BrainCore {
                 recovery.confirmView(entry.beacon, gateway: gateway, live: true)
             }
 
-        case .beacon(let ref, let about):
-            routeBeacon(ref, about, topic: topic, payload: payload, retained: retained, at: now)
+        case .gatewayPresence(let ref, let gateway, let body):
+            gatewayPresence(ref, gateway: gateway, body, topic: topic, retained: retained, at: now)
 
-        case .brainRecord(let record):
-            readRecord(record, topic: topic, payload: payload, retained: retained)
+        case .join(let ref, let client, let body):
+            join(ObserverJoin.Key(beacon: ref, client: client), body, topic: topic, payload: payload, retained: retained, at: now)
 
-        case .customer(let store, let client):
+        case .fleetPresence(let ref, let body):
+            guard readingBack, retained, owned(ref), body != .empty else { return }
+            switch body {
+            case .value(let report):
+                if !isSettled { retainedPresence[ref] = report }
+                known[topic] = report.signature
+            case .invalid(let reason):
+                known[topic] = ""
+                malformed(.fleetPresence, topic, reason)
+            case .empty: break
+            }
+
+        case .ad(let ref):
+            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
+            known[topic] = String(decoding: payload, as: UTF8.self)
+
+        case .telemetry(let ref, let body):
+            guard owned(ref), directory.isRegistered(ref), let telemetry = read(body, .telemetry, topic) else { return }
+            if isSettled {
+                self.telemetry(of: ref, millivolts: telemetry.batteryMillivolts)
+            } else {
+                pendingTelemetry[ref] = telemetry.batteryMillivolts
+            }
+
+        case .visitRecord(let ref, let body):
+            readRecord(ref, client: nil, body, topic: topic, retained: retained)
+
+        case .answeredRecord(let ref, let client, let body):
+            readRecord(ref, client: client, body, topic: topic, retained: retained)
+
+        case .beaconHealth(let ref, let body):
+            // Unsealed (the fleet page reads it): at worst a forged one dates a last sighting wrong.
+            guard readingBack, retained, owned(ref), body != .empty else { return }
+            switch body {
+            case .value(let value):
+                beaconHealth.restore(value, of: ref)
+                known[topic] = String(decoding: payload, as: UTF8.self)
+            case .invalid(let reason):
+                known[topic] = ""
+                malformed(.record, topic, reason)
+            case .empty: break
+            }
+
+        case .customer(let store, let client, _):
             readCustomer(store: store, client: client, topic: topic, payload: payload, retained: retained)
 
-        case .gatewayCalibration(let gateway):
+        case .gatewayCalibration(let gateway, _):
             readCalibration(gateway, topic: topic, payload: payload, retained: retained)
 
-        case .gatewayStatus(let gateway):
-            switch String(decoding: payload, as: UTF8.self) {
-            case "online":
+        case .gatewayStatus(let gateway, let body):
+            switch body {
+            case .value(.online):
                 if !retained { recovery.gatewayIsLive(gateway, at: now) }
                 handle(presence.gatewayStatus(gateway, online: true), at: now)
                 // A gateway back after an outage waits for us, subscribed, to ask for the
                 // reports it kept (GatewayEngine.connected); retained, it is one we read back
                 // after our own reconnect. A gateway that does not wait ignores it.
-                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway), text: #"{"reports":"send"}"#,
+                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway), text: GatewayCommand.sendReports.json,
                                                 qos: 1, retain: false))
-            case "offline" where isSettled && retained:
+            case .value(.offline) where isSettled && retained:
                 // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
                 // Its views wait for the gateway to come back (or the reconnect grace).
                 recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
-            case "offline" where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+            case .value(.offline) where isSettled && recovery.hold(offlineGateway: gateway, at: now):
                 presence.gatewayDisconnected(gateway)
                 note(.info, "gateway offline: dropping its views unless it is back within the grace",
                      ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
-            case "offline":
+            case .value(.offline):
                 dropGateway(gateway, at: now)
-            case "": break
-            default: malformed(.gatewayStatus, topic, "expected online or offline")
+            case .empty: break
+            case .invalid(let reason): malformed(.gatewayStatus, topic, reason)
             }
             if isSettled, let major = directory.store(ofGateway: gateway) {
                 bridgeChanged(bridges.gatewayStatus(gateway, store: major), at: now)
             }
 
-        case .bridgeStatus(let major):
+        case .bridgeStatus(let major, let body):
             guard directory.handles(store: major) else {
                 counters.foreign += 1
                 return
             }
-            let text = String(decoding: payload, as: UTF8.self)
-            guard text == "1" || text == "0" else {
-                if !payload.isEmpty { malformed(.bridgeStatus, topic, "expected 1 or 0 (Mosquitto's bridge notification)") }
-                return
-            }
+            guard let connected = read(body, .bridgeStatus, topic) else { return }
             if isSettled {
-                bridgeChanged(bridges.status(major, connected: text == "1", live: !retained, at: now), at: now)
+                bridgeChanged(bridges.status(major, connected: connected, live: !retained, at: now), at: now)
             } else {
-                bridges.remember(major, connected: text == "1", live: !retained)
+                bridges.remember(major, connected: connected, live: !retained)
             }
 
-        case .observerStatus(let client):
-            switch String(decoding: payload, as: UTF8.self) {
-            case "online":
+        case .observerStatus(let client, let body):
+            switch body {
+            case .value(.online):
                 offlineObservers.remove(client)
                 if !retained { recovery.observerIsLive(client, at: now) }
-            case "offline" where isSettled && retained:
+            case .value(.offline) where isSettled && retained:
                 recovery.retainedOffline(observer: client, joins: observers.joins(ofClient: client).map(\.key))
-            case "offline" where isSettled && recovery.hold(offlineObserver: client, at: now):
+            case .value(.offline) where isSettled && recovery.hold(offlineObserver: client, at: now):
                 break
-            case "offline" where isSettled:
+            case .value(.offline) where isSettled:
                 endJoins(of: client, at: now)
-            case "offline":
+            case .value(.offline):
                 offlineObservers.insert(client)
-            case "": break
-            default: malformed(.observerStatus, topic, "expected online or offline")
+            case .empty: break
+            case .invalid(let reason): malformed(.observerStatus, topic, reason)
             }
 
-        case .fleetConfig:
-            guard !payload.isEmpty else { return }
-            let document: JSONValue
-            do {
-                document = try JSONParser(maxDepth: 64).parse(payload)
-            } catch {
-                return rejectConfig([error.description], at: now)
-            }
-            do {
-                let new = try FleetConfig.parse(document)
-                // The retained config comes again on every reconnect: only a change is news.
-                if new != config { applyConfig(new, origin: "fleet/config", at: now) }
-            } catch {
-                rejectConfig(error.errors.map(\.description), at: now)
+        case .fleetConfig(let body):
+            switch body {
+            case .value(let document):
+                do {
+                    let new = try FleetConfig.parse(document)
+                    // The retained config comes again on every reconnect: only a change is news.
+                    if new != config { applyConfig(new, origin: "fleet/config", at: now) }
+                } catch {
+                    rejectConfig(error.errors.map(\.description), at: now)
+                }
+            case .invalid(let reason): rejectConfig([reason], at: now)
+            case .empty: break
             }
 
-        case .roster(let store):
-            guard readingBack, retained, directory.handles(store: store), !payload.isEmpty else { return }
-            guard let json = json(payload, .roster, topic) else {
+        case .roster(let store, let body):
+            guard readingBack, retained, directory.handles(store: store), body != .empty else { return }
+            switch body {
+            case .value(let roster): known[topic] = roster.json(at: nil)
+            case .invalid(let reason):
                 known[topic] = ""
-                return
-            }
-            do {
-                known[topic] = try Roster(parsing: json).json(at: nil)
-            } catch {
-                known[topic] = ""
-                malformed(.roster, topic, error.reason)
+                malformed(.roster, topic, reason)
+            case .empty: break
             }
 
-        case .gatewayHealth, .gatewayCommand, .gatewayEvents, .inbox, .brainStatus, .brainEvents, .brainHealth,
-             .brainSync, .shardStatus, .shardHolder, .shardSync:
+        case .refused(.oversized(let kind, let bytes, let limit)):
+            counters.oversized += 1
+            note(.debug, "dropped an oversized payload", ["topic": String(topic.prefix(200)), "bytes": "\(bytes)"])
+            let reason = Inbound.Refusal.oversized(kind, bytes: bytes, limit: limit).reason
+            reportRejected("oversized", topic: topic, reason: reason)
+            if kind == .fleetConfig {
+                counters.configsRejected += 1
+                report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
+                note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(bytes)"])
+            }
+            if case let .beacon(ref, .observer(client))? = kind, owns(ref) {
+                reject(ObserverJoin.Key(beacon: ref, client: client),
+                       reason: "join payload of \(bytes) bytes exceeds \(limits.maxPayload)", at: now)
+            }
+
+        case .refused(.unknownTopic), .gatewayHealth, .gatewayCommand, .brainStatus, .other:
+            // Sightings and zone decisions are not subscribed: the brain hears gateways
+            // through their RSSI reports, and writes its zone decisions itself.
             unknownTopic(topic)
         }
     }
 
-    /// A topic about one beacon, iBeacon (`beacons/<major>/<minor>…`) or Eddystone-UID
-    /// (`eddystone/<namespace>/<instance>…`): both families are handled alike.
-    mutating func routeBeacon(_ ref: BeaconRef, _ about: Topics.BeaconTopic, topic: String, payload: [UInt8],
-                                      retained: Bool, at now: Instant) {
-        switch about {
-        case .sighting, .zoneEvents:
-            // Not subscribed: the brain hears gateways through their RSSI reports, and writes
-            // its zone decisions itself.
-            unknownTopic(topic)
+    /// A gateway's retained view of a beacon (`beacons/…/presence/<gateway>`); empty when
+    /// the beacon left it.
+    mutating func gatewayPresence(_ ref: BeaconRef, gateway: String, _ body: Inbound.Body<GatewayPresenceReport>, topic: String,
+                                  retained: Bool, at now: Instant) {
+        guard owned(ref) else { return }
+        if !retained { recovery.gatewayIsLive(gateway, at: now) }
+        if body == .empty {
+            handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
+            recovery.viewEnded(ref, gateway: gateway)
+            return
+        }
+        // Left behind by a gateway found offline after a reconnect: only it can say.
+        if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
+        guard let report = read(body, .gatewayPresence, topic) else { return }
+        // A broker that lost a delete brings back a visit that ended: no new visit.
+        if retained, presence[ref] == nil, stalePresence.isStale(report) {
+            note(.info, "ignored retained presence of a visit that ended", ["beacon": "\(ref)", "gateway": gateway])
+            return
+        }
+        stalePresence.took(report)
+        handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
+        // A gateway without reports changes its view's class with no event of the fleet's.
+        if isSettled, proximityRoster.isActive { observeProximity([ref], at: now) }
+        if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
+        if presence[ref] != nil { dirtyPresence.insert(ref) }
+    }
 
-        case .gatewayPresence(let gateway):
-            guard owned(ref) else { return }
-            if !retained { recovery.gatewayIsLive(gateway, at: now) }
-            if payload.isEmpty {
-                handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
-                recovery.viewEnded(ref, gateway: gateway)
-                return
+    /// An observer's join (`beacons/…/observers/<client>`); empty when it leaves.
+    mutating func join(_ key: ObserverJoin.Key, _ body: Inbound.Body<JoinRequest>, topic: String, payload: [UInt8],
+                       retained: Bool, at now: Instant) {
+        guard owned(key.beacon) else { return }
+        if !retained {
+            offlineObservers.remove(key.client)
+            recovery.observerIsLive(key.client, at: now)
+        }
+        switch body {
+        case .empty:
+            if isSettled {
+                leave(key, deleteTopic: false, at: now)
+                recovery.joinEnded(key)
+            } else {
+                pendingJoins[key] = nil
+                pendingErrors[key] = nil
             }
-            // Left behind by a gateway found offline after a reconnect: only it can say.
-            if retained, isSettled, recovery.ignoresRetained(fromGateway: gateway) { return }
-            guard let json = json(payload, .gatewayPresence, topic) else { return }
-            do {
-                let report = try GatewayPresenceReport(parsing: json, topic: ref, gateway: gateway)
-                // A broker that lost a delete brings back a visit that ended: no new visit.
-                if retained, presence[ref] == nil, stalePresence.isStale(report) {
-                    note(.info, "ignored retained presence of a visit that ended", ["beacon": "\(ref)", "gateway": gateway])
-                    return
-                }
-                stalePresence.took(report)
-                handle(presence.gatewayPresence(report, retained: retained, at: now), at: now)
-                // A gateway without reports changes its view's class with no event of the fleet's.
-                if isSettled, proximityRoster.isActive { observeProximity([ref], at: now) }
-                if presence[ref]?.views[gateway] != nil { recovery.confirmView(ref, gateway: gateway, live: !retained) }
-                if presence[ref] != nil { dirtyPresence.insert(ref) }
-            } catch {
-                malformed(.gatewayPresence, topic, error.reason)
-            }
-
-        case .observer(let client):
-            let key = ObserverJoin.Key(beacon: ref, client: client)
-            guard owned(key.beacon) else { return }
-            if !retained {
-                offlineObservers.remove(client)
-                recovery.observerIsLive(client, at: now)
-            }
-            if payload.isEmpty {
-                if isSettled {
-                    leave(key, deleteTopic: false, at: now)
-                    recovery.joinEnded(key)
-                } else {
-                    pendingJoins[key] = nil
-                    pendingErrors[key] = nil
-                }
-                return
-            }
-            let request: JoinRequest
-            do {
-                request = try JoinRequest(parsing: payload)
-            } catch {
-                malformed(.join, topic, error.reason)
-                reject(key, reason: error.reason, at: now)
-                return
-            }
+        case .invalid(let reason):
+            malformed(.join, topic, reason)
+            reject(key, reason: reason, at: now)
+        case .value(let request):
             let fingerprint = JoinRequest.fingerprint(payload)
             if isSettled {
                 join(key, request, fingerprint: fingerprint, at: now)
@@ -205,79 +263,28 @@ extension BrainCore {
                 pendingJoins[key] = (request, fingerprint)
                 pendingErrors[key] = nil
             }
-
-        case .fleetPresence:
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            guard let json = json(payload, .fleetPresence, topic) else { return }
-            do {
-                let report = try FleetPresenceReport(parsing: json, topic: ref)
-                if !isSettled { retainedPresence[ref] = report }
-                known[topic] = report.signature
-            } catch {
-                known[topic] = ""
-                malformed(.fleetPresence, topic, error.reason)
-            }
-
-        case .ad:
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            known[topic] = String(decoding: payload, as: UTF8.self)
-
-        case .telemetry:
-            guard owned(ref), directory.isRegistered(ref), !payload.isEmpty else { return }
-            guard let json = json(payload, .telemetry, topic), case .object(let o) = json else { return }
-            let millivolts: Int? = switch o["batteryMv"] {
-            case .number(let mv)? where mv == mv.rounded() && (1...65535).contains(mv): Int(mv)
-            case .null?, nil: nil
-            default: -1
-            }
-            guard millivolts != -1 else {
-                malformed(.telemetry, topic, "batteryMv must be mV (1-65535) or null")
-                return
-            }
-            if isSettled { telemetry(of: ref, millivolts: millivolts) } else { pendingTelemetry[ref] = millivolts }
         }
     }
 
-    mutating func readRecord(_ record: Topics.BrainRecordTopic, topic: String, payload: [UInt8], retained: Bool) {
-        let ref: BeaconRef = switch record {
-        case .visit(let ref), .answered(let ref, _), .health(let ref): ref
-        }
-        if case .health = record {
-            // Unsealed (the fleet page reads it): at worst a forged one dates a last sighting wrong.
-            guard readingBack, retained, owned(ref), !payload.isEmpty else { return }
-            guard let json = json(payload, .record, topic) else {
-                known[topic] = ""
-                return
-            }
-            do {
-                let value = try BeaconHealth.Record(parsing: json)
-                beaconHealth.restore(value, of: ref)
-                known[topic] = String(decoding: payload, as: UTF8.self)
-            } catch {
-                known[topic] = ""
-                malformed(.record, topic, error.reason)
-            }
-            return
-        }
-        // After settling the brain is the authority on its records; what comes back is its own
-        // echo, or (read back after a reconnect) only tells what the broker holds.
-        guard readingBack, retained, owned(ref), !payload.isEmpty, let opened = opened(payload, topic: topic) else { return }
+    /// A sealed record of the brain's own (`brain/visits/…`, or `brain/answered/…` with the
+    /// client): after settling the brain is the authority on its records; what comes back is
+    /// its own echo, or (read back after a reconnect) only tells what the broker holds.
+    mutating func readRecord(_ ref: BeaconRef, client: String?, _ body: Inbound.Body<String>, topic: String, retained: Bool) {
+        guard readingBack, retained, owned(ref), case .value(let sealed) = body,
+              let opened = opened(Array(sealed.utf8), topic: topic) else { return }
         guard let json = json(Array(opened.utf8), .record, topic) else {
             known[topic] = ""
             return
         }
         do {
-            switch record {
-            case .visit(let ref):
-                let value = try VisitRecord(parsing: json)
-                if !isSettled { visitRecords[ref] = value }
-                known[topic] = value.json
-            case .answered(let ref, let client):
+            if let client {
                 let value = try AnsweredRecord(parsing: json)
                 if !isSettled { answeredRecords[ObserverJoin.Key(beacon: ref, client: client)] = value }
                 known[topic] = value.json
-            case .health:
-                break
+            } else {
+                let value = try VisitRecord(parsing: json)
+                if !isSettled { visitRecords[ref] = value }
+                known[topic] = value.json
             }
         } catch {
             known[topic] = ""
@@ -322,19 +329,13 @@ extension BrainCore {
         return false
     }
 
-    /// A gateway's RSSI report, read straight from the bytes when it is in the plain form
-    /// gateways write (`RSSIReport(decoding:topic:)`); otherwise parsed the general way, which
-    /// says why a payload is refused (counted as malformed). `nil`: refused.
-    mutating func rssiReport(_ payload: [UInt8], gateway: String, topic: String) -> RSSIReport? {
-        // The report nests three levels: the general parse refuses it under a lower limit.
-        if limits.maxDepth >= 3, let report = payload.withUnsafeBytes({ RSSIReport(decoding: $0, topic: gateway) }) {
-            return report
-        }
-        guard let json = json(payload, .rssiReport, topic) else { return nil }
-        do {
-            return try RSSIReport(parsing: json, topic: gateway)
-        } catch {
-            malformed(.rssiReport, topic, error.reason)
+    /// The value of a body, or `nil` (counted as malformed when invalid, ignored when empty).
+    mutating func read<Value>(_ body: Inbound.Body<Value>, _ kind: BrainCounters.Input, _ topic: String) -> Value? {
+        switch body {
+        case .value(let value): return value
+        case .empty: return nil
+        case .invalid(let reason):
+            malformed(kind, topic, reason)
             return nil
         }
     }

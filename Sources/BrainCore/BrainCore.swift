@@ -311,39 +311,7 @@ public struct BrainCore: Sendable {
 
     // MARK: - Inputs
 
-    /// One MQTT message. `retained`: the broker delivered it from its store (state from
-    /// before this connection) rather than as it was published.
-    public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
-        counters.received += 1
-        lastTime = max(lastTime, now)
-        inputBytes = payload.count
-        let isConfig = topic == topics.fleetConfig
-        let limit = isConfig ? limits.maxConfigPayload : limits.maxPayload
-        if payload.count > limit {
-            counters.oversized += 1
-            note(.debug, "dropped an oversized payload", ["topic": String(topic.prefix(200)), "bytes": "\(payload.count)"])
-            let reason = "payload of \(payload.count) bytes exceeds \(limit)"
-            reportRejected("oversized", topic: topic, reason: reason)
-            if isConfig {
-                counters.configsRejected += 1
-                report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
-                note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(payload.count)"])
-            }
-            if case let .beacon(ref, .observer(client))? = topics.parse(topic) {
-                let key = ObserverJoin.Key(beacon: ref, client: client)
-                if owns(key.beacon) {
-                    reject(key, reason: "join payload of \(payload.count) bytes exceeds \(limits.maxPayload)", at: now)
-                }
-            }
-            return finish(at: now)
-        }
-        if let kind = topics.parse(topic) {
-            route(kind, topic: topic, payload: payload, retained: retained, at: now)
-        } else {
-            unknownTopic(topic)
-        }
-        return finish(at: now)
-    }
+    // `receive`, one message at a time, is in BrainCore+Routing.swift.
 
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
     public mutating func advance(to now: Instant) -> BrainOutput {

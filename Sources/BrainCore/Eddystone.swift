@@ -4,7 +4,7 @@ import Config
 
 // Eddystone-UID beacons in the brain: `BeaconRef` names them by namespace and instance, topics
 // and payloads by `eddystone/<namespace>/<instance>` and `{"namespace","instance"}`
-// (BrainPayloads.swift). What else differs is here.
+// (the Contract module). What else differs is here.
 
 extension RuleEngine.Context {
     /// Whether `rule` concerns this context's beacon: by major/minor and UUID, or by

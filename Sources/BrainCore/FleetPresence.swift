@@ -553,7 +553,12 @@ public struct FleetPresence: Sendable {
             due.append(sample)
             return true
         }
-        due.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
+        // In capture time, arrival order on equal times: the keys are sorted, not the samples
+        // (a few hundred bytes each, which the sort moved about).
+        var order: [(time: Int64, sequence: Int, index: Int)] = []
+        order.reserveCapacity(due.count)
+        for (index, sample) in due.enumerated() { order.append((sample.time.nanoseconds, sample.sequence, index)) }
+        order.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
         var touched: Set<BeaconRef> = []
         // Beacons whose presence report changed in what it says of a view (its proximity or
         // zone name) or in its UUID: a `viewsChanged` each, once. A view's RSSI and distance
@@ -564,7 +569,8 @@ public struct FleetPresence: Sendable {
         // `default:` subscript): a copy taken out and written back shared its links and
         // views with the stored one, and the first change copied those dictionaries whole,
         // for every sample and every beacon at every step.
-        for sample in due {
+        for key in order {
+            let sample = due[key.index]
             let ref = sample.ref
             let link = Self.take(sample, into: &evidence[ref, default: Evidence(at: sample.time)], brain: brain)
             touched.insert(ref)

@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 
 extension FleetConfig {
     /// Where a rule's text or topic uses a variable that may have no value when the rule

@@ -308,13 +308,19 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
                 emit(&h, h.core.engine.disconnected(reason: reason))
             }
         case .message(let message):
-            if message.topic == topics.commands(ofGateway: gateway.id) {
-                command(message)
-            } else if message.topic == topics.brainStatus {
-                host.withLock { $0.core.engine.brainStatus(online: message.text == "online") }
-            } else if message.retain, !message.payload.isEmpty,
-                      case .beacon(_, .gatewayPresence(let owner))? = topics.parse(message.topic), owner == gateway.id {
+            // Commands, the brain's status, and this gateway's own presence read back on start.
+            // No size limit of its own: the broker's `message_size_limit` is the one.
+            let decoder = Inbound.Decoder(topics: topics, maxPayload: .max, maxConfigPayload: .max)
+            let inbound = decoder.decode(topic: message.topic, payload: message.payload, retained: message.retain)
+            switch inbound.message {
+            case .gatewayCommand(let id, let body) where id == gateway.id:
+                command(body, payload: message.text)
+            case .brainStatus(let status):
+                host.withLock { $0.core.engine.brainStatus(online: status == .value(.online)) }
+            case .gatewayPresence(_, let owner, let body) where inbound.retained && body != .empty && owner == gateway.id:
                 input { $0.inheritedPresence(topic: message.topic) }
+            default:
+                break
             }
         }
     }
@@ -371,81 +377,6 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
         host.emit(log: output.log, messages: output.messages, in: &h)
     }
 
-    func command(_ message: MQTTMessage) {
-        let topics = config.topics
-        func reply(_ command: String, _ status: String, _ detail: String? = nil) {
-            let text = Payloads.commandReply(command, status: status, detail: detail, at: self.clock.now())
-            input { $0.publish(MQTTMessage(topic: topics.events(ofGateway: gateway.id), text: text, qos: 1, retain: false)) }
-        }
-        guard let json = try? JSONParser(maxDepth: 8).parse(message.payload), case .object(let object) = json,
-              object.members.count == 1, let (key, value) = object.members.first
-        else {
-            logger.warning("ignored a malformed command", metadata: ["payload": "\(message.text.prefix(200))"])
-            reply("?", "rejected", "expected one of {\"scan\":\"pause\"|\"resume\"}, {\"reload\":true}, {\"advertise\":{…}}")
-            return
-        }
-        switch (key, value) {
-        case ("reports", .string("send")):
-            // The brain, subscribed again after an outage, asks for what this gateway kept
-            // (GatewayEngine.connected): no reply, it is the brain's own handshake.
-            input { $0.brainReady() }
-        case ("scan", .string("pause")), ("scan", .string("resume")):
-            let enable = value == .string("resume")
-            host.withLock { $0.core.engine.setScanningPaused(!enable) }
-            Task { await source.setScanning(enable) }
-            logger.info("scanning \(enable ? "resumed" : "paused") by command")
-            reply("scan", "ok", enable ? "resumed" : "paused")
-        case ("reload", .bool(true)):
-            guard let configPath else { return reply("reload", "rejected", "the gateway was not started from a config file") }
-            do {
-                let text = try FileSystem.readText(configPath)
-                let new = try FleetConfig.parse(text)
-                apply(new, origin: configPath)
-                reply("reload", "ok")
-            } catch let error as ConfigErrors {
-                input { $0.reject(error.errors.map(\.description), origin: configPath, at: self.clock.now()) }
-                reply("reload", "rejected", "invalid config; the last good one stays")
-            } catch {
-                reply("reload", "rejected", "\(error)")
-            }
-        case ("advertise", _):
-            let wanted: AdvertiseConfig?
-            switch value {
-            case .bool(false):
-                wanted = nil
-            case .bool(true):
-                guard let configured = gateway.advertise else {
-                    return reply("advertise", "rejected", "gateway \"\(gateway.id)\" has no advertise settings in the config")
-                }
-                wanted = resolved(configured)
-            default:
-                do {
-                    wanted = resolved(try AdvertiseConfig.parse(value))
-                } catch {
-                    return reply("advertise", "rejected", error.errors.map(\.description).joined(separator: "; "))
-                }
-                if let wanted, wanted.proof, proof == nil || wanted.beacon.major != gateway.advertise?.beacon.major {
-                    return reply("advertise", "rejected", "this gateway holds no proof of presence of store \(wanted.beacon.major)")
-                }
-            }
-            Task {
-                do {
-                    let change = try await source.setAdvertising(wanted)
-                    configuredAdvertising.inForce = wanted
-                    logger.info("advertising \(change.rawValue) by command", metadata: [
-                        "beacon": "\(wanted.map { "\($0.beacon.uuid)/\($0.beacon.major)/\($0.beacon.minor)" } ?? "none")",
-                    ])
-                    reply("advertise", "ok", Self.describe(change, wanted))
-                } catch {
-                    logger.warning("advertise command failed", metadata: ["error": "\(error)"])
-                    reply("advertise", "rejected", "\(error)")
-                }
-            }
-        default:
-            reply(key, "rejected", "unknown command")
-        }
-    }
-
     /// Applies a new fleet config; a changed `advertise` of this gateway takes effect at
     /// once on its controller (a command's advertising stays until the config changes it).
     func apply(_ new: FleetConfig, origin: String, superseded: Int = 0) {
@@ -461,18 +392,6 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             } catch {
                 logger.warning("the new config's advertising failed", metadata: ["origin": "\(origin)", "error": "\(error)"])
             }
-        }
-    }
-
-    static func describe(_ change: AdvertisingChange, _ config: AdvertiseConfig?) -> String {
-        switch change {
-        case .stopped: return "advertising stopped"
-        case .pending: return "the controller is not reachable now; the change applies when it is back"
-        case .started:
-            guard let config else { return "advertising" }
-            let beacon = config.beacon
-            return "advertising \(beacon.uuid) major \(beacon.major) minor \(beacon.minor), "
-                + "\(beacon.txPower) dBm at 1 m, every \(config.intervalMs) ms"
         }
     }
 }

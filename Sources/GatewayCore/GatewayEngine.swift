@@ -1,3 +1,4 @@
+// Over 500 lines: the engine's state is private to this file; every input and decision touching it is here.
 public import BeaconKit
 import Contract
 public import Config

@@ -1,3 +1,4 @@
+// Over 500 lines: libmosquitto's handle and its state are private to this file, reached only under its lock.
 public import BeaconKit
 internal import CMosquitto
 internal import CMosquittoTLS

@@ -14,14 +14,16 @@ public enum MQTTEvent: Sendable, Equatable {
 /// thread (`MQTTClient.start(deliveringTo:)`) rather than through `events`.
 ///
 /// `events` hands each message from the network thread to a task: a thread wake-up and an
-/// executor hop per message, which for a consumer that keeps up (the brain of a chain, each
-/// message a few microseconds of work) cost more CPU than the work. A sink takes each event
-/// where it is read, and `roundEnded` lets its owner handle what came before the thread
-/// writes and waits again, so a message and the replies it causes take one wake-up.
+/// executor hop per message, a real share of the CPU of a consumer that keeps up (the brain
+/// of a chain, each message some microseconds of work; docs/PERFORMANCE.md section 11). A
+/// sink takes each event where it is read, and `roundEnded` lets its owner handle what came
+/// before the thread writes and waits again, so a message and the replies it causes take one
+/// wake-up.
 public struct EventSink: Sendable {
     /// Each event, in order, on the network thread. Must not block or wait: keep it and return.
     public var receive: @Sendable (MQTTEvent) -> Void
-    /// After each read from the socket, on the network thread, with whether the socket
+    /// At the end of each round of the network loop (after a read, a wait that timed out, a
+    /// lost connection or a failed attempt), on the network thread, with whether the socket
     /// already holds more unread bytes (more messages are on their way: a backlog). It may
     /// publish; what it publishes is written before the thread waits again. It should take
     /// a bounded time, since the thread reads nothing meanwhile (keepalives included).

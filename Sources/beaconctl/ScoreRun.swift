@@ -51,15 +51,14 @@ struct ProcessStore {
                     if decision.kind == .exit { s.open.remove(ref) } else { s.open.insert(ref) }
                 }
             case .beacon(let ref, .sighting)? where ref.eddystone == nil:
-                guard let json = try? JSONParser().parse(message.payload), let gateway = json["gateway"]?.stringValue,
-                      let smoothed = json["rssiSmoothed"]?.numberValue, let ts = json["ts"]?.stringValue,
-                      let time = Instant(iso8601: ts) else { return }
-                let sighting = ZoneBaseline.Sighting(time: time.seconds(since: start), major: ref.major, minor: ref.minor,
-                                                     gateway: gateway, rssiSmoothed: smoothed)
-                state.withLock { $0.sightings.append(sighting) }
+                guard let json = try? JSONParser().parse(message.payload),
+                      let sighting = try? Sighting(parsing: json, topic: ref), let smoothed = sighting.rssiSmoothed else { return }
+                let baseline = ZoneBaseline.Sighting(time: sighting.at.seconds(since: start), major: ref.major, minor: ref.minor,
+                                                     gateway: sighting.gateway, rssiSmoothed: smoothed)
+                state.withLock { $0.sightings.append(baseline) }
             case .gatewayRSSI(let gateway)?:
-                guard let json = try? JSONParser().parse(message.payload), let to = json["to"]?.stringValue,
-                      let time = Instant(iso8601: to) else { return }
+                guard let json = try? JSONParser().parse(message.payload),
+                      let time = (try? RSSIReport(parsing: json, topic: gateway))?.to else { return }
                 state.withLock { $0.reported[gateway] = max($0.reported[gateway] ?? time, time) }
             case .brainHealth?:
                 if let json = try? JSONParser().parse(message.payload), json["settled"] == .bool(true) {

@@ -1,5 +1,6 @@
 import BeaconKit
 import Config
+import Contract
 import Foundation
 import Testing
 @testable import Tracking
