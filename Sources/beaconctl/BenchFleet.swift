@@ -222,11 +222,11 @@ extension BenchRun {
             for store in storeBrokers { store.process.signal(SIGKILL); _ = store.process.poll() }
             central.kill()
         }
-        // No node carries every client: the brain on node 1 (the fleet's broker URL), the C
-        // subscriber on node 2 and this watcher on node 3, the stores' bridges in turn (store i's
-        // bridge lists node i mod 3 first: `FleetConfig.bridgeURL(ofStore:)`).
+        // The readers of everything side by side on node 1, served alike: the brain (the fleet's
+        // broker URL), the C subscriber and this watcher; the stores' bridges in turn over the
+        // nodes (store i's bridge lists node i mod 3 first: `FleetConfig.bridgeURL(ofStore:)`).
         func port(ofNode i: Int) -> UInt16 { central.nodes[i % central.nodes.count].mqttPort }
-        let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port(ofNode: 2)),
+        let watcher = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port(ofNode: 0)),
                                                       clientID: unique("fleet-watch")))
 
         // The centre's view: the bridges' notifications, gateway presence, the brain's presence
@@ -282,6 +282,16 @@ extension BenchRun {
             Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
         }
 
+        // A client on each node but the C subscriber's, connected now, to probe with (below).
+        var probers: [Int: MQTTClient] = [:]
+        for node in central.nodes.indices.dropFirst() {
+            let prober = try MQTTClient(MQTTClientOptions(broker: BrokerURL(host: "127.0.0.1", port: port(ofNode: node)),
+                                                          clientID: unique("fleet-prober")))
+            try prober.start()
+            probers[node] = prober
+        }
+        try await waitFor("the probing connections", timeout: 60) { probers.values.allSatisfy(\.isConnected) }
+
         // The brain, settled; the C subscriber of everything at the centre.
         let brain = try RunningProgram(brainPath, ["--config", configPath, "--client-id", unique("fleet-brain"),
                                                  "--log-level", "info"], name: unique("fleet-brain"), in: directory)
@@ -295,12 +305,31 @@ extension BenchRun {
         // retained messages' own stream), which MQTT keeps from `#` (a `$` topic) and Mosquitto
         // does; the same filters at both centres count the same messages.
         let filters = ["beacons", "gateways", "stores", "observers", "brain", "fleet"].flatMap { ["--filter", $0 + "/#"] }
-        let everything = try RunningProgram(baseline, ["sub", "--port", String(port(ofNode: 1))] + filters
+        let everything = try RunningProgram(baseline, ["sub", "--port", String(port(ofNode: 0))] + filters
                                                 + ["--count", "1000000000", "--idle", "5"],
                                           name: unique("fleet-sub"), in: directory)
         processes.append(everything)
         guard await everything.waitForOutput(timeout: 20, { $0.contains("ready") }) else {
             throw CommandFailure("mqtt-baseline sub did not subscribe\n\(everything.errors)", status: .failure)
+        }
+        // At a cluster its interest must reach the other nodes before the replay, or what their
+        // bridges publish first is dropped there (a quick run lost a sighting so). A node passes
+        // on its subscriptions over each route in order: once the watcher, on the C subscriber's
+        // node, subscribed after it, hears a probe published on node j, node j knows of the C
+        // subscriber too. The probes' topic is not one the C subscriber counts.
+        if !probers.isEmpty {
+            try watcher.subscribe([Self.probeTopic + "/#"], qos: 0)
+            try await waitFor("every node to pass on the C subscriber's interest", timeout: 60) {
+                var heard = true
+                for (node, prober) in probers where !log.all.contains(where: { $0.topic == Self.probeTopic + "/\(node)" }) {
+                    heard = false
+                    if prober.isConnected {
+                        try prober.publish(MQTTMessage(topic: Self.probeTopic + "/\(node)", payload: [], qos: 0, retain: false))
+                    }
+                }
+                return heard
+            }
+            for prober in probers.values { await prober.stop(timeout: 1) }
         }
 
         // One connection per store, as its gateways' connections to its broker.
@@ -468,6 +497,9 @@ extension BenchRun {
     }
 
     /// Polls `condition` every 20 ms until it holds; fails naming `what` after `timeout` s.
+    /// Where the fleet run probes a cluster's routes (outside the product's topics).
+    static let probeTopic = "bench/probe"
+
     func waitFor(_ what: String, timeout: Double, _ condition: () throws -> Bool) async throws {
         let deadline = WallClock.monotonic() + timeout
         while try !condition() {
