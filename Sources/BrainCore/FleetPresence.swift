@@ -1,3 +1,4 @@
+// Over 500 lines: the decision step's state (evidence, beacons, the report clock, pending samples) is private to FleetPresence and every step reads and changes all of it; ZoneFusion.swift and ZoneModel.swift hold what stands alone.
 public import BeaconKit
 public import Contract
 import Tracking

@@ -1,3 +1,4 @@
+// Over 500 lines: every statement of the history on PostgreSQL (migrations, the batch ingest, the pages' queries, forget, prune) goes through the connection, transaction and advisory-lock helpers private to this file.
 public import BeaconKit
 public import Contract
 public import Config
