@@ -1,3 +1,4 @@
+// Over 500 lines: the fleet phase's one run (centre, store brokers, bridges, the brain, the replay, the figures) is a single sequence sharing its processes and clients; splitting it would pass them all around.
 import BeaconKit
 import Contract
 import CommandLineSupport
