@@ -80,18 +80,6 @@ public struct GatewayMap<Value> {
         }
         return kept
     }
-
-    public func mapValues<T>(_ transform: (Value) throws -> T) rethrows -> GatewayMap<T> {
-        var mapped = GatewayMap<T>()
-        mapped.keys = keys
-        mapped.values = try values.map(transform)
-        return mapped
-    }
-
-    /// The same entries as a dictionary.
-    public var dictionary: [String: Value] {
-        Dictionary(uniqueKeysWithValues: zip(keys, values))
-    }
 }
 
 extension GatewayMap: Sequence {
@@ -132,5 +120,5 @@ extension GatewayMap: Equatable where Value: Equatable {
 extension GatewayMap: Sendable where Value: Sendable {}
 
 extension GatewayMap: CustomStringConvertible {
-    public var description: String { dictionary.description }
+    public var description: String { Dictionary(uniqueKeysWithValues: zip(keys, values)).description }
 }
