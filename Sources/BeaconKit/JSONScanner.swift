@@ -40,12 +40,18 @@ package struct JSONScanner {
     /// A string without escapes, printable ASCII, as raw bytes (no `String` made).
     package mutating func plainString() -> UnsafeRawBufferPointer? {
         guard take(UInt8(ascii: "\"")) else { return nil }
-        let start = state.offset
-        while let c = state.peek, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20, c < 0x80 { state.offset += 1 }
-        guard state.peek == UInt8(ascii: "\"") else { return nil }
-        let raw = UnsafeRawBufferPointer(rebasing: state.bytes[start..<state.offset])
-        state.offset += 1
-        return raw
+        let bytes = state.bytes, start = state.offset
+        var end = start
+        while end < bytes.count {
+            let c = bytes[end]
+            if c == UInt8(ascii: "\"") {
+                state.offset = end + 1
+                return UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+            }
+            guard c >= 0x20, c < 0x80, c != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        return nil
     }
 
     /// A string value, escapes and all.
@@ -82,8 +88,23 @@ package struct JSONScanner {
 
     /// Whether raw bytes (a `key()` or `plainString()`) are `text`.
     package static func key(_ raw: UnsafeRawBufferPointer, is text: StaticString) -> Bool {
-        guard raw.count == text.utf8CodeUnitCount else { return false }
-        for i in 0..<raw.count where raw[i] != text.utf8Start[i] { return false }
+        raw.count == text.utf8CodeUnitCount
+            && same(raw, UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Whether two runs of bytes are the same, compared a word at a time (a UUID is 36 bytes).
+    package static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        var i = 0
+        while i + 8 <= a.count {
+            guard a.loadUnaligned(fromByteOffset: i, as: UInt64.self) == b.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            else { return false }
+            i += 8
+        }
+        while i < a.count {
+            guard a[i] == b[i] else { return false }
+            i += 1
+        }
         return true
     }
 }

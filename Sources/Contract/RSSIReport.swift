@@ -151,7 +151,7 @@ public struct RSSIReport: Sendable, Equatable {
                             uuid = .some(nil)
                         } else {
                             guard let raw = s.plainString() else { return nil }
-                            if let lastUUID, lastUUID.raw.elementsEqual(raw) {
+                            if let lastUUID, JSONScanner.same(lastUUID.raw, raw) {
                                 uuid = lastUUID.uuid
                             } else {
                                 let text = String(decoding: raw, as: UTF8.self)
