@@ -10,6 +10,24 @@ package struct JSONScanner {
         state = JSONParser.State(bytes: bytes, maxDepth: .max)
     }
 
+    /// Where the scanner is: a caller that tries the exact form it expects first (`exactly`)
+    /// comes back here to read the text the general way.
+    package var offset: Int {
+        get { state.offset }
+        set { state.offset = newValue }
+    }
+
+    /// Takes `text` if the bytes that come next are exactly it (no whitespace skipped): the
+    /// punctuation and keys of a payload in the form its writer gives it, in one comparison.
+    package mutating func exactly(_ text: StaticString) -> Bool {
+        let count = text.utf8CodeUnitCount, start = state.offset
+        guard start + count <= state.bytes.count,
+              Self.same(UnsafeRawBufferPointer(rebasing: state.bytes[start..<start + count]),
+                        UnsafeRawBufferPointer(start: text.utf8Start, count: count)) else { return false }
+        state.offset = start + count
+        return true
+    }
+
     /// Takes `byte` (after whitespace) if it comes next.
     package mutating func take(_ byte: UInt8) -> Bool {
         state.skipWhitespace()
