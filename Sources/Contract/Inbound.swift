@@ -194,6 +194,11 @@ public struct Inbound: Sendable, Equatable {
         func beacon(_ ref: BeaconRef, _ about: Topics.BeaconTopic, _ payload: [UInt8]) -> Message {
             switch about {
             case .gatewayPresence(let gateway):
+                // Read straight from the bytes when in the form gateways write (the object nests one level).
+                if maxDepth >= 1, !payload.isEmpty,
+                   let report = payload.withUnsafeBytes({ GatewayPresenceReport(decoding: $0, topic: ref, gateway: gateway) }) {
+                    return .gatewayPresence(ref, gateway: gateway, .value(report))
+                }
                 return .gatewayPresence(ref, gateway: gateway, json(payload) { value throws(PayloadError) in
                     try GatewayPresenceReport(parsing: value, topic: ref, gateway: gateway)
                 })

@@ -84,6 +84,17 @@ import Testing
         #expect(inbound.topic == topic && inbound.payload == Array(payload.utf8) && inbound.retained == retained)
     }
 
+    /// A gateway's presence is read from its bytes only where the general parse would read
+    /// it: under a depth limit below its one level, the general parse refuses it.
+    @Test func readsAGatewayPresenceFromItsBytes() {
+        let bytes = Array(Self.presence.json.utf8)
+        let topic = "beacons/100/1/presence/door-1"
+        #expect(Inbound.decode(topic: topic, payload: bytes, retained: true).message
+            == .gatewayPresence(Self.counter, gateway: "door-1", .value(Self.presence)))
+        let shallow = Inbound.Decoder(topics: Self.topics, maxDepth: 0).decode(topic: topic, payload: bytes, retained: true)
+        #expect(Self.reason(of: shallow.message)?.isEmpty == false, "\(shallow.message)")
+    }
+
     @Test func gatewayHealthIsReadLeniently() {
         let inbound = Inbound.decode(topic: "gateways/door-1/health", payload: Array(#"{"gateway":"door-1","uptime":12}"#.utf8),
                                      retained: true)
