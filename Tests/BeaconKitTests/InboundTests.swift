@@ -82,6 +82,10 @@ import Testing
         let inbound = Inbound.decode(topic: topic, payload: Array(payload.utf8), retained: retained)
         #expect(inbound.message == expected, "\(topic)")
         #expect(inbound.topic == topic && inbound.payload == Array(payload.utf8) && inbound.retained == retained)
+        // The brain's service parses the topic once, to sort it, and decodes with that parse.
+        let decoder = Inbound.Decoder(topics: Self.topics)
+        #expect(decoder.decode(topic: topic, kind: Self.topics.parse(topic), payload: Array(payload.utf8), retained: retained)
+            == inbound, "\(topic)")
     }
 
     /// A gateway's presence is read from its bytes only where the general parse would read
