@@ -177,17 +177,26 @@ public struct GatewayPresenceReport: Sendable, Equatable {
                 if s.null() {
                     uuid = .some(nil)
                 } else {
-                    guard let text = s.string(), let value = try? r.uuid(.string(text), "uuid") else { return nil }
+                    guard let (text, _) = Self.string(&s, maxLength: 40), let value = BeaconUUID(text) else { return nil }
                     uuid = value
                 }
             } else if JSONScanner.key(key, is: "gateway"), gateway == nil {
-                guard let text = s.string(), let value = try? r.segment(.string(text), "gateway") else { return nil }
-                gateway = value
+                guard let (text, plain) = Self.string(&s, maxLength: 128) else { return nil }
+                // Plain ASCII has no control character: the rest of `Topics.problem(withSegment:)`.
+                if plain {
+                    guard !text.isEmpty, text.utf8.first != UInt8(ascii: "$"),
+                          !text.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 == UInt8(ascii: "/") })
+                    else { return nil }
+                    gateway = text
+                } else {
+                    guard let value = try? r.segment(.string(text), "gateway") else { return nil }
+                    gateway = value
+                }
             } else if JSONScanner.key(key, is: "zone"), zone == nil {
-                guard let text = s.string(), let value = try? r.string(.string(text), "zone", maxLength: 128) else { return nil }
-                zone = value
+                guard let (text, _) = Self.string(&s, maxLength: 128) else { return nil }
+                zone = text
             } else if JSONScanner.key(key, is: "proximity"), proximity == nil {
-                guard let text = s.string(), let value = try? r.proximity(.string(text), "proximity") else { return nil }
+                guard let (text, _) = Self.string(&s, maxLength: 16), let value = Proximity(rawValue: text) else { return nil }
                 proximity = value
             } else if JSONScanner.key(key, is: "rssiSmoothed"), rssi == nil {
                 if s.null() { rssi = .some(nil) } else {
@@ -212,6 +221,20 @@ public struct GatewayPresenceReport: Sendable, Equatable {
               let gateway, gateway == topicGateway, let zone, let proximity else { return nil }
         self.init(beacon: beacon, uuid: uuid ?? nil, gateway: gateway, zone: zone, proximity: proximity,
                   rssiSmoothed: rssi ?? nil, distance: distance ?? nil, since: since ?? nil)
+    }
+
+    /// A string value of at most `maxLength` characters (`PayloadReader.string`'s count), and
+    /// whether it was plain printable ASCII, whose characters are its bytes: counted without
+    /// walking graphemes.
+    private static func string(_ s: inout JSONScanner, maxLength: Int) -> (text: String, plain: Bool)? {
+        let mark = s.offset
+        if let raw = s.plainString() {
+            guard raw.count <= maxLength else { return nil }
+            return (String(decoding: raw, as: UTF8.self), true)
+        }
+        s.offset = mark
+        guard let text = s.string(), text.count <= maxLength else { return nil }
+        return (text, false)
     }
 
     /// Parses the payload of `topic`'s gateway and beacon; both must match the payload.

@@ -5,6 +5,7 @@ import GatewayCore
 import Simulation
 import Foundation
 import Testing
+import Wire
 
 /// `GatewayPresenceReport(decoding:topic:gateway:)`, the brain's way to read a gateway's
 /// presence without the JSON tree, must take what the general parse
@@ -62,7 +63,7 @@ struct GatewayPresenceDecodingTests {
             list.append((GatewayPresenceDecodingTests.plain.replacingOccurrences(of: old, with: new), accepted))
         }
         variant(replacing: ",", with: " ,\n\t", true)
-        variant(replacing: ":", with: " : ", true)
+        variant(replacing: #"":"#, with: #"" : "#, true)
         variant(replacing: #""gateway":"door""#, with: #""gateway":"till""#, false)
         variant(replacing: #""gateway":"door""#, with: #""gateway":"do\u006fr""#, true)
         variant(replacing: #""gateway":"door""#, with: #""gateway":"do/or""#, false)
@@ -70,7 +71,7 @@ struct GatewayPresenceDecodingTests {
         variant(replacing: #""gateway":"door","#, with: #""gateway":"door","gateway":"door","#, false)
         variant(replacing: #""zone":"Entrance""#, with: #""zone":"Entr\u00e9e \"A\"""#, true)
         variant(replacing: #""zone":"Entrance""#, with: #""zone":"Entrée""#, true)
-        variant(replacing: #""zone":"Entrance""#, with: #""zone":""#, true)
+        variant(replacing: #""zone":"Entrance""#, with: #""zone":"""#, true)
         variant(replacing: #""zone":"Entrance""#, with: #""zone":"\#(String(repeating: "z", count: 129))""#, false)
         variant(replacing: #""zone":"Entrance","#, with: "", false)
         variant(replacing: #""zone":"Entrance""#, with: #""zone":7"#, false)
