@@ -273,7 +273,7 @@ public struct BrainCore: Sendable {
     /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
     /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
-                       at now: Instant) -> MQTTMessage {
+                       at now: WallTime) -> MQTTMessage {
         var writer = JSONWriter()
         let c = counters
         writer.object { o in

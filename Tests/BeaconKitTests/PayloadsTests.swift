@@ -152,7 +152,7 @@ struct PayloadsTests {
     @Test func healthText() {
         let health = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600.04, source: "hci:0", sourceState: "scanning",
                                      advertsPerSecond: 12.345, decodedPerSecond: 3.96, dropped: 0, malformed: 2,
-                                     queueDepth: 0, tracked: 3, published: 120, ts: t0)
+                                     queueDepth: 0, tracked: 3, published: 120, ts: WallTime(iso8601: "2026-11-21T09:00:00.000Z")!)
         #expect(health.json == #"""
             {"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}
             """#)
@@ -164,7 +164,7 @@ struct PayloadsTests {
         let bytes = #"{"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}"#
         let expected = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600, source: "hci:0", sourceState: "scanning",
                                      advertsPerSecond: 12.3, decodedPerSecond: 4, dropped: 0, malformed: 2,
-                                     queueDepth: 0, tracked: 3, published: 120, ts: t0)
+                                     queueDepth: 0, tracked: 3, published: 120, ts: WallTime(iso8601: "2026-11-21T09:00:00.000Z")!)
         let read = try #require(GatewayHealth(parsing: Array(bytes.utf8)))
         #expect(read == expected)
         #expect(read.json == bytes)
