@@ -178,6 +178,26 @@ struct PayloadsTests {
         #expect(GatewayHealth(parsing: Array("online".utf8)) == nil)
     }
 
+    /// The brain's health, one type both ways: bytes in the form `BrainCore.health` wrote them
+    /// before `BrainHealth` existed (2026-11-28), quoted so that a byte change fails; read
+    /// leniently (what `beaconctl score` asks is whether the brain settled).
+    @Test func brainHealthRoundTrip() throws {
+        let bytes = #"{"version":"1.0.0","uptime":12.3,"stores":[100,101],"settled":true,"unknownStores":[101],"beacons":4,"joins":1,"received":900,"oversized":0,"malformed":{"join":1,"rssiReport":2},"unknownTopics":0,"foreign":3,"staleReports":0,"behindReports":1,"joinsAccepted":1,"joinsRejected":1,"joinsThrottled":0,"leaves":0,"rulesFired":2,"actionsSkipped":0,"inboxMessages":0,"configsApplied":1,"configsRejected":0,"published":40,"publishFailures":0,"ts":"2026-11-21T09:00:00.000Z"}"#
+        let read = try #require(BrainHealth(parsing: Array(bytes.utf8)))
+        #expect(read.settled == true)
+        #expect(read.stores == [100, 101])
+        #expect(read.malformed == ["join": 1, "rssiReport": 2])
+        #expect(read.ts == WallTime(iso8601: "2026-11-21T09:00:00.000Z"))
+        #expect(read.json == bytes)
+        var everyStore = read
+        everyStore.stores = nil
+        everyStore.malformed = [:]
+        #expect(everyStore.json.contains(#""stores":null,"#) && everyStore.json.contains(#""malformed":{},"#))
+        #expect(BrainHealth(parsing: Array(#"{"settled":false,"beacons":"many"}"#.utf8))?.settled == false)
+        #expect(BrainHealth(parsing: Array(#"{"settled":false,"beacons":"many"}"#.utf8))?.beacons == nil)
+        #expect(BrainHealth(parsing: Array("online".utf8)) == nil)
+    }
+
     /// A zone decision (`beacons/<M>/<m>/events`), one type both ways: the brain's bytes (as
     /// written on 2026-11-28, quoted so that a byte change fails) read back to the value that
     /// wrote them, for both families; a decision must name the beacon of its topic.
