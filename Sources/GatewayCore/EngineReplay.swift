@@ -8,10 +8,11 @@ extension GatewayEngine {
     /// at the seconds after `start` it was decided at. Health is left out. The fleet bench
     /// replays these through real brokers; the brain's in-process benchmark feeds them to
     /// `BrainCore` directly.
-    public static func decisions(config: FleetConfig, gateway: GatewayConfig, capture: [UInt8], start: Instant,
+    public static func decisions(config: FleetConfig, gateway: GatewayConfig, capture: [UInt8], start: CaptureTime,
                                  duration: Double) throws -> [(Double, MQTTMessage)] {
         var engine = GatewayEngine(config: config, gateway: gateway)
-        var decided: [(Double, MQTTMessage)] = engine.connected(at: start).messages.map { (0, $0) }
+        // Decided ahead of time, the gateway's own clock is the capture's: a replay.
+        var decided: [(Double, MQTTMessage)] = engine.connected(at: start.asWallTime()).messages.map { (0, $0) }
         var nextTick = start + 0.1
         var output = GatewayOutput()
         try capture.withUnsafeBytes { raw in

@@ -8,6 +8,11 @@ import LiveClock
 import SystemCalls
 public import WebDisplay
 
+/// Now, on the history's timeline: the analytics page's "today" and open visits, over
+/// decisions dated by capture time. Live, the gateways date their captures by their wall
+/// clocks, so the web's stands for them.
+func historyNow() -> CaptureTime { WallClock.now().asCaptureTime() }
+
 /// `beacon-web`'s MQTT side: subscribes (read-only) to the fleet's retained state, keeps
 /// a `FleetState`, tells `LiveUpdates` what changed, and, when the fleet config asks for
 /// it, keeps Home Assistant's discovery configs in line with the fleet.

@@ -150,7 +150,7 @@ public enum WebApp {
         let offset = history?.utcOffsetMinutes ?? 0
         let window = AnalyticsPage.Window(range: request.uri.queryParameters["range"].map(String.init),
                                           date: request.uri.queryParameters["date"].map(String.init),
-                                          now: WallClock.now(), utcOffsetMinutes: offset)
+                                          now: historyNow(), utcOffsetMinutes: offset)
         var stores: [AnalyticsPage.Store] = []
         var chain: HistoryFigures?
         var problem: String?
@@ -158,7 +158,7 @@ public enum WebApp {
             do {
                 let database = try await reader.database()
                 let visits = try await database.visits(store: nil, from: window.start, to: window.end)
-                let figures = HistoryFigures.chain(visits: visits, from: window.start, to: window.end, now: WallClock.now(),
+                let figures = HistoryFigures.chain(visits: visits, from: window.start, to: window.end, now: historyNow(),
                                                    options: history.figureOptions)
                 chain = figures.chain
                 stores = feed.withState { state in

@@ -8,6 +8,8 @@ import WebDisplay
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).
 func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
+/// `t(seconds)` on a service's own clock (health, replies).
+func w(_ seconds: Double) -> WallTime { WallTime(seconds: 1_795_251_600 + seconds) }
 
 let storeUUID = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
 
@@ -57,15 +59,15 @@ func join(name: String, photo: [UInt8]?) -> [UInt8] {
 extension FleetState {
     @discardableResult
     mutating func receive(_ topic: String, _ text: String, at time: Double = 0) -> Change {
-        receive(topic: topic, payload: Array(text.utf8), at: t(time))
+        receive(topic: topic, payload: Array(text.utf8), at: w(time))
     }
 
     @discardableResult
     mutating func receive(_ topic: String, bytes: [UInt8], at time: Double = 0) -> Change {
-        receive(topic: topic, payload: bytes, at: t(time))
+        receive(topic: topic, payload: bytes, at: w(time))
     }
 
     func parsed(_ page: Page, at time: Double = 0) -> JSONValue {
-        try! JSONParser().parse(json(for: page, at: t(time)))
+        try! JSONParser().parse(json(for: page, at: w(time)))
     }
 }
