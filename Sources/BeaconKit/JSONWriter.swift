@@ -263,7 +263,7 @@ public struct JSONWriter {
             writer.write(value)
         }
 
-        public mutating func callAsFunction(_ key: StaticString, _ time: Instant) {
+        public mutating func callAsFunction(_ key: StaticString, _ time: TimePoint<some TimeKind>) {
             self.key(key)
             writer.append("\"")
             time.appendISO8601(to: &writer)

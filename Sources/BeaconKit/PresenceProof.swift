@@ -25,16 +25,17 @@ public struct PresenceProof: Sendable, Equatable {
         self.slotSeconds = max(1, slotSeconds)
     }
 
-    /// The slot `time` (wall clock) falls in: whole slots since the Unix epoch.
-    public func slot(at time: Instant) -> Int64 {
+    /// The slot `time` falls in: whole slots since the Unix epoch. The gateway reads it by its
+    /// wall clock, the brain by the capture time of what it checks; both are the same clock live.
+    public func slot(at time: TimePoint<some TimeKind>) -> Int64 {
         let length = Int64(slotSeconds) * 1_000_000_000
         let t = time.nanoseconds
         return t >= 0 ? t / length : (t - length + 1) / length
     }
 
     /// When the slot after the one `time` falls in begins.
-    public func nextSlotStart(after time: Instant) -> Instant {
-        Instant(nanoseconds: (slot(at: time) + 1) * Int64(slotSeconds) * 1_000_000_000)
+    public func nextSlotStart<Kind>(after time: TimePoint<Kind>) -> TimePoint<Kind> {
+        TimePoint(nanoseconds: (slot(at: time) + 1) * Int64(slotSeconds) * 1_000_000_000)
     }
 
     /// The value of `store` in `slot`.
@@ -47,12 +48,12 @@ public struct PresenceProof: Sendable, Equatable {
     }
 
     /// The value of `store` at `time`.
-    public func value(store: UInt16, at time: Instant) -> UInt16 { value(store: store, slot: slot(at: time)) }
+    public func value(store: UInt16, at time: TimePoint<some TimeKind>) -> UInt16 { value(store: store, slot: slot(at: time)) }
 
     /// Whether `value` is `store`'s value now: of the slot of `time`, of the slot before
     /// (the app read it just before the slot changed), or of the next one within
     /// `clockSkew` of its start (the gateway's clock runs a little ahead).
-    public func accepts(_ value: UInt16, store: UInt16, at time: Instant) -> Bool {
+    public func accepts(_ value: UInt16, store: UInt16, at time: TimePoint<some TimeKind>) -> Bool {
         let current = slot(at: time)
         if value == self.value(store: store, slot: current) || value == self.value(store: store, slot: current - 1) {
             return true

@@ -146,6 +146,13 @@ public final class BrainService: Service, Sendable {
     /// Where the brain reads the time (`Options.clock`).
     var clock: any ServiceClock { host.clock }
 
+    /// The time `BrainCore` is handed: the brain's wall clock as capture time. `BrainCore`
+    /// keeps one timeline, on which the gateways' capture times and its own arrivals and
+    /// timers meet; live, the gateways date their captures by their wall clocks, so the
+    /// brain's stands for them. The one place the brain's service converts (its health,
+    /// which is dated by the brain's own clock, is not converted).
+    var coreNow: CaptureTime { clock.now().asCaptureTime() }
+
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so
     /// that brains splitting a fleet do not take over each other's connection.
     public static func defaultClientID(stores: Set<UInt16>) -> String {
@@ -379,7 +386,7 @@ public final class BrainService: Service, Sendable {
                     do { try client.subscribe(h.core.brain.readBackSubscriptions, qos: subscriptionQoS) } catch {
                         logger.error("could not subscribe to the brain's own topics", metadata: ["error": "\(error)"])
                     }
-                    emit(&h, h.core.brain.reconnect(at: clock.now()))
+                    emit(&h, h.core.brain.reconnect(at: coreNow))
                 }
                 host.publish((options.isStandIn ? [] : [h.core.brain.onlineMessage])
                              + [MQTTMessage(topic: syncTopic, text: h.core.syncToken, qos: 1, retain: false)], in: &h)
@@ -401,7 +408,7 @@ public final class BrainService: Service, Sendable {
                 }
                 if message.retain { h.core.lastRetained = clock.monotonic() }
                 let output = h.core.brain.receive(topic: message.topic, payload: message.payload, retained: message.retain,
-                                                 at: clock.now())
+                                                 at: coreNow)
                 emit(&h, output)
             }
         }
@@ -429,7 +436,7 @@ public final class BrainService: Service, Sendable {
             }
             return
         }
-        emit(&h, h.core.brain.advance(to: clock.now()))
+        emit(&h, h.core.brain.advance(to: coreNow))
     }
 
     private func health(_ h: inout Hosted, now: Double) {
@@ -460,7 +467,7 @@ public final class BrainService: Service, Sendable {
     private func settle(_ h: inout Hosted) {
         guard !h.core.synced else { return }
         h.core.synced = true
-        emit(&h, h.core.brain.settle(at: clock.now()))
+        emit(&h, h.core.brain.settle(at: coreNow))
         h.schedule("health", at: clock.monotonic())
         // Settled: the brain is the authority on its own topics and needs no echo of them.
         let readBack = h.core.brain.readBackSubscriptions

@@ -268,45 +268,38 @@ public struct BrainCore: Sendable {
     public var onlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "online", qos: 1, retain: true) }
     public var offlineMessage: MQTTMessage { MQTTMessage(topic: topics.brainStatus, text: "offline", qos: 1, retain: true) }
 
-    /// `brain/health/<client>` (retained): `{"version","uptime","stores","settled","beacons","joins",
-    /// "received","oversized","malformed":{kind:count},"unknownTopics","foreign","staleReports","behindReports",
-    /// "joinsAccepted","joinsRejected","leaves","rulesFired","actionsSkipped","inboxMessages",
-    /// "configsApplied","configsRejected","published","publishFailures","ts"}`; `uptime` in s.
+    /// `brain/health/<client>` (retained): `BrainHealth`, dated by the brain's own clock.
     public func health(client: String, version: String, uptime: Double, published: Int, publishFailures: Int,
-                       at now: Instant) -> MQTTMessage {
-        var writer = JSONWriter()
+                       at now: WallTime) -> MQTTMessage {
         let c = counters
-        writer.object { o in
-            o("version", version)
-            o("uptime", uptime, places: 1)
-            o("stores", stores.isEmpty ? JSONValue.null : .array(stores.sorted().map { .number(Double($0)) }))
-            o("settled", isSettled)
-            o("unknownStores", .array(bridges.unknownStores.map { .number(Double($0)) }))
-            o("beacons", presence.beacons.count)
-            o("joins", observers.count)
-            o("received", c.received)
-            o("oversized", c.oversized)
-            o("malformed", .object(JSONObject(c.malformed.sorted { $0.key < $1.key }.map {
-                (key: $0.key.rawValue, value: .number(Double($0.value)))
-            })))
-            o("unknownTopics", c.unknownTopics)
-            o("foreign", c.foreign)
-            o("staleReports", presence.staleReports)
-            o("behindReports", presence.behindReports)
-            o("joinsAccepted", c.joinsAccepted)
-            o("joinsRejected", c.joinsRejected)
-            o("joinsThrottled", c.joinsThrottled)
-            o("leaves", c.leaves)
-            o("rulesFired", c.rulesFired)
-            o("actionsSkipped", c.actionsSkipped)
-            o("inboxMessages", c.inboxMessages)
-            o("configsApplied", c.configsApplied)
-            o("configsRejected", c.configsRejected)
-            o("published", published)
-            o("publishFailures", publishFailures)
-            o("ts", now)
-        }
-        return MQTTMessage(topic: topics.brainHealth(client), text: writer.text, qos: 0, retain: true)
+        var health = BrainHealth()
+        health.version = version
+        health.uptime = uptime
+        health.stores = stores.isEmpty ? nil : stores.sorted().map { Int($0) }
+        health.settled = isSettled
+        health.unknownStores = bridges.unknownStores.map { Int($0) }
+        health.beacons = presence.beacons.count
+        health.joins = observers.count
+        health.received = c.received
+        health.oversized = c.oversized
+        health.malformed = Dictionary(uniqueKeysWithValues: c.malformed.map { ($0.key.rawValue, $0.value) })
+        health.unknownTopics = c.unknownTopics
+        health.foreign = c.foreign
+        health.staleReports = presence.staleReports
+        health.behindReports = presence.behindReports
+        health.joinsAccepted = c.joinsAccepted
+        health.joinsRejected = c.joinsRejected
+        health.joinsThrottled = c.joinsThrottled
+        health.leaves = c.leaves
+        health.rulesFired = c.rulesFired
+        health.actionsSkipped = c.actionsSkipped
+        health.inboxMessages = c.inboxMessages
+        health.configsApplied = c.configsApplied
+        health.configsRejected = c.configsRejected
+        health.published = published
+        health.publishFailures = publishFailures
+        health.ts = now
+        return MQTTMessage(topic: topics.brainHealth(client), text: health.json, qos: 0, retain: true)
     }
 
     // MARK: - Inputs

@@ -136,9 +136,9 @@ public struct AdvertiseConfig: Sendable, Equatable {
         self.proof = proof
     }
 
-    /// These settings with the minor of `proof` at `time` when the minor is a proof;
-    /// unchanged otherwise.
-    public func at(_ time: Instant, proof presence: PresenceProof?) -> AdvertiseConfig {
+    /// These settings with the minor of `proof` at `time` (the gateway's clock: it goes on the
+    /// air now) when the minor is a proof; unchanged otherwise.
+    public func at(_ time: WallTime, proof presence: PresenceProof?) -> AdvertiseConfig {
         guard proof, let presence else { return self }
         var copy = self
         copy.beacon.minor = presence.value(store: beacon.major, at: time)

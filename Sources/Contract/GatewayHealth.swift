@@ -24,7 +24,8 @@ public struct GatewayHealth: Sendable, Equatable {
     public var tracked: Int?
     /// Messages handed to the broker.
     public var published: Int?
-    public var ts: Instant?
+    /// By the gateway's own clock.
+    public var ts: WallTime?
 
     /// Nothing known.
     public init() {}
@@ -32,7 +33,7 @@ public struct GatewayHealth: Sendable, Equatable {
     /// A gateway's own report: every figure present.
     public init(gateway: String, version: String, uptime: Double, source: String, sourceState: String,
                 advertsPerSecond: Double, decodedPerSecond: Double, dropped: Int, malformed: Int,
-                queueDepth: Int, tracked: Int, published: Int, ts: Instant) {
+                queueDepth: Int, tracked: Int, published: Int, ts: WallTime) {
         self.gateway = gateway
         self.version = version
         self.uptime = uptime
@@ -64,7 +65,7 @@ public struct GatewayHealth: Sendable, Equatable {
         queueDepth = count("queueDepth")
         tracked = count("tracked")
         published = count("published")
-        ts = o["ts"]?.stringValue.flatMap { Instant(iso8601: $0) }
+        ts = o["ts"]?.stringValue.flatMap { WallTime(iso8601: $0) }
     }
 
     /// `{"gateway","version","uptime","source","sourceState","advertsPerSecond",

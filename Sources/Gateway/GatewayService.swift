@@ -260,7 +260,9 @@ public final class GatewayService: Service, Sendable, CustomStringConvertible {
             .init("round", every: 0.1) { h, _ in
                 // A replay's time is its own (in-band ticks) until it has ended.
                 if !self.sourceHasOwnTime || sourceFinished.isSet {
-                    let now = self.sourceHasOwnTime ? self.source.clock.now() : self.clock.now()
+                    // A live source's captures are dated by the service's wall clock (as
+                    // `LiveSourceClock` dates them): the engine's time moves on by it.
+                    let now = self.sourceHasOwnTime ? self.source.clock.now() : self.clock.now().asCaptureTime()
                     self.emit(&h, h.core.engine.advance(to: now))
                 }
                 let settled = h.core.engine.settleInheritedPresence(at: self.clock.now())

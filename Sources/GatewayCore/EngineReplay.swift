@@ -11,7 +11,8 @@ extension GatewayEngine {
     public static func decisions(config: FleetConfig, gateway: GatewayConfig, capture: [UInt8], start: Instant,
                                  duration: Double) throws -> [(Double, MQTTMessage)] {
         var engine = GatewayEngine(config: config, gateway: gateway)
-        var decided: [(Double, MQTTMessage)] = engine.connected(at: start).messages.map { (0, $0) }
+        // Decided ahead of time, the gateway's own clock is the capture's: a replay.
+        var decided: [(Double, MQTTMessage)] = engine.connected(at: start.asWallTime()).messages.map { (0, $0) }
         var nextTick = start + 0.1
         var output = GatewayOutput()
         try capture.withUnsafeBytes { raw in

@@ -102,12 +102,12 @@ public struct GatewayEngine: Sendable {
     private var filtered = 0
     /// Our own presence topics found retained on the broker at start-up.
     private var inherited: Set<String> = []
-    private var inheritedDeadline: Instant?
+    private var inheritedDeadline: WallTime?
     private var inheritanceSettled = false
     /// Reading our retained presence back after a reconnect: a broker may have lost a delete
     /// it had acknowledged (killed before saving), so stale presence comes back.
-    private var rereadDeadline: Instant?
-    private var lastHealth: (time: Instant, reports: Int, beacons: Int)?
+    private var rereadDeadline: WallTime?
+    private var lastHealth: (time: WallTime, reports: Int, beacons: Int)?
     private var scanningPaused = false
     /// Eddystone-UID beacons by the address they advertise from: their TLM frames carry no
     /// identity of their own.
@@ -203,7 +203,7 @@ public struct GatewayEngine: Sendable {
     /// reports sent while the brain is not yet subscribed again reach no one (QoS 0, and a
     /// broker restarted without persistence keeps no session), and the brain would decide
     /// the outage without them (docs/brain.md, "Broker outages").
-    public mutating func connected(at now: Instant) -> GatewayOutput {
+    public mutating func connected(at now: WallTime) -> GatewayOutput {
         let reconnect = inheritedDeadline != nil
         var out = GatewayOutput()
         if reconnect && inheritanceSettled {
@@ -347,7 +347,7 @@ public struct GatewayEngine: Sendable {
     /// Deletes presence left by an earlier run for beacons not seen again within one exit
     /// timeout of connecting; `readBackEnded` is set when that phase has just ended, and
     /// again one exit timeout after each reconnect, when its read-back ends.
-    public mutating func settleInheritedPresence(at now: Instant) -> GatewayOutput {
+    public mutating func settleInheritedPresence(at now: WallTime) -> GatewayOutput {
         var out = GatewayOutput()
         if let deadline = rereadDeadline, now >= deadline {
             rereadDeadline = nil
@@ -370,7 +370,7 @@ public struct GatewayEngine: Sendable {
     /// The health message for `gateways/<id>/health`, with rates since the previous one;
     /// `published` is the service's count of messages handed to the broker. Send it with
     /// `publish`.
-    public mutating func health(at now: Instant, uptime: Double, version: String, sourceName: String,
+    public mutating func health(at now: WallTime, uptime: Double, version: String, sourceName: String,
                                 published: Int) -> MQTTMessage {
         let counters = decoder.counters
         var reportRate = 0.0
@@ -414,7 +414,7 @@ public struct GatewayEngine: Sendable {
     ///
     /// `superseded`: pushes dropped unread because this newer one came first
     /// (`MQTTClient.newest(on:)`), said in the report.
-    public mutating func apply(_ new: FleetConfig, origin: String, superseded: Int = 0, at now: Instant) -> GatewayOutput {
+    public mutating func apply(_ new: FleetConfig, origin: String, superseded: Int = 0, at now: WallTime) -> GatewayOutput {
         var out = GatewayOutput()
         guard let mine = new.gateway(id: gatewayID) else {
             report(.rejected(["the new config has no gateway \"\(gatewayID)\""]), origin: origin, superseded: superseded,
@@ -454,7 +454,7 @@ public struct GatewayEngine: Sendable {
 
     /// A fleet config that did not parse: reported on `gateways/<id>/events`; the last
     /// good one stays. `superseded` as for `apply`.
-    public mutating func reject(_ errors: [String], origin: String, superseded: Int = 0, at now: Instant) -> GatewayOutput {
+    public mutating func reject(_ errors: [String], origin: String, superseded: Int = 0, at now: WallTime) -> GatewayOutput {
         var out = GatewayOutput()
         report(.rejected(errors), origin: origin, superseded: superseded, at: now, &out)
         return out
@@ -556,7 +556,7 @@ public struct GatewayEngine: Sendable {
                     qos: 1, retain: true)
     }
 
-    private mutating func report(_ result: ConfigApplyResult, origin: String, superseded: Int, at now: Instant,
+    private mutating func report(_ result: ConfigApplyResult, origin: String, superseded: Int, at now: WallTime,
                                  _ out: inout GatewayOutput) {
         out.config = result
         var metadata = ["origin": origin]

@@ -41,7 +41,7 @@ public enum Payloads {
 
     /// An answer to an operator's command on `gateways/<id>/events`:
     /// `{"event":"command","command","status","detail"?,"ts"}`, `status` `ok` or `rejected`.
-    public static func commandReply(_ command: String, status: String, detail: String?, at time: Instant) -> String {
+    public static func commandReply(_ command: String, status: String, detail: String?, at time: WallTime) -> String {
         var writer = JSONWriter()
         writer.object { o in
             o("event", "command")
@@ -57,7 +57,7 @@ public enum Payloads {
     /// `{"event":"config","origin","status":"applied","needsRestart"?,"ts"}` or
     /// `{"event":"config","origin","status":"rejected","errors":[…],"ts"}`.
     /// `superseded`: pushes dropped unread because this newer one came first (omitted when 0).
-    public static func configReport(_ result: ConfigApplyResult, origin: String, superseded: Int = 0, at time: Instant) -> String {
+    public static func configReport(_ result: ConfigApplyResult, origin: String, superseded: Int = 0, at time: WallTime) -> String {
         var writer = JSONWriter()
         writer.object { o in
             o("event", "config")

@@ -20,7 +20,7 @@ public enum SourceOutput: Sendable, Equatable {
 /// timers (exits, rate limits) read this, never the wall clock directly, so a replay at
 /// any speed gives the same events.
 public protocol SourceClock: Sendable {
-    func now() -> Instant
+    func now() -> CaptureTime
 }
 
 /// A producer of HCI LE advertising report events.

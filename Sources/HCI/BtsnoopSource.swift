@@ -52,7 +52,7 @@ public struct BtsnoopSource: AdvertisingSource {
     /// replay starts). Gateways replaying captures of one store with the same value stay in
     /// step, whenever each process happened to start: one that starts late or falls behind
     /// catches up rather than shifting its timeline.
-    public let startsAt: Instant?
+    public let startsAt: WallTime?
     /// The capture time that plays at `startsAt` (`nil`: the capture's first frame). Gateways
     /// given the same `startsAt` and `origin` replay captures that began at different
     /// times on one timeline, each frame at its own place on it.
@@ -68,7 +68,7 @@ public struct BtsnoopSource: AdvertisingSource {
     /// replay. Only a gap longer than this (an old log's kept tail) is cut.
     public static let longestPauseInStep = 3600.0
 
-    public init(path: String, speed: Double = 1, loop: Bool = false, startsAt: Instant? = nil,
+    public init(path: String, speed: Double = 1, loop: Bool = false, startsAt: WallTime? = nil,
                 origin: Instant? = nil) throws(BtsnoopError) {
         self.path = path
         self.speed = speed

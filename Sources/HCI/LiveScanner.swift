@@ -143,7 +143,8 @@ final class LiveScanner: Sendable {
             self.heartbeat.beat()
             self.currentSession.withLock { $0 = link.statistics }
             if HCIEvent.isAdvertisingReport(event) { lastReport.withLock { $0 = WallClock.monotonic() } }
-            output(.frame(HCIFrame(time: WallClock.now(), event: event)))
+            // A live controller's report is dated by the wall clock as it arrives: its capture time.
+            output(.frame(HCIFrame(time: WallClock.now().asCaptureTime(), event: event)))
         }, logger: logger)
         defer {
             link.close()

@@ -7,7 +7,8 @@ import LiveClock
 /// The live sources' clock: the wall clock.
 public struct LiveSourceClock: SourceClock {
     public init() {}
-    public func now() -> Instant { WallClock.now() }
+    // A live radio's captures are dated by the wall clock: this is where they meet.
+    public func now() -> CaptureTime { WallClock.now().asCaptureTime() }
 }
 
 /// The live source for `uri`: `KernelHCISource` for `hci:N`, `H4Source` for `h4:…`.
@@ -29,7 +30,7 @@ public func makeLiveSource(_ uri: SourceURI, scan: ScanConfig, advertise: Advert
 /// The source for any URI: a live one (`makeLiveSource`) or a replay (`BtsnoopSource`),
 /// with errors that say which URI failed and why.
 public func makeSource(_ uri: SourceURI, scan: ScanConfig = ScanConfig(), advertise: AdvertiseConfig? = nil,
-                       replayStartsAt: Instant? = nil, replayOrigin: Instant? = nil,
+                       replayStartsAt: WallTime? = nil, replayOrigin: Instant? = nil,
                        logger: Logger = Logger(label: "beaconbridge.hci")) throws -> any AdvertisingSource {
     if case .btsnoop(let path, let speed, let loop) = uri {
         return try BtsnoopSource(path: path, speed: speed, loop: loop, startsAt: replayStartsAt, origin: replayOrigin)

@@ -228,12 +228,15 @@ public final class HistoryService: Service, Sendable {
     }
 
     func readFigures() async {
-        let figures = await storeFigures(at: WallClock.now())
+        // Today's figures by the service's clock, over decisions dated by capture time: live,
+        // the gateways' clocks are the wall clock.
+        let figures = await storeFigures(at: WallClock.now().asCaptureTime())
         latestFigures.withLock { $0 = figures }
     }
 
     func prune() async {
-        let now = WallClock.now()
+        // Retention by the service's clock, over decisions dated by capture time (as above).
+        let now = WallClock.now().asCaptureTime()
         do {
             let erased = try await database.prune(before: now - Double(config.retentionDays) * 86_400,
                                             options: config.figureOptions, now: now)

@@ -8,8 +8,9 @@ import Synchronization
 /// drives their timers with a `ManualClock` (advance it, then wait for the timers' round at
 /// that time, `CoreHost.timerRound`) instead of sleeping and hoping the machine kept up.
 public protocol ServiceClock: Sendable {
-    /// The wall time.
-    func now() -> Instant
+    /// The wall time: the service's own, never a capture's (`asCaptureTime()` where a live
+    /// service dates what it hears by it).
+    func now() -> WallTime
     /// Seconds from an arbitrary start; never goes back.
     func monotonic() -> Double
     /// Returns once `monotonic()` has reached `deadline`; throws `CancellationError` if the
@@ -21,7 +22,7 @@ public protocol ServiceClock: Sendable {
 /// The system's clocks (`WallClock`): what the programs run on.
 public struct SystemClock: ServiceClock {
     public init() {}
-    public func now() -> Instant { WallClock.now() }
+    public func now() -> WallTime { WallClock.now() }
     public func monotonic() -> Double { WallClock.monotonic() }
 
     public func sleep(until deadline: Double) async throws {
@@ -42,7 +43,7 @@ public final class ManualClock: ServiceClock {
     }
 
     private struct Time {
-        var wall: Instant
+        var wall: WallTime
         var monotonic: Double
         var sleepers: [Sleeper] = []
         var nextSleeper = 0
@@ -52,11 +53,11 @@ public final class ManualClock: ServiceClock {
 
     private let time: Mutex<Time>
 
-    public init(at start: Instant) {
+    public init(at start: WallTime) {
         time = Mutex(Time(wall: start, monotonic: 0))
     }
 
-    public func now() -> Instant { time.withLock { $0.wall } }
+    public func now() -> WallTime { time.withLock { $0.wall } }
     public func monotonic() -> Double { time.withLock { $0.monotonic } }
 
     /// Moves both times forward by `seconds` (never back) and wakes the sleepers whose

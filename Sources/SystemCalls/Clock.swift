@@ -5,9 +5,10 @@ import Musl
 #endif
 
 /// The only place BeaconBridge reads the live clock (`clock_gettime`). The pure modules take
-/// time as input (`Instant`: the live clock's, or a capture's in a replay); the edges read
-/// it here, and nothing else in `Sources/` calls `clock_gettime`, `ContinuousClock.now` or
-/// `Date()`. `WallClock.now()`, the live time as an `Instant`, is in `LiveClock`.
+/// time as input (`WallTime`, the live clock's; `CaptureTime`, a radio's, which a replay
+/// carries); the edges read it here, and nothing else in `Sources/` calls `clock_gettime`,
+/// `ContinuousClock.now` or `Date()`. `WallClock.now()`, the live time as a `WallTime`, is in
+/// `LiveClock`.
 public enum WallClock {
     /// Wall-clock time (`CLOCK_REALTIME`), nanoseconds since 1970-01-01T00:00:00Z.
     public static func nanosecondsSinceEpoch() -> Int64 {

@@ -321,7 +321,7 @@ extension FleetState {
                 g("tracked", health?.tracked)
                 g("version", health?.version)
                 g("uptime", health?.uptime, places: 0)
-                g("lastHealth", (health?.ts ?? status?.healthReceived).map { $0.iso8601 })
+                g("lastHealth", health?.ts?.iso8601 ?? status?.healthReceived?.iso8601)
                 g("healthAge", status?.healthReceived.map { now.seconds(since: $0) }, places: 1)
                 if let tracker = gateway?.tracker {
                     g("calibration", .object([

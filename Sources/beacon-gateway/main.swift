@@ -133,16 +133,16 @@ struct BeaconGateway: AsyncParsableCommand {
         } else if speed != nil || loop || startAt != nil || replayOrigin != nil {
             throw CommandFailure("--speed, --loop, --start-at and --replay-origin apply to btsnoop: sources only")
         }
-        func instant(_ text: String?, _ option: String) throws -> Instant? {
+        func instant<Kind>(_ text: String?, _ option: String) throws -> TimePoint<Kind>? {
             try text.map { text in
-                guard let instant = Instant(iso8601: text) else {
+                guard let instant = TimePoint<Kind>(iso8601: text) else {
                     throw CommandFailure("\(option): \"\(text)\" is not an ISO-8601 UTC time such as 2026-11-21T09:00:00Z")
                 }
                 return instant
             }
         }
-        let startsAt = try instant(startAt, "--start-at")
-        let origin = try instant(replayOrigin, "--replay-origin")
+        let startsAt: WallTime? = try instant(startAt, "--start-at")
+        let origin: CaptureTime? = try instant(replayOrigin, "--replay-origin")
         if origin != nil, startsAt == nil { throw CommandFailure("--replay-origin needs --start-at") }
         let password = try ConfigLoading.password(for: fleet.broker(forGateway: id))
         let logger = Logger(label: "beacon-gateway.\(id)")

@@ -82,7 +82,9 @@ struct Report: AsyncParsableCommand {
     func run() async throws {
         let fleet = try options.load()
         let offset = fleet.history.utcOffsetMinutes
-        let now = WallClock.now()
+        // "Today" and open visits by the operator's clock, over decisions dated by capture
+        // time: live, the gateways' clocks are the wall clock.
+        let now = WallClock.now().asCaptureTime()
         let start = try from.map { try Self.time($0, offset: offset, option: "--from") } ?? Self.midnight(of: now, offset: offset)
         let end = try to.map { try Self.time($0, offset: offset, option: "--to") } ?? start + 86_400
         guard end > start else { throw ValidationError("--to must be after --from") }

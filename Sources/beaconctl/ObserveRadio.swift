@@ -62,7 +62,8 @@ struct ObserverRadio: Sendable {
             tasks.append {
                 while !Task.isCancelled {
                     try? await Task.sleep(nanoseconds: 100_000_000)
-                    state.advance(to: WallClock.now())
+                    // The live radio's captures are dated by the wall clock.
+                    state.advance(to: WallClock.now().asCaptureTime())
                 }
                 return nil
             }

@@ -122,7 +122,8 @@ struct RangeCommand: AsyncParsableCommand {
                         group.addTask {
                             while !Task.isCancelled {
                                 try await Task.sleep(nanoseconds: 100_000_000)
-                                view.advance(to: WallClock.now())
+                                // The live radio's captures are dated by the wall clock.
+                                view.advance(to: WallClock.now().asCaptureTime())
                             }
                         }
                     }

@@ -61,7 +61,7 @@ struct ProcessStore {
                       let time = (try? RSSIReport(parsing: json, topic: gateway))?.to else { return }
                 state.withLock { $0.reported[gateway] = max($0.reported[gateway] ?? time, time) }
             case .brainHealth?:
-                if let json = try? JSONParser().parse(message.payload), json["settled"] == .bool(true) {
+                if BrainHealth(parsing: message.payload)?.settled == true {
                     state.withLock { $0.brainSettled = true }
                 }
             default: break

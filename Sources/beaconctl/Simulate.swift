@@ -98,7 +98,8 @@ struct Simulate: ParsableCommand {
         }
     }
 
-    var startInstant: Instant? { start == "now" ? WallClock.now() : Instant(iso8601: start) }
+    /// `now`: a simulation played live, its captures dated from the wall clock.
+    var startInstant: CaptureTime? { start == "now" ? WallClock.now().asCaptureTime() : CaptureTime(iso8601: start) }
 
     func run() throws {
         do {

@@ -10,6 +10,8 @@ import Wire
 /// IntegrationTests; here every decision is checked without a broker or a clock.
 @Suite struct GatewayEngineTests {
     static let t0 = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    /// The gateway's own clock at `t0`: a live gateway dates its captures by it.
+    static let w0 = WallTime(iso8601: "2026-11-21T09:00:00.000Z")!
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
 
     static func config(_ extra: String = "", uuids: String = "[]") -> FleetConfig {
@@ -43,7 +45,7 @@ import Wire
 
     @Test func connectedItSaysOnlineThenPublishesPresenceAndSightings() {
         var engine = Self.engine()
-        #expect(Self.summary(engine.connected(at: Self.t0).messages) == ["gateways/door/status r"])
+        #expect(Self.summary(engine.connected(at: Self.w0).messages) == ["gateways/door/status r"])
         let first = engine.handle(Self.frame(minor: 1, at: 0))
         #expect(Self.summary(first.messages) == ["beacons/100/1/presence/door r", "beacons/100/1"])
         #expect(first.messages[1].text.contains(#""name":"counter""#), "the registry's name rides along")
@@ -66,7 +68,7 @@ import Wire
     /// as agreed with Home Assistant discovery; an unknown battery is null, not 0.
     @Test func eddystoneTelemetryIsPublishedRetainedPerBeaconAtMostOnceAMinute() throws {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         let address = BluetoothAddress(rawValue: 0xE0_00_00_00_00_01)
         func frame(_ data: [UInt8], at seconds: Double) -> HCIFrame {
             HCIFrame(time: Self.t0 + seconds,
@@ -98,7 +100,7 @@ import Wire
 
     @Test func quietForTheExitTimeoutTheBeaconExitsAndItsPresenceIsDeleted() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 0))
         #expect(engine.advance(to: Self.t0 + 9).messages.allSatisfy { !$0.payload.isEmpty }, "not yet")
         let exit = engine.advance(to: Self.t0 + 10.5)
@@ -108,13 +110,13 @@ import Wire
 
     @Test func whileDisconnectedPresenceIsKeptAndSightingsWaitThenGoOutOnReconnect() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.disconnected(reason: "connection lost")
         #expect(engine.handle(Self.frame(minor: 1, at: 0)).messages.isEmpty)
         #expect(engine.handle(Self.frame(minor: 2, at: 0.1)).messages.isEmpty)
         #expect(engine.handle(Self.frame(minor: 1, at: 1.5)).messages.isEmpty)
         #expect(engine.statistics.queueDepth == 5, "two presences and three sightings")
-        let back = engine.connected(at: Self.t0 + 2)
+        let back = engine.connected(at: Self.w0 + 2)
         // Online first, the brain's RSSI report kept meanwhile (up to 1.5 s), the waiting
         // sightings in order, and each presence once: the current one.
         #expect(Self.summary(back.messages) == [
@@ -130,12 +132,12 @@ import Wire
     /// so the brain decides the outage from them instead of taking it as a gap.
     @Test func rssiReportsOfAnOutageAreKeptBoundedAndSentFirstOnReconnect() throws {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 0))
         _ = engine.disconnected(reason: "connection lost")
         let outage = 150.0
         for i in 1...Int(outage * 4) { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.25)) }
-        let back = engine.connected(at: Self.t0 + outage + 1).messages
+        let back = engine.connected(at: Self.w0 + outage + 1).messages
         let reports = back.filter { $0.topic == "gateways/door/rssi" }
         #expect(back.first?.topic == "gateways/door/status" && back[1].topic == "gateways/door/rssi")
         #expect(back.lastIndex { $0.topic == "gateways/door/rssi" }! < back.firstIndex { $0.topic.hasPrefix("beacons/") }!,
@@ -162,7 +164,7 @@ import Wire
     /// when the service's wait (`brainWaitSeconds`) runs out. Without a brain it does not wait.
     @Test func backFromAnOutageItWaitsForTheBrainToAskForWhatItKept() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 0))
         engine.brainStatus(online: true)
         // The broker's graceful stop publishes the brain's will first: still a brain about.
@@ -172,7 +174,7 @@ import Wire
         let waiting = engine.reportsWaiting
         #expect(waiting > 0)
 
-        let back = engine.connected(at: Self.t0 + 11)
+        let back = engine.connected(at: Self.w0 + 11)
         #expect(Self.summary(back.messages) == ["gateways/door/status r"], "only online while the brain is away")
         #expect(engine.awaitsBrain)
         // What the tracker decides meanwhile waits too.
@@ -191,10 +193,10 @@ import Wire
 
         // No brain ever online: no wait.
         var alone = Self.engine()
-        _ = alone.connected(at: Self.t0)
+        _ = alone.connected(at: Self.w0)
         _ = alone.disconnected(reason: "connection lost")
         for i in 1...8 { _ = alone.handle(Self.frame(minor: 1, at: Double(i) * 0.25)) }
-        let aloneBack = alone.connected(at: Self.t0 + 3).messages
+        let aloneBack = alone.connected(at: Self.w0 + 3).messages
         #expect(aloneBack.count > 1 && aloneBack[1].topic == "gateways/door/rssi")
         #expect(!alone.awaitsBrain)
     }
@@ -203,7 +205,7 @@ import Wire
         var engine = Self.engine(Self.config(#","queueLimit":10,"raw":true"#))
         for i in 0..<15 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
         #expect(engine.statistics.dropped == 5)
-        let back = engine.connected(at: Self.t0 + 2)
+        let back = engine.connected(at: Self.w0 + 2)
         let sightings = back.messages.filter { $0.topic == "beacons/100/1" }
         #expect(sightings.count == 10)
         #expect(sightings.first?.text.contains(#""seq":6"#) == true, "the five oldest went: \(sightings.first?.text ?? "")")
@@ -211,12 +213,12 @@ import Wire
 
     @Test func whatTheServiceCouldNotDeliverWaitsForTheReconnect() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         let output = engine.handle(Self.frame(minor: 1, at: 0))
         engine.undelivered(output.messages)
         #expect(!engine.isConnected)
         #expect(engine.handle(Self.frame(minor: 2, at: 0.1)).messages.isEmpty, "queued while disconnected")
-        let back = engine.connected(at: Self.t0 + 1)
+        let back = engine.connected(at: Self.w0 + 1)
         #expect(Self.summary(back.messages) == [
             "gateways/door/status r", "beacons/100/1", "beacons/100/2",
             "beacons/100/1/presence/door r", "beacons/100/2/presence/door r",
@@ -227,7 +229,7 @@ import Wire
         #expect(!report.isEmpty)
         engine.undelivered(report)
         _ = engine.handle(Self.frame(minor: 1, at: 2.2))
-        let again = engine.connected(at: Self.t0 + 3).messages.filter { $0.topic == "gateways/door/rssi" }
+        let again = engine.connected(at: Self.w0 + 3).messages.filter { $0.topic == "gateways/door/rssi" }
         // Those sent before it first, resent (they may have been lost in flight), then it,
         // then those made while away.
         let resent = again.prefix { $0.text.contains(#""resent":true"#) }
@@ -242,14 +244,14 @@ import Wire
         var engine = Self.engine()
         engine.inheritedPresence(topic: "beacons/100/1/presence/door")
         engine.inheritedPresence(topic: "beacons/100/7/presence/door")
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 1))
-        #expect(engine.settleInheritedPresence(at: Self.t0 + 5).readBackEnded == false, "one exit timeout not over")
-        let settled = engine.settleInheritedPresence(at: Self.t0 + 10)
+        #expect(engine.settleInheritedPresence(at: Self.w0 + 5).readBackEnded == false, "one exit timeout not over")
+        let settled = engine.settleInheritedPresence(at: Self.w0 + 10)
         #expect(settled.readBackEnded)
         #expect(Self.summary(settled.messages) == ["beacons/100/7/presence/door r (delete)"])
         #expect(settled.log.map(\.message) == ["cleared presence left by an earlier run"])
-        #expect(engine.settleInheritedPresence(at: Self.t0 + 20).readBackEnded == false, "once")
+        #expect(engine.settleInheritedPresence(at: Self.w0 + 20).readBackEnded == false, "once")
     }
 
     /// A broker killed before saving brings back a delete it had acknowledged: after a
@@ -257,27 +259,27 @@ import Wire
     /// does not track (the tracker is live: no exit timeout to wait), keeping what it does.
     @Test func afterAReconnectStalePresenceReadBackIsDeletedAtOnce() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 1))
-        #expect(engine.settleInheritedPresence(at: Self.t0 + 10).readBackEnded)
+        #expect(engine.settleInheritedPresence(at: Self.w0 + 10).readBackEnded)
         _ = engine.disconnected(reason: "connection lost")
-        let back = engine.connected(at: Self.t0 + 20)
+        let back = engine.connected(at: Self.w0 + 20)
         #expect(back.readBackStarted, "the service subscribes to the read-back again")
         #expect(Self.summary(back.messages) == ["gateways/door/status r", "beacons/100/1/presence/door r"])
         #expect(Self.summary(engine.inheritedPresence(topic: "beacons/100/7/presence/door").messages)
                 == ["beacons/100/7/presence/door r (delete)"])
         #expect(engine.inheritedPresence(topic: "beacons/100/1/presence/door").messages.isEmpty, "tracked now")
-        #expect(engine.settleInheritedPresence(at: Self.t0 + 25).readBackEnded == false)
-        #expect(engine.settleInheritedPresence(at: Self.t0 + 30).readBackEnded, "the read-back ends: unsubscribe")
+        #expect(engine.settleInheritedPresence(at: Self.w0 + 25).readBackEnded == false)
+        #expect(engine.settleInheritedPresence(at: Self.w0 + 30).readBackEnded, "the read-back ends: unsubscribe")
         #expect(engine.inheritedPresence(topic: "beacons/100/7/presence/door").messages.isEmpty, "not reading back")
     }
 
     @Test func aNewConfigIsAppliedLiveAndReportedBeaconsItNoLongerAcceptsExit() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 0))
         let other = BeaconUUID("11111111-2222-3333-4444-555555555555")!
-        let output = engine.apply(Self.config(uuids: #"["\#(other)"]"#), origin: "fleet/config", at: Self.t0 + 1)
+        let output = engine.apply(Self.config(uuids: #"["\#(other)"]"#), origin: "fleet/config", at: Self.w0 + 1)
         #expect(output.config == .applied(needsRestart: []))
         #expect(Self.summary(output.messages) == ["beacons/100/1/presence/door r (delete)", "gateways/door/events"])
         #expect(output.messages[1].text.contains(#""status":"applied""#))
@@ -294,26 +296,26 @@ import Wire
         started.broker.url = try BrokerURL(parsing: "mqtt://10.0.0.9:1884")
         var engine = GatewayEngine(config: started, gateway: started.gateways[0])
         engine.brokerFromCommandLine = true
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 1, at: 0))
         let pushed = try FleetConfig.parse(Self.configText().replacingOccurrences(of: #""zone":"Entrance""#,
                                                                                  with: #""zone":"Front door""#))
-        let output = engine.apply(pushed, origin: "fleet/config", at: Self.t0 + 1)
+        let output = engine.apply(pushed, origin: "fleet/config", at: Self.w0 + 1)
         #expect(output.config == .applied(needsRestart: []), "no spurious broker restart")
         let presence = try #require(output.messages.first { $0.topic == "beacons/100/1/presence/door" })
         #expect(presence.retain && presence.text.contains(#""zone":"Front door""#), "\(presence.text)")
 
         // Without --broker a changed broker still needs a restart.
         var plain = Self.engine()
-        _ = plain.connected(at: Self.t0)
-        #expect(plain.apply(started, origin: "fleet/config", at: Self.t0 + 1).config == .applied(needsRestart: ["broker"]))
+        _ = plain.connected(at: Self.w0)
+        #expect(plain.apply(started, origin: "fleet/config", at: Self.w0 + 1).config == .applied(needsRestart: ["broker"]))
     }
 
     @Test func aConfigWithoutThisGatewayIsRejectedAndTheOldOneStays() throws {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         let elsewhere = try FleetConfig.parse(#"{"broker":{"url":"mqtt://127.0.0.1"},"gateways":[{"id":"till"}]}"#)
-        let output = engine.apply(elsewhere, origin: "fleet/config", at: Self.t0)
+        let output = engine.apply(elsewhere, origin: "fleet/config", at: Self.w0)
         #expect(output.config == .rejected([#"the new config has no gateway "door""#]))
         #expect(output.log.first?.level == .error)
         #expect(output.messages.map(\.topic) == ["gateways/door/events"])
@@ -322,10 +324,10 @@ import Wire
 
     @Test func healthCarriesRatesSinceTheLastOneAndThePublishedCount() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
-        _ = engine.health(at: Self.t0, uptime: 0, version: "0.1.0", sourceName: "hci:0", published: 0)
+        _ = engine.connected(at: Self.w0)
+        _ = engine.health(at: Self.w0, uptime: 0, version: "0.1.0", sourceName: "hci:0", published: 0)
         for i in 0..<20 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
-        let health = engine.health(at: Self.t0 + 2, uptime: 2, version: "0.1.0", sourceName: "hci:0", published: 42)
+        let health = engine.health(at: Self.w0 + 2, uptime: 2, version: "0.1.0", sourceName: "hci:0", published: 42)
         let json = try? JSONParser().parse(health.payload)
         #expect(health.topic == "gateways/door/health" && health.retain)
         #expect(json?["advertsPerSecond"] == .number(10))
@@ -335,7 +337,7 @@ import Wire
 
     @Test func withdrawingDeletesEveryPresenceThenSaysOffline() {
         var engine = Self.engine()
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         _ = engine.handle(Self.frame(minor: 2, at: 0))
         _ = engine.handle(Self.frame(minor: 1, at: 0))
         #expect(Self.summary(engine.withdraw().messages) == [
@@ -347,7 +349,7 @@ import Wire
     func entersAndExitsAreLoggedOnlyWhenAsked(_ logs: Bool) {
         var engine = Self.engine()
         engine.logsBeacons = logs
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         let enter = engine.handle(Self.frame(minor: 1, at: 0))
         let exit = engine.advance(to: Self.t0 + 11)
         #expect(enter.log.map(\.message) == (logs ? ["enter"] : []))
@@ -356,7 +358,7 @@ import Wire
 
     @Test func theHotPathAppendsToTheCallersOutput() {
         var engine = Self.engine(Self.config(#","raw":true"#))
-        _ = engine.connected(at: Self.t0)
+        _ = engine.connected(at: Self.w0)
         var output = GatewayOutput()
         for i in 0..<3 { engine.handle(Self.frame(minor: 1, at: Double(i) * 0.01), into: &output) }
         #expect(Self.summary(output.messages) == ["beacons/100/1/presence/door r", "beacons/100/1", "beacons/100/1", "beacons/100/1"])

@@ -79,3 +79,37 @@ struct InstantTests {
         #expect(Instant(nanoseconds: 1) > .epoch)
     }
 }
+
+/// Capture time and wall time: one arithmetic and one form, and a conversion that keeps the
+/// point in time. That the compiler refuses to mix them is not a test's to show (it would not
+/// compile); `GatewayClockTests` checks what the live conversion means.
+@Suite("CaptureTime and WallTime")
+struct TimeKindTests {
+    @Test func bothKindsShareTheArithmeticAndTheForm() {
+        let capture = CaptureTime(iso8601: "2026-11-21T09:30:00.125Z")!
+        let wall = WallTime(iso8601: "2026-11-21T09:30:00.125Z")!
+        #expect(capture.nanoseconds == wall.nanoseconds)
+        #expect((capture + 1.5).iso8601 == (wall + 1.5).iso8601)
+        #expect((wall + 2).seconds(since: wall) == 2)
+        var writer = JSONWriter(capacity: 64)
+        writer.object { o in
+            o("ts", capture)
+            o("at", wall)
+        }
+        #expect(writer.text == #"{"ts":"2026-11-21T09:30:00.125Z","at":"2026-11-21T09:30:00.125Z"}"#)
+    }
+
+    @Test func theConversionsKeepThePointInTime() {
+        let wall = WallTime(nanoseconds: 1_795_253_400_125_000_001)
+        #expect(wall.asCaptureTime().nanoseconds == wall.nanoseconds)
+        #expect(wall.asCaptureTime().asWallTime() == wall)
+        #expect(Instant.self == CaptureTime.self)
+    }
+
+    @Test func aProofReadsEitherClockAlike() {
+        let proof = PresenceProof(secret: Array("secret".utf8))
+        let wall = WallTime(iso8601: "2026-11-21T09:00:07.000Z")!
+        #expect(proof.value(store: 7, at: wall) == proof.value(store: 7, at: wall.asCaptureTime()))
+        #expect(proof.nextSlotStart(after: wall).asCaptureTime() == proof.nextSlotStart(after: wall.asCaptureTime()))
+    }
+}

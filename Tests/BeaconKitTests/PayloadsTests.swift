@@ -152,7 +152,7 @@ struct PayloadsTests {
     @Test func healthText() {
         let health = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600.04, source: "hci:0", sourceState: "scanning",
                                      advertsPerSecond: 12.345, decodedPerSecond: 3.96, dropped: 0, malformed: 2,
-                                     queueDepth: 0, tracked: 3, published: 120, ts: t0)
+                                     queueDepth: 0, tracked: 3, published: 120, ts: WallTime(iso8601: "2026-11-21T09:00:00.000Z")!)
         #expect(health.json == #"""
             {"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}
             """#)
@@ -164,7 +164,7 @@ struct PayloadsTests {
         let bytes = #"{"gateway":"door","version":"1.0.0","uptime":3600,"source":"hci:0","sourceState":"scanning","advertsPerSecond":12.3,"decodedPerSecond":4,"dropped":0,"malformed":2,"queueDepth":0,"tracked":3,"published":120,"ts":"2026-11-21T09:00:00.000Z"}"#
         let expected = GatewayHealth(gateway: "door", version: "1.0.0", uptime: 3600, source: "hci:0", sourceState: "scanning",
                                      advertsPerSecond: 12.3, decodedPerSecond: 4, dropped: 0, malformed: 2,
-                                     queueDepth: 0, tracked: 3, published: 120, ts: t0)
+                                     queueDepth: 0, tracked: 3, published: 120, ts: WallTime(iso8601: "2026-11-21T09:00:00.000Z")!)
         let read = try #require(GatewayHealth(parsing: Array(bytes.utf8)))
         #expect(read == expected)
         #expect(read.json == bytes)
@@ -176,6 +176,26 @@ struct PayloadsTests {
         #expect(GatewayHealth(parsing: Array(#"{"version":"0.9","tracked":7,"dropped":"many","extra":1}"#.utf8)) == partial)
         #expect(partial.json == #"{"gateway":null,"version":"0.9","uptime":null,"source":null,"sourceState":null,"advertsPerSecond":null,"decodedPerSecond":null,"dropped":null,"malformed":null,"queueDepth":null,"tracked":7,"published":null,"ts":null}"#)
         #expect(GatewayHealth(parsing: Array("online".utf8)) == nil)
+    }
+
+    /// The brain's health, one type both ways: bytes in the form `BrainCore.health` wrote them
+    /// before `BrainHealth` existed (2026-11-28), quoted so that a byte change fails; read
+    /// leniently (what `beaconctl score` asks is whether the brain settled).
+    @Test func brainHealthRoundTrip() throws {
+        let bytes = #"{"version":"1.0.0","uptime":12.3,"stores":[100,101],"settled":true,"unknownStores":[101],"beacons":4,"joins":1,"received":900,"oversized":0,"malformed":{"join":1,"rssiReport":2},"unknownTopics":0,"foreign":3,"staleReports":0,"behindReports":1,"joinsAccepted":1,"joinsRejected":1,"joinsThrottled":0,"leaves":0,"rulesFired":2,"actionsSkipped":0,"inboxMessages":0,"configsApplied":1,"configsRejected":0,"published":40,"publishFailures":0,"ts":"2026-11-21T09:00:00.000Z"}"#
+        let read = try #require(BrainHealth(parsing: Array(bytes.utf8)))
+        #expect(read.settled == true)
+        #expect(read.stores == [100, 101])
+        #expect(read.malformed == ["join": 1, "rssiReport": 2])
+        #expect(read.ts == WallTime(iso8601: "2026-11-21T09:00:00.000Z"))
+        #expect(read.json == bytes)
+        var everyStore = read
+        everyStore.stores = nil
+        everyStore.malformed = [:]
+        #expect(everyStore.json.contains(#""stores":null,"#) && everyStore.json.contains(#""malformed":{},"#))
+        #expect(BrainHealth(parsing: Array(#"{"settled":false,"beacons":"many"}"#.utf8))?.settled == false)
+        #expect(BrainHealth(parsing: Array(#"{"settled":false,"beacons":"many"}"#.utf8))?.beacons == nil)
+        #expect(BrainHealth(parsing: Array("online".utf8)) == nil)
     }
 
     /// A zone decision (`beacons/<M>/<m>/events`), one type both ways: the brain's bytes (as

@@ -7,7 +7,7 @@ import Testing
 @Suite struct PresenceProofTests {
     static let proof = PresenceProof(secret: Array("the store secret of Main Street 100".utf8), slotSeconds: 30)
     /// 2026-11-21T09:00:00Z, the start of slot 59,841,720 of 30 s.
-    static let nine = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    static let nine = WallTime(iso8601: "2026-11-21T09:00:00.000Z")!
 
     @Test("the value is the first two bytes of HMAC-SHA256(secret, label, store, slot), as Python's hmac computes it")
     func knownValues() {

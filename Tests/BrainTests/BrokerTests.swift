@@ -123,7 +123,7 @@ struct BrokerTests {
     func gatewayWillGraceOnAManualClock() async throws {
         let directory = try TemporaryDirectory("brain-will-grace")
         let broker = try await MosquittoBroker.start(in: directory)
-        let clock = ManualClock(at: t(0))
+        let clock = ManualClock(at: w(0))
         let brain = try await RunningBrain.start(testConfig(), broker: broker, clock: clock)
         let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/+/+/presence"], in: directory)
         let door = try await DyingClient(broker, id: "gw-door", willTopic: "gateways/door/status", in: directory)

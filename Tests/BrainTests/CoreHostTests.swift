@@ -47,7 +47,7 @@ struct CoreHostTests {
 
     @Test("the timers go round when the host's clock is advanced: due ones in the order registered, a scheduled one with the next due, cancellation ends them")
     func timersOnAManualClock() async throws {
-        let clock = ManualClock(at: Instant(nanoseconds: 0))
+        let clock = ManualClock(at: WallTime(nanoseconds: 0))
         // Never started: the timers publish nothing.
         let client = try MQTTClient(MQTTClientOptions(broker: try BrokerURL(parsing: "mqtt://127.0.0.1:1"), clientID: "host"))
         let host = CoreHost<[String]>([], client: client, logger: Logger(label: "core-host-test"), clock: clock,

@@ -18,7 +18,7 @@ struct ShardClockTests {
             {"broker": {"url": "\(broker.url)", "keepalive": 5},
              "brain": {"joins": "open", "shards": [{"name": "a", "stores": ["100-149"]}, {"name": "b", "stores": ["150-199"]}]}}
             """)
-        let clock = ManualClock(at: Instant(iso8601: "2026-11-21T10:00:00.000Z")!)
+        let clock = ManualClock(at: WallTime(iso8601: "2026-11-21T10:00:00.000Z")!)
         var brain = BrainService.Options(clientID: "brain-shard-clock")
         brain.clock = clock
         brain.reconnectDelay = 0.1...1

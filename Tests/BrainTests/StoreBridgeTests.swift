@@ -55,7 +55,7 @@ import Config
         #expect(transitions(h) == ["enter 1"], "no exit while the store is unknown")
         #expect(h.retained[h.topics.presence(of: counter)] != nil)
         let health = JSONValue(text: h.core.health(client: "b", version: "0", uptime: 1, published: 0, publishFailures: 0,
-                                                   at: t(300)).text)
+                                                   at: w(300)).text)
         #expect(health["unknownStores"] == .array([.number(100)]))
 
         // Healed: the store replays its presence, the gateways' statuses last.

@@ -86,7 +86,7 @@ struct BtsnoopSourceTests {
         for second in [0, 0.5, 15] { writer.appendEvent(event, at: start + second) }
         let path = try dir.write("quiet.log", bytes: writer.bytes)
         // At speed 2 the 14.5 s stretch is 7.25 s of wall-clock time: more than `longestPause`.
-        let startsAt = Instant(seconds: Date().timeIntervalSince1970 + 0.5)
+        let startsAt = WallTime(seconds: Date().timeIntervalSince1970 + 0.5)
         let source = try BtsnoopSource(path: path, speed: 2, startsAt: startsAt, origin: start)
         let arrivals = Mutex<[Double]>([])
         try await source.run { output in
@@ -134,7 +134,7 @@ struct BtsnoopSourceTests {
         let dir = try TemporaryDirectory("btsnoop-start")
         let path = try threeSeconds(dir, start: Instant(iso8601: "2026-11-21T09:00:00.000Z")!)
         let startsAt = WallClock.now() + 1.5
-        let firstFrame = Mutex<Instant?>(nil)
+        let firstFrame = Mutex<WallTime?>(nil)
         try await BtsnoopSource(path: path, speed: 10, startsAt: startsAt).run { output in
             if case .frame = output { firstFrame.withLock { $0 = $0 ?? WallClock.now() } }
         }

@@ -24,7 +24,7 @@ struct FleetPageTests {
         ], extra: #""stores": [{"major": 100, "name": "Main Street"}]"#)
         // Retained as a running fleet leaves them: door running now, counter gone offline
         // after its last health (37.5 adverts/s then).
-        func health(_ id: String, adverts: Double, at time: Instant) -> String {
+        func health(_ id: String, adverts: Double, at time: WallTime) -> String {
             #"{"gateway":"\#(id)","version":"0.1.0","uptime":3600,"source":"\#(source)","sourceState":"running","#
                 + #""advertsPerSecond":\#(adverts),"decodedPerSecond":\#(adverts / 2),"dropped":12345,"malformed":678,"#
                 + #""queueDepth":0,"tracked":42,"published":99999,"ts":"\#(time.iso8601)"}"#

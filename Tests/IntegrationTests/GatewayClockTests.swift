@@ -1,5 +1,6 @@
 import BeaconKit
 import Config
+import Contract
 import Gateway
 import GatewayCore
 import HCI
@@ -26,8 +27,9 @@ struct GatewayClockTests {
 
         init() { (frames, feed) = AsyncStream.makeStream(of: HCIFrame.self) }
 
-        func hear(_ beacon: IBeacon, at time: Instant, rssi: Int8 = -60) {
-            feed.yield(HCIFrame(time: time, event: advertisingEvent(beacon, address: 0xD0_00_00_00_00_01, rssi: rssi)))
+        /// `time` by the test's clock, which dates the capture as the machine's dates a live one.
+        func hear(_ beacon: IBeacon, at time: WallTime, rssi: Int8 = -60) {
+            feed.yield(HCIFrame(time: time.asCaptureTime(), event: advertisingEvent(beacon, address: 0xD0_00_00_00_00_01, rssi: rssi)))
         }
 
         func run(_ output: @escaping @Sendable (SourceOutput) -> Void) async throws {
@@ -49,12 +51,12 @@ struct GatewayClockTests {
         let service: GatewayService
         let running: Task<Void, any Error>
 
-        init(broker: MosquittoBroker, exitTimeout: Double) async throws {
+        init(broker: MosquittoBroker, exitTimeout: Double, reportInterval: Double = 0) async throws {
             let config = try FleetConfig.parse("""
                 {"broker": {"url": "\(broker.url)", "keepalive": 5}, "defaults": {"exitTimeout": \(exitTimeout)},
-                 "gateways": [{"id": "door", "source": "hci:0"}]}
+                 "gateways": [{"id": "door", "source": "hci:0", "reportInterval": \(reportInterval)}]}
                 """)
-            clock = ManualClock(at: Instant(iso8601: "2026-11-21T10:00:00.000Z")!)
+            clock = ManualClock(at: WallTime(iso8601: "2026-11-21T10:00:00.000Z")!)
             source = HandFedSource()
             let service = try GatewayService(config: config, gateway: try #require(config.gateway(id: "door")), source: source,
                                              sourceHasOwnTime: false, password: nil, configPath: nil,
@@ -98,6 +100,40 @@ struct GatewayClockTests {
         await gateway.stop()
         await watch.stop()
         await broker.stop()
+    }
+
+    @Test("a live gateway's capture time is its wall clock: its RSSI reports close on the clock's time, heard or not")
+    func captureTimeFromTheWallClock() async throws {
+        let dir = try TemporaryDirectory("gateway-clock-capture-time")
+        let broker = try await MosquittoBroker.start(in: dir)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["gateways/door/rssi"], in: dir)
+        let gateway = try await Rig(broker: broker, exitTimeout: 3600, reportInterval: 1)
+        let (clock, source, service) = (gateway.clock, gateway.source, gateway.service)
+        source.hear(IBeacon(uuid: GatewayTests.uuid, major: 7, minor: 1, txPower: -59), at: clock.now())
+        // Heard before the clock moves, so it counts in the window it was heard in.
+        #expect(await eventually(timeout: 15) { service.statistics.engine.tracked == 1 })
+        await gateway.advance(by: 1)
+        let heard = await watch.waitFor(timeout: 15) { $0.topic == "gateways/door/rssi" && $0.text.contains(#""minor":1"#) }
+        let report = try #require(heard.flatMap { Self.report($0.payload) }, "\(watch.records)")
+        #expect(report.from == CaptureTime(iso8601: "2026-11-21T10:00:00.000Z"))
+        #expect(report.to == CaptureTime(iso8601: "2026-11-21T10:00:01.000Z"))
+        #expect(report.entries.map(\.count) == [1])
+
+        // Half an hour of the gateway's clock with nothing heard: only the service's wall
+        // clock, taken as capture time, moves the reports' windows on.
+        await gateway.advance(by: 1800)
+        let to = "2026-11-21T10:30:01.000Z"
+        let later = await watch.waitFor(timeout: 15) { $0.topic == "gateways/door/rssi" && $0.text.contains(#""to":"\#(to)""#) }
+        #expect(later.flatMap { Self.report($0.payload) }?.from == CaptureTime(iso8601: "2026-11-21T10:00:01.000Z"),
+                "\(watch.records.map(\.text))")
+
+        await gateway.stop()
+        await watch.stop()
+        await broker.stop()
+    }
+
+    static func report(_ payload: [UInt8]) -> RSSIReport? {
+        payload.withUnsafeBytes { RSSIReport(decoding: $0, topic: "door") }
     }
 
     @Test("after an outage the gateway waits for the brain's request 45 s of its own time, then sends what it kept")

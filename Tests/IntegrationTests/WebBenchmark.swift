@@ -48,7 +48,8 @@ struct WebBenchmark {
         try baseline.subscribe(["stores/100/customers/+"], qos: 1)
         try publisher.start()
         try baseline.start()
-        let start = WallClock.now()
+        // The roster's and presence's capture times begin now: a live fleet.
+        let start = WallClock.now().asCaptureTime()
         func publish(_ topic: String, _ text: String) throws {
             try publisher.publish(MQTTMessage(topic: topic, text: text, qos: 1, retain: true))
         }
@@ -121,7 +122,7 @@ struct WebBenchmark {
             let sent = WallClock.now()
             try publisher.publish(MQTTMessage(topic: "stores/100/customers/\(client)", text: Roster.Customer(
                 client: client, name: "Probe \(i)", favorite: "espresso", photo: nil,
-                beacon: BeaconRef(major: 100, minor: 1), since: sent).json.jsonText, qos: 1, retain: true))
+                beacon: BeaconRef(major: 100, minor: 1), since: sent.asCaptureTime()).json.jsonText, qos: 1, retain: true))
             while let event = await iterator.next() {
                 if case .message(let m) = event, m.topic.hasSuffix("/" + client) {
                     broker_.append(WallClock.now().seconds(since: sent) * 1000)

@@ -156,7 +156,7 @@ struct FleetStateTests {
         func health(_ gateway: String, state sourceState: String, adverts: Double) -> String {
             GatewayHealth(gateway: gateway, version: "0.1.0", uptime: 10, source: "hci:0", sourceState: sourceState,
                             advertsPerSecond: adverts, decodedPerSecond: adverts / 2, dropped: 3, malformed: 4, queueDepth: 0,
-                            tracked: 5, published: 6, ts: t(0)).json
+                            tracked: 5, published: 6, ts: w(0)).json
         }
         #expect(state.condition(ofGateway: "door", at: t(0)) == .unknown)
         state.receive("gateways/door/status", "online")

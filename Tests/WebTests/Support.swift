@@ -8,6 +8,8 @@ import WebDisplay
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).
 func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
+/// `t(seconds)` on a service's own clock (health, replies).
+func w(_ seconds: Double) -> WallTime { WallTime(seconds: 1_795_251_600 + seconds) }
 
 let storeUUID = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
 

@@ -35,7 +35,8 @@ extension Workloads {
         return measure("gateway/\(raw ? "raw" : "1s-interval")", unit: "adverts", operations: adverts, runs: runs) {
             // A fresh engine per run: every beacon enters once, as in a replay.
             var engine = GatewayEngine(config: config, gateway: config.gateways[0])
-            _ = engine.connected(at: start)
+            // A replay: the capture's clock stands in for the gateway's own.
+            _ = engine.connected(at: start.asWallTime())
             let state = Mutex(PipelineState(engine: engine))
             for frame in frames {
                 state.withLock { s in

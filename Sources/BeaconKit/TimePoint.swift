@@ -1,41 +1,92 @@
-/// A point in wall-clock time: nanoseconds since 1970-01-01T00:00:00Z.
+/// Which clock dated a `TimePoint`. The two kinds are the two clocks BeaconBridge has:
 ///
-/// The pure modules never read a clock: callers pass `Instant`s in (the live clock at the
+/// - `CaptureClock`: the time a radio heard an advertisement — a sighting's, a report's, a
+///   decision's `ts`, a capture's record. In a replay it is the capture's time, hours or years
+///   away from now; live, the gateway dates what it hears by its wall clock (the one place the
+///   two meet, `WallTime.asCaptureTime()`).
+/// - `ServiceWallClock`: the service's own clock — `ServiceClock.now()`, health, command
+///   replies, log lines, the `since` of what a service dates itself.
+///
+/// The 2026-11-24 bug was a brain dating an `enter` by its wall clock in a replay; with the
+/// kinds apart that line does not compile.
+public protocol TimeKind: Sendable {}
+
+/// The clock of capture: when a radio heard it. See `TimeKind`.
+public enum CaptureClock: TimeKind {}
+
+/// The clock of the service reading it. See `TimeKind`.
+public enum ServiceWallClock: TimeKind {}
+
+/// When a radio heard an advertisement (a sighting, a report, a decision's `ts`).
+public typealias CaptureTime = TimePoint<CaptureClock>
+
+/// The service's own time (`ServiceClock.now()`, health, command replies, log lines).
+public typealias WallTime = TimePoint<ServiceWallClock>
+
+/// The capture time's first name, from before the two times were apart. Modules not yet
+/// moved to `CaptureTime` still write it; it is the same type.
+public typealias Instant = CaptureTime
+
+/// A point in time, nanoseconds since 1970-01-01T00:00:00Z, tagged with the clock that read it.
+///
+/// One generic type rather than two structs: the arithmetic, the ISO-8601 form and its parser
+/// are written once; the tag is a phantom (no stored field, no cost at run time), and code
+/// indifferent to the clock (a proof's slot, a JSON member) takes `TimePoint<some TimeKind>`.
+/// The compiler still keeps the kinds apart: a `WallTime` is not a `CaptureTime`, and the only
+/// way across is a named conversion (`asCaptureTime()`, `asWallTime()`) where one is meant.
+///
+/// The pure modules never read a clock: callers pass times in (the live clock at the
 /// edges, a capture's timestamps in a replay), which is what makes replays and tests
 /// deterministic.
-public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
+
+public struct TimePoint<Kind: TimeKind>: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var nanoseconds: Int64
 
+    @inlinable
     public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
     /// Saturates at the ends of the range (and takes NaN as the start of it) rather than trap.
+    @inlinable
     public init(seconds: Double) { nanoseconds = Self.clamped((seconds * 1e9).rounded()) }
 
+    @inlinable
     static func clamped(_ nanoseconds: Double) -> Int64 {
         nanoseconds < 9.2e18 ? (nanoseconds > -9.2e18 ? Int64(nanoseconds) : .min) : .max
     }
 
-    public static let epoch = Instant(nanoseconds: 0)
+    @inlinable
+    public static var epoch: Self { Self(nanoseconds: 0) }
 
+    @inlinable
     public var seconds: Double { Double(nanoseconds) / 1e9 }
 
-    public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    @inlinable
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    @inlinable
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds == rhs.nanoseconds }
+
+    @inlinable
+    public func hash(into hasher: inout Hasher) { hasher.combine(nanoseconds) }
 
     /// Seconds from `other` to `self`.
-    public func seconds(since other: Instant) -> Double {
+    @inlinable
+    public func seconds(since other: Self) -> Double {
         let (difference, overflow) = nanoseconds.subtractingReportingOverflow(other.nanoseconds)
         return overflow ? (Double(nanoseconds) - Double(other.nanoseconds)) / 1e9 : Double(difference) / 1e9
     }
 
     /// Saturates at the ends of the range: a damaged capture can carry any timestamp, and
     /// deadlines computed from it must not trap.
-    public static func + (lhs: Instant, seconds: Double) -> Instant {
+    @inlinable
+    public static func + (lhs: Self, seconds: Double) -> Self {
         let delta = clamped((seconds * 1e9).rounded())
         let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(delta)
-        return Instant(nanoseconds: overflow ? (delta > 0 ? .max : .min) : sum)
+        return Self(nanoseconds: overflow ? (delta > 0 ? .max : .min) : sum)
     }
 
-    public static func - (lhs: Instant, seconds: Double) -> Instant { lhs + (-seconds) }
+    @inlinable
+    public static func - (lhs: Self, seconds: Double) -> Self { lhs + (-seconds) }
 
     /// ISO-8601 UTC with milliseconds: `2026-11-21T09:30:00.125Z`.
     public var iso8601: String {
@@ -153,4 +204,18 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
         guard !overflow else { return nil }
         nanoseconds = scaled
     }
+}
+
+// The two places the clocks meet. Each use says why at the call; `grep -rn 'asCaptureTime()\|asWallTime()'`
+// lists them all.
+extension TimePoint where Kind == ServiceWallClock {
+    /// This wall time as the time of a capture: what hears a radio live (a gateway's source,
+    /// a brain taking the gateways' clocks as its own) dates it by the wall clock.
+    public func asCaptureTime() -> CaptureTime { CaptureTime(nanoseconds: nanoseconds) }
+}
+
+extension TimePoint where Kind == CaptureClock {
+    /// This capture time as wall time: a replay paced against the wall clock, or a tool that
+    /// shows how long ago (by its clock) a capture was made.
+    public func asWallTime() -> WallTime { WallTime(nanoseconds: nanoseconds) }
 }
