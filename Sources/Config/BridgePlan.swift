@@ -185,10 +185,7 @@ public struct BridgePlan: Sendable, Equatable {
         line("# Persistent sessions on both sides: what changes during an outage is queued and delivered.")
         line("cleansession false")
         line("local_cleansession false")
-        if settings.keepalive == nil && address.endpoints.count > 1 {
-            line("# A silent node (its host cut off) is noticed one to two keepalives after it went quiet.")
-        }
-        line("keepalive_interval \(settings.keepalive(nodes: address.endpoints.count))")
+        line("keepalive_interval \(settings.keepalive)")
         line("restart_timeout \(Self.restartTimeout.base) \(Self.restartTimeout.cap)")
         line("start_type automatic")
         line("# 1 while connected; the bridge's will at the centre says 0: the brain then holds this")

@@ -21,38 +21,21 @@ public struct BridgeSettings: Sendable, Equatable {
     /// the same URL.
     public var tls: TLSConfig?
     /// Seconds between the bridge's keepalive pings: the central broker declares a store
-    /// unreachable 1.5 keepalives after its WAN went quiet, and the bridge gives up a silent
-    /// path to its node one to two keepalives after it went quiet (Mosquitto 2.0's bridge has
-    /// no shorter bound: no TCP user timeout, no keepalive probes). nil: `keepalive(nodes:)`.
-    public var keepalive: Int?
-    /// The default keepalive to one central broker (s): nowhere else to go, so the bridge only
-    /// waits for it, and the centre holds a store unknown after 15 s of silence.
-    public static let keepaliveToOneBroker = 10
-    /// The default to a cluster (s), Mosquitto's least: a bridge whose node is cut off moves
-    /// to the next node 5-10 s after the cut rather than 10-20 s. The cost: a ping every 5 s
-    /// from each idle bridge, and a node that holds the bridge's PINGRESP 5 s (nats-server
-    /// holds a client's read loop 4 s per retained publish while JetStream elects a leader)
-    /// sends it to the next node.
-    public static let keepaliveToCluster = 5
+    /// unreachable 1.5 keepalives after its WAN went quiet.
+    public var keepalive: Int
     public var mqttVersion: MQTTVersion
     /// Messages a store broker holds for the central broker while the WAN is down (its
     /// `max_queued_messages`). Every reconnection attempt also queues a copy of the store's
     /// retained state, so size it for the longest outage to ride out (docs/fleet.md).
     public var queueLimit: Int
 
-    public init(url: BrokerURL? = nil, tls: TLSConfig? = nil, keepalive: Int? = nil, mqttVersion: MQTTVersion = .v311,
+    public init(url: BrokerURL? = nil, tls: TLSConfig? = nil, keepalive: Int = 10, mqttVersion: MQTTVersion = .v311,
                 queueLimit: Int = 200_000) {
         self.url = url
         self.tls = tls
         self.keepalive = keepalive
         self.mqttVersion = mqttVersion
         self.queueLimit = queueLimit
-    }
-
-    /// The keepalive of a bridge to a centre of `nodes` nodes: the configured one, else the
-    /// default for one broker or for a cluster.
-    public func keepalive(nodes: Int) -> Int {
-        keepalive ?? (nodes > 1 ? Self.keepaliveToCluster : Self.keepaliveToOneBroker)
     }
 }
 

@@ -601,9 +601,11 @@ public final class MQTTClient: Sendable {
     /// Why a connection attempt or connection ended: what OpenSSL said when TLS failed
     /// (`TLSDiagnosis`: which check), else libmosquitto's text for `code`.
     private func failureText(_ code: Int32) -> String {
-        // Read first: what follows may set errno.
-        let timedOut = code == Int32(MOSQ_ERR_ERRNO.rawValue) && errno == ETIMEDOUT
-        if timedOut, let bound = state.withLock({ $0.linkTimeout }) {
+        // Read first: what follows may set errno. A connection the kernel gave up reports
+        // ETIMEDOUT, or the last soft error it met on the way (a neighbour that stopped
+        // answering: EHOSTUNREACH).
+        let timedOut = code == Int32(MOSQ_ERR_ERRNO.rawValue) && [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH].contains(errno)
+        if timedOut, let bound = state.withLock({ $0.connected ? $0.linkTimeout : nil }) {
             let seconds = bound == bound.rounded() ? "\(Int(bound))" : "\(bound)"
             return Mosquitto.disconnectText(code, version: options.version)
                 + " (nothing acknowledged by the broker's host for \(seconds) s: broker.linkTimeout)"

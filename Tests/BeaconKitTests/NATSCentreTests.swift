@@ -41,9 +41,6 @@ struct NATSCentreTests {
         #expect(!text.contains("try_private true"))
         #expect(text.contains("\nbridge_protocol_version mqttv311\n"))
         #expect(text.contains("\nbridge_cafile /etc/beaconbridge/ca.crt\n"))
-        // A bridge with other nodes to move to gives a silent one up sooner (Mosquitto's least).
-        #expect(text.contains("\nkeepalive_interval 5\n"))
-        #expect(config.bridge.keepalive(nodes: 1) == 10, "to one central broker")
     }
 
     /// No node carries every bridge: the i-th bridged store lists node i mod 3 first, and the
