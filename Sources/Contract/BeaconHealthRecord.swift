@@ -6,14 +6,14 @@ public import BeaconKit
 /// is the topic's and the name the registry's: both are written, neither is read back.
 public struct BeaconHealthRecord: Sendable, Equatable {
     /// When a gateway last saw it (while present: at most `BeaconHealth.refresh`, 10 minutes, ago); `nil`: never.
-    public var lastSeen: Instant?
+    public var lastSeen: CaptureTime?
     public var present = false
     /// The last Eddystone-TLM battery reading, mV; `nil` when the beacon never said.
     public var battery: Int?
     public var batteryLow = false
     public var missing = false
 
-    public init(lastSeen: Instant? = nil, present: Bool = false, battery: Int? = nil, batteryLow: Bool = false,
+    public init(lastSeen: CaptureTime? = nil, present: Bool = false, battery: Int? = nil, batteryLow: Bool = false,
                 missing: Bool = false) {
         self.lastSeen = lastSeen
         self.present = present

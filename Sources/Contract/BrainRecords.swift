@@ -9,10 +9,10 @@ public import BeaconKit
 /// last fired (for `once` and `cooldown` seconds) and which are waiting to be re-armed by
 /// "after N updates at near", with the updates counted so far.
 public struct RuleMemory: Sendable, Equatable {
-    public var fired: [String: Instant]
+    public var fired: [String: CaptureTime]
     public var disarmed: [String: Int]
 
-    public init(fired: [String: Instant] = [:], disarmed: [String: Int] = [:]) {
+    public init(fired: [String: CaptureTime] = [:], disarmed: [String: Int] = [:]) {
         self.fired = fired
         self.disarmed = disarmed
     }
@@ -52,11 +52,11 @@ public struct RuleMemory: Sendable, Equatable {
 /// (so nobody moves) instead of starting a new one. Sealed (`RecordSeal`), unlike the fleet
 /// presence anyone may write, which is why the zone is here too.
 public struct VisitRecord: Sendable, Equatable {
-    public var since: Instant?
+    public var since: CaptureTime?
     public var zone: String?
     public var rules: RuleMemory
 
-    public init(since: Instant?, zone: String? = nil, rules: RuleMemory) {
+    public init(since: CaptureTime?, zone: String? = nil, rules: RuleMemory) {
         self.since = since
         self.zone = zone
         self.rules = rules
@@ -89,10 +89,10 @@ public struct VisitRecord: Sendable, Equatable {
 /// null while a join rule's cooldown in seconds still runs).
 public struct AnsweredRecord: Sendable, Equatable {
     public var join: String?
-    public var since: Instant?
+    public var since: CaptureTime?
     public var rules: RuleMemory
 
-    public init(join: String?, since: Instant?, rules: RuleMemory) {
+    public init(join: String?, since: CaptureTime?, rules: RuleMemory) {
         self.join = join
         self.since = since
         self.rules = rules

@@ -11,9 +11,9 @@ public struct CalibrationRecord: Sendable, Equatable {
     public struct Values: Sendable, Equatable {
         public var rssiOffset: Double
         public var pathLossExponent: Double
-        public var since: Instant
+        public var since: CaptureTime
 
-        public init(rssiOffset: Double, pathLossExponent: Double, since: Instant) {
+        public init(rssiOffset: Double, pathLossExponent: Double, since: CaptureTime) {
             self.rssiOffset = rssiOffset
             self.pathLossExponent = pathLossExponent
             self.since = since

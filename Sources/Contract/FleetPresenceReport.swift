@@ -36,10 +36,10 @@ public struct FleetPresenceReport: Sendable, Equatable {
     public var zoneName: String
     public var gateways: [View]
     public var proximity: Proximity
-    public var since: Instant
+    public var since: CaptureTime
 
     public init(beacon: BeaconRef, uuid: BeaconUUID?, zone: String, zoneName: String, gateways: [View],
-                proximity: Proximity, since: Instant) {
+                proximity: Proximity, since: CaptureTime) {
         self.beacon = beacon
         self.uuid = uuid
         self.zone = zone

@@ -36,7 +36,7 @@ public enum InboxMessage: Sendable, Equatable {
         }
     }
 
-    public func json(at ts: Instant) -> String {
+    public func json(at ts: CaptureTime) -> String {
         var writer = JSONWriter()
         writer.object { o in
             o("type", type)

@@ -104,13 +104,13 @@ package struct PayloadReader {
         return UInt16(n)
     }
 
-    package func instant(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Instant {
+    package func instant(_ value: JSONValue?, _ key: String) throws(PayloadError) -> CaptureTime {
         let text = try string(value, key, maxLength: 32)
-        guard let time = Instant(iso8601: text) else { throw PayloadError("\(name(key)) is not an ISO-8601 UTC time") }
+        guard let time = CaptureTime(iso8601: text) else { throw PayloadError("\(name(key)) is not an ISO-8601 UTC time") }
         return time
     }
 
-    package func optionalInstant(_ value: JSONValue?, _ key: String) throws(PayloadError) -> Instant? {
+    package func optionalInstant(_ value: JSONValue?, _ key: String) throws(PayloadError) -> CaptureTime? {
         guard let value, value != .null else { return nil }
         return try instant(value, key)
     }

@@ -42,14 +42,14 @@ public struct RSSIReport: Sendable, Equatable {
     }
 
     public var gateway: String
-    public var from: Instant
-    public var to: Instant
+    public var from: CaptureTime
+    public var to: CaptureTime
     public var entries: [Entry]
     /// Sent again after a disconnect (`"resent":true`): the first sending may have been lost
     /// in flight, or not; the brain skips one whose window it already has.
     public var resent = false
 
-    public init(gateway: String, from: Instant, to: Instant, entries: [Entry]) {
+    public init(gateway: String, from: CaptureTime, to: CaptureTime, entries: [Entry]) {
         self.gateway = gateway
         self.from = from
         self.to = to
@@ -94,7 +94,7 @@ public struct RSSIReport: Sendable, Equatable {
     public init?(decoding payload: UnsafeRawBufferPointer, topic gateway: String) {
         var s = JSONScanner(payload)
         let r = PayloadReader(path: "")
-        var named: String?, from: Instant?, to: Instant?, entries: [Entry]?, resent = false, seen = false
+        var named: String?, from: CaptureTime?, to: CaptureTime?, entries: [Entry]?, resent = false, seen = false
         guard s.take(UInt8(ascii: "{")), !s.take(UInt8(ascii: "}")) else { return nil }
         repeat {
             guard let key = s.key() else { return nil }

@@ -23,9 +23,9 @@ public struct Roster: Sendable, Equatable {
         /// The join topic holding the photo.
         public var photo: String?
         public var beacon: BeaconRef
-        public var since: Instant
+        public var since: CaptureTime
 
-        public init(client: String, name: String?, favorite: String?, photo: String?, beacon: BeaconRef, since: Instant) {
+        public init(client: String, name: String?, favorite: String?, photo: String?, beacon: BeaconRef, since: CaptureTime) {
             self.client = client
             self.name = name
             self.favorite = favorite
@@ -67,7 +67,7 @@ public struct Roster: Sendable, Equatable {
     }
 
     /// The payload; without `ts` it is the signature that decides whether to republish.
-    public func json(at ts: Instant?) -> String {
+    public func json(at ts: CaptureTime?) -> String {
         var writer = JSONWriter()
         writer.object { o in
             o("store", Int(store))

@@ -25,7 +25,7 @@ public struct Sighting: Sendable, Equatable {
     public var distance: Double?
     public var proximity: Proximity
     /// Capture time of the advertisement (`ts`).
-    public var at: Instant
+    public var at: CaptureTime
     /// The track's count of publications (`seq`).
     public var sequence: Int
     /// The registry's name for the beacon.
@@ -35,7 +35,7 @@ public struct Sighting: Sendable, Equatable {
     public var location: JSONValue?
 
     public init(beacon: BeaconRef, uuid: BeaconUUID?, gateway: String, address: BluetoothAddress, rssi: Int?,
-                rssiSmoothed: Double?, txPower: Int?, distance: Double?, proximity: Proximity, at: Instant, sequence: Int,
+                rssiSmoothed: Double?, txPower: Int?, distance: Double?, proximity: Proximity, at: CaptureTime, sequence: Int,
                 name: String? = nil, location: JSONValue? = nil) {
         self.beacon = beacon
         self.uuid = uuid
@@ -123,10 +123,10 @@ public struct GatewayPresenceReport: Sendable, Equatable {
     /// Metres (two decimals on the wire).
     public var distance: Double?
     /// When the gateway's visit began (the gateway's clock).
-    public var since: Instant?
+    public var since: CaptureTime?
 
     public init(beacon: BeaconRef, uuid: BeaconUUID? = nil, gateway: String, zone: String, proximity: Proximity,
-                rssiSmoothed: Double?, distance: Double? = nil, since: Instant? = nil) {
+                rssiSmoothed: Double?, distance: Double? = nil, since: CaptureTime? = nil) {
         self.beacon = beacon
         self.uuid = uuid
         self.gateway = gateway

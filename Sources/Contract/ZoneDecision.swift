@@ -12,9 +12,9 @@ public struct ZoneDecision: Sendable, Equatable {
     /// The zone before (a zone change).
     public var from: String?
     /// When the visit began.
-    public var since: Instant
+    public var since: CaptureTime
     /// Capture time of the decision.
-    public var at: Instant
+    public var at: CaptureTime
 
     /// `{"event","major","minor"|"namespace","instance","zone","zoneName","from"?,"since","ts"}`.
     public var json: String {
@@ -31,8 +31,8 @@ public struct ZoneDecision: Sendable, Equatable {
         return writer.text
     }
 
-    public init(kind: Kind, beacon: BeaconRef, zone: String, zoneName: String, from: String? = nil, since: Instant,
-                at: Instant) {
+    public init(kind: Kind, beacon: BeaconRef, zone: String, zoneName: String, from: String? = nil, since: CaptureTime,
+                at: CaptureTime) {
         self.kind = kind
         self.beacon = beacon
         self.zone = zone

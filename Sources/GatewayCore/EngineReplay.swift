@@ -8,7 +8,7 @@ extension GatewayEngine {
     /// at the seconds after `start` it was decided at. Health is left out. The fleet bench
     /// replays these through real brokers; the brain's in-process benchmark feeds them to
     /// `BrainCore` directly.
-    public static func decisions(config: FleetConfig, gateway: GatewayConfig, capture: [UInt8], start: Instant,
+    public static func decisions(config: FleetConfig, gateway: GatewayConfig, capture: [UInt8], start: CaptureTime,
                                  duration: Double) throws -> [(Double, MQTTMessage)] {
         var engine = GatewayEngine(config: config, gateway: gateway)
         // Decided ahead of time, the gateway's own clock is the capture's: a replay.

@@ -72,7 +72,7 @@ public struct GatewayEngine: Sendable {
     /// each is complete to: the latest `reportBacklogSeconds` are kept and sent first on
     /// reconnect, so the brain decides the outage from what the gateway heard instead of
     /// taking it as a gap (docs/presence.md, "Broker outages").
-    private var reportBacklog: [(to: Instant, message: MQTTMessage)] = []
+    private var reportBacklog: [(to: CaptureTime, message: MQTTMessage)] = []
     /// Seconds of capture time of RSSI reports a disconnected gateway keeps: longer than an
     /// outage plus the MQTT client's longest reconnect back-off (30 s).
     public static let reportBacklogSeconds = 120.0
@@ -80,7 +80,7 @@ public struct GatewayEngine: Sendable {
     /// that then died, they may never have reached the broker (QoS 0; a broker killed or
     /// cut off loses what was in flight), so a disconnect puts them back in the backlog,
     /// marked `"resent":true`; the brain skips a resent one it already has.
-    private var recentReports: [(to: Instant, message: MQTTMessage)] = []
+    private var recentReports: [(to: CaptureTime, message: MQTTMessage)] = []
     /// Capture seconds of sent reports kept for a resend: one and a half keepalives (how long
     /// a cut connection can go unnoticed), at least 10 s, at most the backlog.
     public let resendSeconds: Double
@@ -113,7 +113,7 @@ public struct GatewayEngine: Sendable {
     /// identity of their own.
     private var eddystoneAddresses: [BluetoothAddress: BeaconID] = [:]
     /// When each beacon's telemetry was last published.
-    private var telemetrySent: [BeaconID: Instant] = [:]
+    private var telemetrySent: [BeaconID: CaptureTime] = [:]
     /// Seconds between two telemetry messages of one beacon.
     public static let telemetryInterval = 60.0
     /// Whether enters and exits are logged (at `debug`): off, they cost nothing.
@@ -177,7 +177,7 @@ public struct GatewayEngine: Sendable {
     }
 
     /// Time has reached `now` (source time): exits and stale proximities come due.
-    public mutating func advance(to now: Instant) -> GatewayOutput {
+    public mutating func advance(to now: CaptureTime) -> GatewayOutput {
         var out = GatewayOutput()
         if reporter.isDue(at: now) { report(upTo: now, &out) }
         guard tracker.mayTimeOut(by: now) else { return out }
@@ -276,7 +276,7 @@ public struct GatewayEngine: Sendable {
     public mutating func undelivered(_ messages: some Sequence<MQTTMessage>) {
         isConnected = false
         let reports = topics.rssiReports(ofGateway: gatewayID)
-        var kept: [(to: Instant, message: MQTTMessage)] = []
+        var kept: [(to: CaptureTime, message: MQTTMessage)] = []
         for message in messages {
             guard message.topic == reports else {
                 queue(message)
@@ -284,7 +284,7 @@ public struct GatewayEngine: Sendable {
             }
             // Older than any report made from now on: they wait in the backlog, first.
             if let value = try? JSONParser().parse(message.payload), case .string(let text)? = value["to"],
-               let to = Instant(iso8601: text) {
+               let to = CaptureTime(iso8601: text) {
                 kept.append((to, message))
             }
         }
@@ -299,7 +299,7 @@ public struct GatewayEngine: Sendable {
     /// The recently sent reports back into the backlog, marked as resent (`recentReports`).
     private mutating func keepRecentReports() {
         guard !recentReports.isEmpty else { return }
-        let resent = recentReports.map { report -> (to: Instant, message: MQTTMessage) in
+        let resent = recentReports.map { report -> (to: CaptureTime, message: MQTTMessage) in
             var message = report.message
             message.payload = Array(message.payload.dropLast()) + Self.resentEnding
             return (report.to, message)
@@ -321,7 +321,7 @@ public struct GatewayEngine: Sendable {
 
     /// Reports by the capture time each is complete to, the order they were made in kept for
     /// equal times (a busy window's parts).
-    static func inCaptureOrder(_ reports: [(to: Instant, message: MQTTMessage)]) -> [(to: Instant, message: MQTTMessage)] {
+    static func inCaptureOrder(_ reports: [(to: CaptureTime, message: MQTTMessage)]) -> [(to: CaptureTime, message: MQTTMessage)] {
         reports.enumerated().sorted { ($0.element.to, $0.offset) < ($1.element.to, $1.offset) }.map(\.element)
     }
 
@@ -466,7 +466,7 @@ public struct GatewayEngine: Sendable {
 
     // MARK: - Decisions
 
-    private mutating func observe(_ beacon: Beacon, address: BluetoothAddress, rssi: Int8?, at time: Instant,
+    private mutating func observe(_ beacon: Beacon, address: BluetoothAddress, rssi: Int8?, at time: CaptureTime,
                                   _ out: inout GatewayOutput) {
         if case .eddystoneTLM(let tlm) = beacon {
             telemetry(tlm, address: address, at: time, &out)
@@ -500,7 +500,7 @@ public struct GatewayEngine: Sendable {
     /// UID was heard is dropped; the next one comes). Retained on
     /// `eddystone/<namespace>/<instance>/telemetry`, at most once per `telemetryInterval`
     /// per beacon (TLM changes slowly; beacons send it every few seconds).
-    private mutating func telemetry(_ tlm: EddystoneTLM, address: BluetoothAddress, at time: Instant,
+    private mutating func telemetry(_ tlm: EddystoneTLM, address: BluetoothAddress, at time: CaptureTime,
                                     _ out: inout GatewayOutput) {
         guard let id = eddystoneAddresses[address], tracker.tracks[id] != nil else { return }
         if let last = telemetrySent[id], time.seconds(since: last) < Self.telemetryInterval { return }
@@ -514,7 +514,7 @@ public struct GatewayEngine: Sendable {
     /// While the broker is away they wait in `reportBacklog`, the latest
     /// `reportBacklogSeconds` of them; older ones are dropped (the brain takes what is
     /// missing as unknown, not as silence).
-    private mutating func report(upTo now: Instant, _ out: inout GatewayOutput) {
+    private mutating func report(upTo now: CaptureTime, _ out: inout GatewayOutput) {
         let tracker = self.tracker
         let reports = reporter.close(upTo: now, gateway: gatewayID) { tracker.tracks[$0] }
         let topic = topics.rssiReports(ofGateway: gatewayID)

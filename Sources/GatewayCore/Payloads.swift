@@ -7,12 +7,12 @@ public import Config
 /// in a fixed documented order, numbers rounded the same way every time.
 public enum Payloads {
     /// A sighting on `beacons/<major>/<minor>` (Contract's `Sighting`) of a track as it is now.
-    public static func sighting(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> String {
+    public static func sighting(_ track: Track, gateway: String, entry: BeaconEntry?, at time: CaptureTime) -> String {
         Sighting(track, gateway: gateway, entry: entry, at: time).json
     }
 
     /// The same sighting as UTF-8 bytes, ready for the wire without another copy.
-    public static func sightingBytes(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) -> [UInt8] {
+    public static func sightingBytes(_ track: Track, gateway: String, entry: BeaconEntry?, at time: CaptureTime) -> [UInt8] {
         Sighting(track, gateway: gateway, entry: entry, at: time).bytes
     }
 
@@ -20,7 +20,7 @@ public enum Payloads {
     /// beacon, as agreed with Home Assistant discovery:
     /// `{"gateway","batteryMv":mV|null,"temperatureC":°C|null,"advertCount":n,"uptimeSeconds":s,"ts"}`;
     /// an unknown battery or temperature is `null`, never 0.
-    public static func telemetry(_ tlm: EddystoneTLM, gateway: String, at time: Instant) -> String {
+    public static func telemetry(_ tlm: EddystoneTLM, gateway: String, at time: CaptureTime) -> String {
         var writer = JSONWriter(capacity: 160)
         writer.object { o in
             o("gateway", gateway)
@@ -87,7 +87,7 @@ public enum Payloads {
 
 extension Sighting {
     /// The sighting of `track` by `gateway` at `time`, with the registry's name and location.
-    public init(_ track: Track, gateway: String, entry: BeaconEntry?, at time: Instant) {
+    public init(_ track: Track, gateway: String, entry: BeaconEntry?, at time: CaptureTime) {
         self.init(beacon: track.id.ref, uuid: track.id.uuid, gateway: gateway, address: track.address, rssi: track.rssi,
                   rssiSmoothed: track.rssi == nil ? nil : track.rssiSmoothed, txPower: track.txPower,
                   distance: track.distance, proximity: track.proximity, at: time,

@@ -12,7 +12,7 @@ public enum SourceOutput: Sendable, Equatable {
     /// the passage of their virtual time in-band, in order with their frames, so that a
     /// consumer's timers fire between the same frames at any replay speed. Live sources
     /// do not send ticks: their consumer follows the wall clock.
-    case tick(Instant)
+    case tick(CaptureTime)
 }
 
 /// "Now" in a source's own time: the wall clock for live sources, the virtual time of a

@@ -14,26 +14,26 @@ import Synchronization
 public final class ReplayClock: SourceClock {
     struct Anchor {
         var wall: Double
-        var virtual: Instant
+        var virtual: CaptureTime
         var finished = false
     }
 
     public let speed: Double
     private let anchor: Mutex<Anchor>
 
-    public init(speed: Double, start: Instant) {
+    public init(speed: Double, start: CaptureTime) {
         self.speed = speed
         anchor = Mutex(Anchor(wall: WallClock.monotonic(), virtual: start))
     }
 
-    public func now() -> Instant {
+    public func now() -> CaptureTime {
         anchor.withLock { a in
             if speed == 0 { return a.finished ? a.virtual + 86_400 : a.virtual }
             return a.virtual + (WallClock.monotonic() - a.wall) * speed
         }
     }
 
-    func set(_ virtual: Instant) {
+    func set(_ virtual: CaptureTime) {
         anchor.withLock { $0 = Anchor(wall: WallClock.monotonic(), virtual: virtual, finished: $0.finished) }
     }
 
@@ -56,7 +56,7 @@ public struct BtsnoopSource: AdvertisingSource {
     /// The capture time that plays at `startsAt` (`nil`: the capture's first frame). Gateways
     /// given the same `startsAt` and `origin` replay captures that began at different
     /// times on one timeline, each frame at its own place on it.
-    public let origin: Instant?
+    public let origin: CaptureTime?
     private let replayClock: ReplayClock
     /// Largest wall-clock gap between in-band ticks, seconds.
     static let tickInterval = 0.1
@@ -69,7 +69,7 @@ public struct BtsnoopSource: AdvertisingSource {
     public static let longestPauseInStep = 3600.0
 
     public init(path: String, speed: Double = 1, loop: Bool = false, startsAt: WallTime? = nil,
-                origin: Instant? = nil) throws(BtsnoopError) {
+                origin: CaptureTime? = nil) throws(BtsnoopError) {
         self.path = path
         self.speed = speed
         self.loop = loop
@@ -81,8 +81,8 @@ public struct BtsnoopSource: AdvertisingSource {
         } catch {
             throw BtsnoopError("\(path): \(error)")
         }
-        let start: Instant = try bytes.withUnsafeBytes { raw in
-            Result { () throws(BtsnoopError) -> Instant in
+        let start: CaptureTime = try bytes.withUnsafeBytes { raw in
+            Result { () throws(BtsnoopError) -> CaptureTime in
                 var reader = try BtsnoopReader(bytes: raw)
                 return reader.next()?.timestamp ?? .epoch
             }
@@ -101,14 +101,14 @@ public struct BtsnoopSource: AdvertisingSource {
         output(.state(.running, detail: "replaying \(path) at \(speed == 0 ? "full speed" : "\(speed)×")"))
         var offset = 0.0
         var pass = 0
-        var lastTime: Instant?
+        var lastTime: CaptureTime?
         var wallAnchor = WallClock.monotonic()
-        var virtualAnchor: Instant?
+        var virtualAnchor: CaptureTime?
         // Ticks fall on a grid of capture time (every tickInterval × speed seconds from the
         // first frame), not on whenever the process woke up: timers (stale, exit) come due at
         // the same capture times on every run, however busy the machine.
         let tickStep = Self.tickInterval * speed
-        var grid: (origin: Instant, next: Instant)?
+        var grid: (origin: CaptureTime, next: CaptureTime)?
         if speed == 0, let startsAt {
             // At full speed too the replay begins at `startsAt`, so that gateways replaying one
             // store together have all connected (and said `online`: the brain waits for their
@@ -116,7 +116,7 @@ public struct BtsnoopSource: AdvertisingSource {
             let wait = startsAt.seconds(since: WallClock.now())
             if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
         }
-        func gridPoint(after time: Instant, origin: Instant) -> Instant {
+        func gridPoint(after time: CaptureTime, origin: CaptureTime) -> CaptureTime {
             origin + ((time.seconds(since: origin) / tickStep).rounded(.down) + 1) * tickStep
         }
         repeat {

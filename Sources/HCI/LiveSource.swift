@@ -30,7 +30,7 @@ public func makeLiveSource(_ uri: SourceURI, scan: ScanConfig, advertise: Advert
 /// The source for any URI: a live one (`makeLiveSource`) or a replay (`BtsnoopSource`),
 /// with errors that say which URI failed and why.
 public func makeSource(_ uri: SourceURI, scan: ScanConfig = ScanConfig(), advertise: AdvertiseConfig? = nil,
-                       replayStartsAt: WallTime? = nil, replayOrigin: Instant? = nil,
+                       replayStartsAt: WallTime? = nil, replayOrigin: CaptureTime? = nil,
                        logger: Logger = Logger(label: "beaconbridge.hci")) throws -> any AdvertisingSource {
     if case .btsnoop(let path, let speed, let loop) = uri {
         return try BtsnoopSource(path: path, speed: speed, loop: loop, startsAt: replayStartsAt, origin: replayOrigin)

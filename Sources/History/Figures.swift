@@ -30,7 +30,7 @@ public struct HistoryFigures: Sendable, Equatable {
         }
 
         /// Whether `visit` stayed at least `minimumStay` in `zones` (and was there at all).
-        func stayed(_ visit: Visit, in zones: Set<String>, now: Instant) -> Bool {
+        func stayed(_ visit: Visit, in zones: Set<String>, now: CaptureTime) -> Bool {
             visit.segments.contains { zones.contains($0.zone) || zones.contains($0.zoneName) }
                 && visit.time(in: zones, now: now) >= minimumStay
         }
@@ -73,7 +73,7 @@ public struct HistoryFigures: Sendable, Equatable {
 
     /// Visits begun in one hour, day or week (the store's clock).
     public struct Bucket: Sendable, Equatable {
-        public var start: Instant
+        public var start: CaptureTime
         public var visits: Int
     }
 
@@ -86,12 +86,12 @@ public struct HistoryFigures: Sendable, Equatable {
 
     /// The most people in the store at once during a step.
     public struct Occupancy: Sendable, Equatable {
-        public var start: Instant
+        public var start: CaptureTime
         public var peak: Int
     }
 
-    public var from: Instant
-    public var to: Instant
+    public var from: CaptureTime
+    public var to: CaptureTime
     /// Visits begun in the window.
     public var footfall: Int
     public var hourly: [Bucket]
@@ -116,22 +116,22 @@ public struct HistoryFigures: Sendable, Equatable {
 
     /// The figures of `visits` begun in `[from, to)`, as of `now` (open visits count in the
     /// footfall, conversion and occupancy, not in durations).
-    public init(visits: [Visit], from: Instant, to: Instant, now: Instant, options: Options = Options()) {
+    public init(visits: [Visit], from: CaptureTime, to: CaptureTime, now: CaptureTime, options: Options = Options()) {
         self.from = from
         self.to = to
         let begun = visits.filter { $0.since >= from && $0.since < to }
         footfall = begun.count
         let offset = Double(options.utcOffsetMinutes * 60)
-        func bucketStarts(_ width: Double, shift: Double = 0) -> (Instant) -> Instant {
+        func bucketStarts(_ width: Double, shift: Double = 0) -> (CaptureTime) -> CaptureTime {
             { t in
                 let local = t.seconds + offset + shift
-                return Instant(seconds: (local / width).rounded(.down) * width - offset - shift)
+                return CaptureTime(seconds: (local / width).rounded(.down) * width - offset - shift)
             }
         }
         // 1970-01-01 was a Thursday: shifting by 3 days makes weeks begin on Monday.
         let hour = bucketStarts(3600), day = bucketStarts(86_400), week = bucketStarts(604_800, shift: 3 * 86_400)
-        func buckets(_ start: (Instant) -> Instant, _ width: Double) -> [Bucket] {
-            var counts: [Instant: Int] = [:]
+        func buckets(_ start: (CaptureTime) -> CaptureTime, _ width: Double) -> [Bucket] {
+            var counts: [CaptureTime: Int] = [:]
             for visit in begun { counts[start(visit.since), default: 0] += 1 }
             var out: [Bucket] = []
             var t = start(from)
@@ -165,7 +165,7 @@ public struct HistoryFigures: Sendable, Equatable {
 
         // Occupancy: every visit present in the window, swept in time order.
         occupancyStep = to.seconds(since: from) <= 2 * 86_400 ? 900 : 3600
-        var changes: [(Instant, Int)] = []
+        var changes: [(CaptureTime, Int)] = []
         for visit in visits where visit.since < to && (visit.ended ?? now) > from {
             changes.append((visit.since, 1))
             changes.append((visit.ended ?? max(now, visit.since), -1))
@@ -194,7 +194,7 @@ public struct HistoryFigures: Sendable, Equatable {
 
     /// The chain's figures and each store's (sorted by store), from the visits of every store
     /// that overlap `[from, to)`: what the chain's page shows, grouped in one pass.
-    public static func chain(visits: [Visit], from: Instant, to: Instant, now: Instant,
+    public static func chain(visits: [Visit], from: CaptureTime, to: CaptureTime, now: CaptureTime,
                              options: Options = Options()) -> (chain: HistoryFigures, stores: [(store: UInt16, figures: HistoryFigures)]) {
         var byStore: [UInt16: [Visit]] = [:]
         for visit in visits { byStore[visit.store, default: []].append(visit) }
@@ -205,5 +205,5 @@ public struct HistoryFigures: Sendable, Equatable {
     }
 
     /// People in the store at `now`: visits begun and not ended.
-    public static func occupancy(of visits: [Visit], at now: Instant) -> Int { visits.count { $0.isPresent(at: now) } }
+    public static func occupancy(of visits: [Visit], at now: CaptureTime) -> Int { visits.count { $0.isPresent(at: now) } }
 }

@@ -13,12 +13,12 @@ public struct HistoryEvent: Sendable, Equatable {
     public var zone: String
     public var zoneName: String
     /// When the visit began: with the store and the visitor, the visit's natural key.
-    public var since: Instant
+    public var since: CaptureTime
     /// Capture time of the decision.
-    public var at: Instant
+    public var at: CaptureTime
 
     public init(kind: ZoneDecision.Kind, store: UInt16, beacon: BeaconRef, zone: String, zoneName: String,
-                since: Instant, at: Instant) {
+                since: CaptureTime, at: CaptureTime) {
         self.kind = kind
         self.store = store
         self.beacon = beacon

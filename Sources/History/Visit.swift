@@ -8,11 +8,11 @@ public struct Visit: Sendable, Equatable {
     public struct Segment: Sendable, Equatable {
         public var zone: String
         public var zoneName: String
-        public var entered: Instant
+        public var entered: CaptureTime
         /// `nil` while the visit is open and this is its last segment.
-        public var left: Instant?
+        public var left: CaptureTime?
 
-        public init(zone: String, zoneName: String, entered: Instant, left: Instant?) {
+        public init(zone: String, zoneName: String, entered: CaptureTime, left: CaptureTime?) {
             self.zone = zone
             self.zoneName = zoneName
             self.entered = entered
@@ -20,16 +20,16 @@ public struct Visit: Sendable, Equatable {
         }
 
         /// Seconds in the zone, counting an open segment up to `now`.
-        public func duration(now: Instant) -> Double { max(0, (left ?? now).seconds(since: entered)) }
+        public func duration(now: CaptureTime) -> Double { max(0, (left ?? now).seconds(since: entered)) }
     }
 
     /// A decision that put the visitor in a zone (an enter or a zone change).
     public struct Move: Sendable, Equatable {
-        public var at: Instant
+        public var at: CaptureTime
         public var zone: String
         public var zoneName: String
 
-        public init(at: Instant, zone: String, zoneName: String) {
+        public init(at: CaptureTime, zone: String, zoneName: String) {
             self.at = at
             self.zone = zone
             self.zoneName = zoneName
@@ -39,15 +39,15 @@ public struct Visit: Sendable, Equatable {
     public var store: UInt16
     /// The pseudonym: a keyed hash of the beacon's id, never the id.
     public var visitor: String
-    public var since: Instant
+    public var since: CaptureTime
     /// The exit decision's time; `nil` while the visitor is in the store.
-    public var ended: Instant?
+    public var ended: CaptureTime?
     /// In time order, without gaps: each ends where the next begins.
     public var segments: [Segment]
     /// Whether this visitor had an earlier visit in the history (before `since`).
     public var returning: Bool
 
-    public init(store: UInt16, visitor: String, since: Instant, ended: Instant?, segments: [Segment],
+    public init(store: UInt16, visitor: String, since: CaptureTime, ended: CaptureTime?, segments: [Segment],
                 returning: Bool = false) {
         self.store = store
         self.visitor = visitor
@@ -60,7 +60,7 @@ public struct Visit: Sendable, Equatable {
     /// A visit from its zone moves in any order (duplicates count once): each segment lasts
     /// until the next move, the last until the exit (`ended`), if any. Moves dated after the
     /// exit are dropped.
-    public init(store: UInt16, visitor: String, since: Instant, ended: Instant?, moves: [Move], returning: Bool = false) {
+    public init(store: UInt16, visitor: String, since: CaptureTime, ended: CaptureTime?, moves: [Move], returning: Bool = false) {
         var sorted = moves.sorted { ($0.at, $0.zone) < ($1.at, $1.zone) }
         if let ended { sorted.removeAll { $0.at > ended } }
         var segments: [Segment] = []
@@ -76,13 +76,13 @@ public struct Visit: Sendable, Equatable {
     }
 
     /// Seconds from the enter to the exit (or `now` while open).
-    public func duration(now: Instant) -> Double { max(0, (ended ?? now).seconds(since: since)) }
+    public func duration(now: CaptureTime) -> Double { max(0, (ended ?? now).seconds(since: since)) }
 
     /// Seconds spent in the zones `matching` (a set of gateway ids or zone names).
-    public func time(in zones: Set<String>, now: Instant) -> Double {
+    public func time(in zones: Set<String>, now: CaptureTime) -> Double {
         segments.reduce(0) { $0 + (zones.contains($1.zone) || zones.contains($1.zoneName) ? $1.duration(now: now) : 0) }
     }
 
     /// Whether the visitor was in the store at `time`.
-    public func isPresent(at time: Instant) -> Bool { since <= time && (ended.map { time < $0 } ?? true) }
+    public func isPresent(at time: CaptureTime) -> Bool { since <= time && (ended.map { time < $0 } ?? true) }
 }

@@ -17,7 +17,7 @@ public enum HistoryBenchmark {
     /// `spacing` seconds per store (`perDay` of them a day, from the day's start), each an
     /// enter, two zone changes and an exit (4 decisions). Visitors come back: `visitors`
     /// distinct beacons per store.
-    public static func decisions(visits: Int, stores: Int = 1, visitors: Int = 5_000, start: Instant,
+    public static func decisions(visits: Int, stores: Int = 1, visitors: Int = 5_000, start: CaptureTime,
                                  spacing: Double = 60, perDay: Int = .max) -> [HistoryEvent] {
         var out: [HistoryEvent] = []
         out.reserveCapacity(visits * 4)

@@ -146,7 +146,7 @@ public final class HistoryDatabase: HistoryKeeping {
         }
     }
 
-    public func prune(before cutoff: Instant, options: HistoryFigures.Options, now: Instant) throws(HistoryStoreError) -> Int {
+    public func prune(before cutoff: CaptureTime, options: HistoryFigures.Options, now: CaptureTime) throws(HistoryStoreError) -> Int {
         let offset = Int64(options.utcOffsetMinutes) * 60_000
         let day: Int64 = 86_400_000
         let cutoffMS = Self.milliseconds(cutoff)
@@ -179,11 +179,11 @@ public final class HistoryDatabase: HistoryKeeping {
 
     // MARK: Reading
 
-    public func visits(store: UInt16?, from: Instant, to: Instant) throws(HistoryStoreError) -> [Visit] {
+    public func visits(store: UInt16?, from: CaptureTime, to: CaptureTime) throws(HistoryStoreError) -> [Visit] {
         try read { db in try Self.visits(db, store: store, from: from, to: to) }
     }
 
-    static func visits(_ db: Database, store: UInt16?, from: Instant, to: Instant) throws -> [Visit] {
+    static func visits(_ db: Database, store: UInt16?, from: CaptureTime, to: CaptureTime) throws -> [Visit] {
         let rows = try Row.fetchCursor(db, sql: """
             SELECT v.id, v.store, p.pseudonym, v.since, v.ended, p.firstSeen < v.since AS returningVisit,
                    s.entered, s.zone, s.zoneName
@@ -201,7 +201,7 @@ public final class HistoryDatabase: HistoryKeeping {
         return assembler.visits
     }
 
-    public func daily(store: UInt16?, from: Instant, to: Instant) throws(HistoryStoreError) -> [Day] {
+    public func daily(store: UInt16?, from: CaptureTime, to: CaptureTime) throws(HistoryStoreError) -> [Day] {
         try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT * FROM daily WHERE \(store == nil ? "" : "store = ? AND ")day >= ? AND day < ? ORDER BY day, store
@@ -231,8 +231,8 @@ public final class HistoryDatabase: HistoryKeeping {
 
     // MARK: Plumbing
 
-    static func milliseconds(_ t: Instant) -> Int64 { HistorySchema.milliseconds(t) }
-    static func instant(_ ms: Int64) -> Instant { HistorySchema.instant(ms) }
+    static func milliseconds(_ t: CaptureTime) -> Int64 { HistorySchema.milliseconds(t) }
+    static func instant(_ ms: Int64) -> CaptureTime { HistorySchema.instant(ms) }
 
     func read<T>(_ body: (Database) throws -> T) throws(HistoryStoreError) -> T {
         do { return try writer.read(body) } catch { throw HistoryStoreError("reading the history \(path): \(Self.describe(error))") }

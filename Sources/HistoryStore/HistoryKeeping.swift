@@ -23,15 +23,15 @@ public protocol HistoryKeeping: Sendable {
 
     /// Keeps each whole day's figures in `daily`, then erases visits begun before `cutoff`
     /// (and visitors left without visits). Returns how many visits were erased.
-    func prune(before cutoff: Instant, options: HistoryFigures.Options, now: Instant) async throws(HistoryStoreError) -> Int
+    func prune(before cutoff: CaptureTime, options: HistoryFigures.Options, now: CaptureTime) async throws(HistoryStoreError) -> Int
 
     /// Visits of `store` (every store when `nil`) that overlap `[from, to)`, with their
     /// segments and whether the visitor had come before. Visits are taken as lasting at most
     /// a day: one begun earlier than a day before `from` is not looked at.
-    func visits(store: UInt16?, from: Instant, to: Instant) async throws(HistoryStoreError) -> [Visit]
+    func visits(store: UInt16?, from: CaptureTime, to: CaptureTime) async throws(HistoryStoreError) -> [Visit]
 
     /// The kept days of `store` (every store when `nil`) beginning in `[from, to)`.
-    func daily(store: UInt16?, from: Instant, to: Instant) async throws(HistoryStoreError) -> [HistoryDay]
+    func daily(store: UInt16?, from: CaptureTime, to: CaptureTime) async throws(HistoryStoreError) -> [HistoryDay]
 
     /// The stores the history has visits of.
     func stores() async throws(HistoryStoreError) -> [UInt16]
@@ -75,7 +75,7 @@ public struct HistoryCounts: Sendable, Equatable {
 public struct HistoryDay: Sendable, Equatable {
     public var store: UInt16
     /// The store's midnight that began the day.
-    public var start: Instant
+    public var start: CaptureTime
     public var footfall: Int
     public var reachedCounter: Int
     public var returning: Int
@@ -85,14 +85,14 @@ public struct HistoryDay: Sendable, Equatable {
     public var queueMedian: Double
 
     /// The figures of `visits`, the visits of `store` on the day beginning at `start`.
-    init(store: UInt16, start: Instant, visits: [Visit], options: HistoryFigures.Options, now: Instant) {
+    init(store: UInt16, start: CaptureTime, visits: [Visit], options: HistoryFigures.Options, now: CaptureTime) {
         let figures = HistoryFigures(visits: visits, from: start, to: start + 86_400, now: now, options: options)
         self.init(store: store, start: start, footfall: figures.footfall, reachedCounter: figures.reachedCounter,
                   returning: figures.returning, visitMedian: figures.visitDuration.median, visitP90: figures.visitDuration.p90,
                   queueMedian: figures.queueTime.median)
     }
 
-    init(store: UInt16, start: Instant, footfall: Int, reachedCounter: Int, returning: Int, visitMedian: Double,
+    init(store: UInt16, start: CaptureTime, footfall: Int, reachedCounter: Int, returning: Int, visitMedian: Double,
          visitP90: Double, queueMedian: Double) {
         self.store = store
         self.start = start
@@ -111,8 +111,8 @@ enum HistorySchema {
     static let versions = ["v1-visits", "v2-daily", "v3-since"]
 
     /// Times are capture times in milliseconds since 1970.
-    static func milliseconds(_ t: Instant) -> Int64 { t.nanoseconds / 1_000_000 }
-    static func instant(_ ms: Int64) -> Instant { Instant(nanoseconds: ms * 1_000_000) }
+    static func milliseconds(_ t: CaptureTime) -> Int64 { t.nanoseconds / 1_000_000 }
+    static func instant(_ ms: Int64) -> CaptureTime { CaptureTime(nanoseconds: ms * 1_000_000) }
 
     /// A visit read before `from` is looked at only if it began less than this before, ms.
     static let longestVisit: Int64 = 86_400_000
@@ -129,7 +129,7 @@ enum HistorySchema {
 /// Rows of visits joined with their segments, in visit order then segment order, into
 /// `Visit`s (SQLite's reading; PostgreSQL sends a row per visit with its segments as arrays).
 struct VisitAssembler {
-    private var current: (id: Int64, store: UInt16, visitor: String, since: Instant, ended: Instant?, returning: Bool,
+    private var current: (id: Int64, store: UInt16, visitor: String, since: CaptureTime, ended: CaptureTime?, returning: Bool,
                           moves: [Visit.Move])?
     private(set) var visits: [Visit] = []
 

@@ -99,9 +99,9 @@ public final class HistoryService: Service, Sendable {
     /// Today's footfall and the occupancy of every store the config lists or the history
     /// holds (a quiet store reads 0, not nothing), read from the database at `now`; `nil`
     /// when the database cannot be read.
-    public func storeFigures(at now: Instant) async -> [StoreFigures]? {
+    public func storeFigures(at now: CaptureTime) async -> [StoreFigures]? {
         let offset = Double(config.utcOffsetMinutes * 60)
-        let midnight = Instant(seconds: ((now.seconds + offset) / 86_400).rounded(.down) * 86_400 - offset)
+        let midnight = CaptureTime(seconds: ((now.seconds + offset) / 86_400).rounded(.down) * 86_400 - offset)
         guard let visits = try? await database.visits(store: nil, from: midnight, to: now + 60) else { return nil }
         var stores = Set(visits.map(\.store)).union(configuredStores)
         if let held = try? await database.stores() { stores.formUnion(held) }

@@ -322,7 +322,7 @@ public actor PostgresHistory: HistoryKeeping {
         }
     }
 
-    public func prune(before cutoff: Instant, options: HistoryFigures.Options, now: Instant) async throws(HistoryStoreError) -> Int {
+    public func prune(before cutoff: CaptureTime, options: HistoryFigures.Options, now: CaptureTime) async throws(HistoryStoreError) -> Int {
         let offset = Int64(options.utcOffsetMinutes) * 60_000
         let day: Int64 = 86_400_000
         let cutoffMS = HistorySchema.milliseconds(cutoff)
@@ -362,14 +362,14 @@ public actor PostgresHistory: HistoryKeeping {
 
     // MARK: Reading
 
-    public func visits(store: UInt16?, from: Instant, to: Instant) async throws(HistoryStoreError) -> [Visit] {
+    public func visits(store: UInt16?, from: CaptureTime, to: CaptureTime) async throws(HistoryStoreError) -> [Visit] {
         try await use("reading") { connection in try await self.visits(connection, store: store, from: from, to: to) }
     }
 
     /// One row per visit with its segments (arrays in its row since `v5-postgres-segments-in-visits`),
     /// each visit's visitor read by its key (`LATERAL … OFFSET 0`: joined plainly, PostgreSQL
     /// hashed the whole `visitors` table for a page's visits).
-    private func visits(_ connection: PostgresConnection, store: UInt16?, from: Instant, to: Instant) async throws -> [Visit] {
+    private func visits(_ connection: PostgresConnection, store: UInt16?, from: CaptureTime, to: CaptureTime) async throws -> [Visit] {
         var binds = PostgresBindings()
         binds.append(HistorySchema.milliseconds(from) - HistorySchema.longestVisit)
         binds.append(HistorySchema.milliseconds(to))
@@ -396,7 +396,7 @@ public actor PostgresHistory: HistoryKeeping {
         return visits
     }
 
-    public func daily(store: UInt16?, from: Instant, to: Instant) async throws(HistoryStoreError) -> [HistoryDay] {
+    public func daily(store: UInt16?, from: CaptureTime, to: CaptureTime) async throws(HistoryStoreError) -> [HistoryDay] {
         var binds = PostgresBindings()
         binds.append(HistorySchema.milliseconds(from))
         binds.append(HistorySchema.milliseconds(to))

@@ -72,7 +72,7 @@ public struct AutoObserver: Sendable {
     /// The beacon joined and since when.
     public struct Joined: Sendable, Equatable {
         public var beacon: BeaconID
-        public var since: Instant
+        public var since: CaptureTime
         /// The brain's answer came.
         public var answered = false
     }
@@ -84,7 +84,7 @@ public struct AutoObserver: Sendable {
     public private(set) var spent: Set<BeaconID> = []
     /// When the next decision is due: a second after the previous one (the first a second
     /// after the first sign of life).
-    private var nextDecision: Instant?
+    private var nextDecision: CaptureTime?
 
     public init(settings: Settings = .init(), monitor: RangeMonitor = RangeMonitor()) {
         self.settings = settings
@@ -92,7 +92,7 @@ public struct AutoObserver: Sendable {
     }
 
     /// One HCI event received at `time`.
-    public mutating func observe(event: UnsafeRawBufferPointer, at time: Instant) -> [Action] {
+    public mutating func observe(event: UnsafeRawBufferPointer, at time: CaptureTime) -> [Action] {
         let actions = advance(to: time)
         monitor.observe(event: event, at: time)
         return actions
@@ -100,7 +100,7 @@ public struct AutoObserver: Sendable {
 
     /// Time passes (beacons go stale, go, or an answer is overdue): decides when a second
     /// has passed since the last decision.
-    public mutating func advance(to now: Instant) -> [Action] {
+    public mutating func advance(to now: CaptureTime) -> [Action] {
         guard let due = nextDecision else {
             nextDecision = now + 1
             return []
@@ -133,7 +133,7 @@ public struct AutoObserver: Sendable {
         joined == nil ? [] : leave(because: .stopped, spend: false)
     }
 
-    private mutating func decide(at now: Instant) -> [Action] {
+    private mutating func decide(at now: CaptureTime) -> [Action] {
         var actions: [Action] = []
         let lines = monitor.report(at: now)
         for line in lines where line.gone {

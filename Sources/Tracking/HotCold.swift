@@ -145,7 +145,7 @@ public struct RangeMonitor: Sendable {
     public var counters: DecodeCounters { decoder.counters }
 
     /// Folds in one HCI event (starting at the event code) received at `time`.
-    public mutating func observe(event: UnsafeRawBufferPointer, at time: Instant) {
+    public mutating func observe(event: UnsafeRawBufferPointer, at time: CaptureTime) {
         var decoder = self.decoder
         decoder.decodeBeacons(event: event) { report, beacon in
             guard case .iBeacon(let ibeacon) = beacon, uuid == nil || ibeacon.uuid == uuid, let id = beacon.id else { return }
@@ -158,7 +158,7 @@ public struct RangeMonitor: Sendable {
 
     /// The lines for `now`: beacons that left since the last report (once each), then
     /// every beacon in range, nearest first (those without a distance last, by id).
-    public mutating func report(at now: Instant) -> [RangeLine] {
+    public mutating func report(at now: CaptureTime) -> [RangeLine] {
         collect(tracker.advance(to: now))
         var lines = gone
         gone.removeAll()

@@ -9,8 +9,8 @@ public struct RSSIReporter: Sendable {
         didSet { windowEnd = windowStart.map { $0 + interval } }
     }
     /// Start and end of the window being filled; `nil` before the first input.
-    private var windowStart: Instant?
-    private var windowEnd: Instant?
+    private var windowStart: CaptureTime?
+    private var windowEnd: CaptureTime?
     private var samples: [BeaconID: Sums] = [:]
 
     private struct Sums {
@@ -25,23 +25,23 @@ public struct RSSIReporter: Sendable {
     public var isEnabled: Bool { interval > 0 }
 
     /// Whether `now` closes the open window (or opens the first): cheap, for every frame.
-    public func isDue(at now: Instant) -> Bool {
+    public func isDue(at now: CaptureTime) -> Bool {
         guard isEnabled else { return false }
         guard let windowEnd else { return true }
         return now >= windowEnd
     }
 
     /// The window containing `time`.
-    public func window(containing time: Instant) -> Instant {
+    public func window(containing time: CaptureTime) -> CaptureTime {
         let step = Int64((interval * 1e9).rounded())
         guard step > 0 else { return time }
         let n = time.nanoseconds
-        return Instant(nanoseconds: (n >= 0 ? n / step : (n - step + 1) / step) * step)
+        return CaptureTime(nanoseconds: (n >= 0 ? n / step : (n - step + 1) / step) * step)
     }
 
     /// One advertisement heard at `time` (after any windows it closes were taken with
     /// `close(upTo:)`). A late one counts in the open window, at its start.
-    public mutating func add(_ id: BeaconID, rssi: Double?, at time: Instant) {
+    public mutating func add(_ id: BeaconID, rssi: Double?, at time: CaptureTime) {
         guard isEnabled else { return }
         if windowStart == nil { open(window(containing: time)) }
         let offset = max(0, time.seconds(since: windowStart!))
@@ -58,7 +58,7 @@ public struct RSSIReporter: Sendable {
     /// The report of the open window once `now` is past its end: its samples, with `to` the
     /// latest window boundary at or before `now` (time may have jumped several windows, with
     /// nothing heard in between). `track` gives the gateway's state of a beacon.
-    public mutating func close(upTo now: Instant, gateway: String, track: (BeaconID) -> Track?) -> [RSSIReport] {
+    public mutating func close(upTo now: CaptureTime, gateway: String, track: (BeaconID) -> Track?) -> [RSSIReport] {
         guard isEnabled else { return [] }
         guard let start = windowStart else {
             open(window(containing: now))
@@ -89,7 +89,7 @@ public struct RSSIReporter: Sendable {
         return reports
     }
 
-    private mutating func open(_ start: Instant) {
+    private mutating func open(_ start: CaptureTime) {
         windowStart = start
         windowEnd = start + interval
     }

@@ -26,7 +26,7 @@ public struct RSSIFilter: Sendable, Equatable {
     public let parameters: Parameters
     public private(set) var estimate: Double?
     public private(set) var variance: Double
-    private var lastSample: Instant?
+    private var lastSample: CaptureTime?
 
     public init(parameters: Parameters = .init()) {
         self.parameters = parameters
@@ -35,7 +35,7 @@ public struct RSSIFilter: Sendable, Equatable {
 
     /// Folds in one sample (dBm) taken at `time`; returns the new estimate.
     @discardableResult
-    public mutating func update(_ rssi: Double, at time: Instant) -> Double {
+    public mutating func update(_ rssi: Double, at time: CaptureTime) -> Double {
         guard let previous = estimate, let last = lastSample else {
             estimate = rssi
             variance = parameters.measurementNoise

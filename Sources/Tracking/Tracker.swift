@@ -50,11 +50,11 @@ public struct Track: Sendable, Equatable {
     public var distance: Double?
     public var proximity: Proximity
     /// When this visit began (the enter event).
-    public var since: Instant
-    public var lastSeen: Instant
+    public var since: CaptureTime
+    public var lastSeen: CaptureTime
     /// Sightings published for this beacon by this gateway; gaps mean dropped ones.
     public var sequence: UInt64
-    var lastPublished: Instant?
+    var lastPublished: CaptureTime?
     var filter: RSSIFilter
 }
 
@@ -78,7 +78,7 @@ public enum TrackTimeout: Sendable, Equatable {
     /// No sighting for `staleAfter`: proximity is now unknown.
     case stale(Track, from: Proximity)
     /// No sighting for `exitTimeout`: the beacon left; `at` is the deadline itself.
-    case exit(Track, at: Instant)
+    case exit(Track, at: CaptureTime)
 }
 
 /// Tracks every beacon one gateway hears.
@@ -88,7 +88,7 @@ public enum TrackTimeout: Sendable, Equatable {
 /// speed. Exits carry their deadline, not the time the check ran.
 public struct Tracker: Sendable {
     public var settings: TrackerSettings {
-        didSet { quietUntil = Instant(nanoseconds: .min) }
+        didSet { quietUntil = CaptureTime(nanoseconds: .min) }
     }
     /// Calibrated measured power at 1 m per beacon, from the registry.
     public var calibration: [BeaconID: Int]
@@ -98,7 +98,7 @@ public struct Tracker: Sendable {
     public private(set) var tracks: [BeaconID: Track] = [:]
     /// No timeout falls due before this instant (a lower bound), so `observe` can skip
     /// `advance` without looking at every track.
-    private var quietUntil = Instant(nanoseconds: .min)
+    private var quietUntil = CaptureTime(nanoseconds: .min)
 
     public init(settings: TrackerSettings = .init(), calibration: [BeaconID: Int] = [:]) {
         self.settings = settings
@@ -114,7 +114,7 @@ public struct Tracker: Sendable {
     ///   - rssi: dBm as received, `nil` when the controller reports 127 (not available).
     ///   - measuredPower: the advert's 1 m reference in dBm, if it has one.
     public mutating func observe(_ id: BeaconID, address: BluetoothAddress, rssi: Int8?,
-                                 measuredPower: Int8?, txPower: Int8?, at time: Instant) -> TrackUpdate {
+                                 measuredPower: Int8?, txPower: Int8?, at time: CaptureTime) -> TrackUpdate {
         let timeouts = time >= quietUntil ? advance(to: time) : []
         let settings = self.settings
         let power = calibration[id] ?? (uuidCalibration.isEmpty ? nil : id.uuid.flatMap { uuidCalibration[$0] })
@@ -168,7 +168,7 @@ public struct Tracker: Sendable {
     }
 
     /// When `track` next times out (stale, or exit when it has no proximity to lose).
-    private func deadline(of track: Track) -> Instant {
+    private func deadline(of track: Track) -> CaptureTime {
         track.proximity == .unknown
             ? track.lastSeen + settings.exitTimeout
             : track.lastSeen + min(settings.staleAfter, settings.exitTimeout)
@@ -178,8 +178,8 @@ public struct Tracker: Sendable {
     /// ones exit. Events come in deadline order (ties by beacon id), so the order never
     /// depends on how often this is called: a track that went stale and then exited since
     /// the last call reports both, as it would have with a call at each deadline.
-    public mutating func advance(to now: Instant) -> [TrackTimeout] {
-        var events: [(Instant, TrackTimeout)] = []
+    public mutating func advance(to now: CaptureTime) -> [TrackTimeout] {
+        var events: [(CaptureTime, TrackTimeout)] = []
         for (id, track) in tracks {
             let exitAt = track.lastSeen + settings.exitTimeout
             let staleAt = track.lastSeen + settings.staleAfter
@@ -196,7 +196,7 @@ public struct Tracker: Sendable {
                 tracks[id] = current
             }
         }
-        quietUntil = nextDeadline ?? Instant(nanoseconds: .max)
+        quietUntil = nextDeadline ?? CaptureTime(nanoseconds: .max)
         guard events.count > 1 else { return events.map(\.1) }
         return events.sorted { a, b in
             a.0 != b.0 ? a.0 < b.0 : a.1.track.id < b.1.track.id
@@ -205,17 +205,17 @@ public struct Tracker: Sendable {
 
     /// Whether `advance(to: now)` might report something: a cheap check against a cached
     /// lower bound, for callers that tick often.
-    public func mayTimeOut(by now: Instant) -> Bool { now >= quietUntil }
+    public func mayTimeOut(by now: CaptureTime) -> Bool { now >= quietUntil }
 
     /// The earliest instant at which `advance(to:)` would report something.
-    public var nextDeadline: Instant? {
+    public var nextDeadline: CaptureTime? {
         tracks.values.lazy.map { self.deadline(of: $0) }.min()
     }
 
     /// Forgets every track (a source that restarts from scratch).
     public mutating func removeAll() {
         tracks.removeAll()
-        quietUntil = Instant(nanoseconds: .max)
+        quietUntil = CaptureTime(nanoseconds: .max)
     }
 }
 

@@ -7,8 +7,8 @@ import Tracking
 public struct MalformedMessage: Sendable, Equatable {
     public var topic: String
     public var reason: String
-    /// When it arrived.
-    public var at: Instant
+    /// When it arrived, by the web's clock.
+    public var at: WallTime
 }
 
 /// The fleet as the broker's retained state tells it, kept by `beacon-web`: gateways
@@ -29,7 +29,8 @@ public struct FleetState: Sendable {
     public private(set) var cards = GreeterCards()
     /// Since when each present beacon has been in its zone (as seen here: a zone change
     /// is dated when it arrives; a beacon first read in a zone, from its presence `since`).
-    private(set) var zoneSince: [BeaconRef: Instant] = [:]
+    /// Capture time, as the presence's `since` is.
+    private(set) var zoneSince: [BeaconRef: CaptureTime] = [:]
     /// Photos from retained joins, by join topic (the roster's `photo` reference).
     private(set) var photos: [String: [UInt8]] = [:]
     /// `brain/status`: `nil` until heard.
@@ -111,7 +112,7 @@ public struct FleetState: Sendable {
         return Change(fleet: true, stores: Set(knownStores), config: true)
     }
 
-    public mutating func receive(topic: String, payload: [UInt8], at now: Instant) -> Change {
+    public mutating func receive(topic: String, payload: [UInt8], at now: WallTime) -> Change {
         guard let segments = topics.segments(of: topic) else { return Change() }
         switch customers.receive(segments: segments, payload: payload) {
         case .changed(let store):
@@ -206,7 +207,7 @@ public struct FleetState: Sendable {
     }
 
     /// Counts a message that could not be read, and says so to the fleet page.
-    mutating func reject(_ topic: String, _ reason: String, at now: Instant) -> Change {
+    mutating func reject(_ topic: String, _ reason: String, at now: WallTime) -> Change {
         malformed += 1
         let message = MalformedMessage(topic: topic, reason: String(reason.prefix(300)), at: now)
         lastMalformed = message
@@ -227,14 +228,17 @@ public struct FleetState: Sendable {
     public func photo(atJoinTopic topic: String) -> [UInt8]? { photos[topic] }
 
     /// The brain's fleet presence of a beacon (an iBeacon's or an Eddystone's); empty: gone.
-    private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8], topic: String, at now: Instant) -> Change {
+    private mutating func receivePresence(of ref: BeaconRef, _ payload: [UInt8], topic: String, at now: WallTime) -> Change {
         if payload.isEmpty {
             presence[ref] = nil
             zoneSince[ref] = nil
         } else if let value = try? JSONParser(maxDepth: 8).parse(payload),
                   let report = try? FleetPresenceReport(parsing: value, topic: ref) {
             let before = presence.updateValue(report, forKey: ref)
-            if before?.zone != report.zone { zoneSince[ref] = before == nil ? min(report.since, now) : now }
+            // A zone change is dated when it arrives here: live, the web's clock is the
+            // gateways' capture clock, and the page reads `zoneSince` beside capture times.
+            let arrived = now.asCaptureTime()
+            if before?.zone != report.zone { zoneSince[ref] = before == nil ? min(report.since, arrived) : arrived }
         } else {
             return reject(topic, "not a fleet presence report", at: now)
         }
@@ -259,7 +263,7 @@ public struct FleetState: Sendable {
         config.beacons.contains { $0.owner == customer.client && $0.id?.ref == customer.beacon }
     }
 
-    mutating func reconcileCards(store: UInt16, at now: Instant) {
+    mutating func reconcileCards(store: UInt16, at now: WallTime) {
         // A customer's own tag (registry `owner`) was in the store from its presence's since:
         // folded into the card, so "in store since" stays when the presence ends first.
         let present = customers.customers(inStore: store).map { c -> Roster.Customer in
@@ -281,7 +285,7 @@ public struct FleetState: Sendable {
     }
 
     /// Ends the holds of cards whose time is up (the server calls it as time passes).
-    public mutating func expireCards(at now: Instant) -> Change {
+    public mutating func expireCards(at now: WallTime) -> Change {
         guard cards.holding else { return Change() }
         let holds = Dictionary(knownStores.map { ($0, cardHold(store: $0)) }, uniquingKeysWith: { a, _ in a })
         return Change(stores: cards.expire(hold: { holds[$0] ?? TrackerSettings().exitTimeout }, at: now))
@@ -308,11 +312,12 @@ public struct GatewayStatus: Sendable, Equatable {
     public var online: Bool?
     public var health: GatewayHealth?
     /// When the last health message arrived here.
-    public var healthReceived: Instant?
+    /// By the web's clock.
+    public var healthReceived: WallTime?
     /// `gateways/<id>/calibration`: what the brain learned, if it calibrates this gateway.
     public var calibration: CalibrationRecord?
 
-    public init(online: Bool? = nil, health: GatewayHealth? = nil, healthReceived: Instant? = nil) {
+    public init(online: Bool? = nil, health: GatewayHealth? = nil, healthReceived: WallTime? = nil) {
         self.online = online
         self.health = health
         self.healthReceived = healthReceived

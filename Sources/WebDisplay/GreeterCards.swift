@@ -20,16 +20,16 @@ public struct GreeterCards: Sendable, Equatable {
         public var customer: Roster.Customer
         /// When this visit began: the earliest roster `since` seen during it (a rejoin after
         /// a drop-out does not restart it).
-        public var inStoreSince: Instant
+        public var inStoreSince: CaptureTime
         /// Shown in the store: heard there now, or less than `hold` seconds ago.
         public var inRange: Bool
         /// Heard in the store when last looked at.
         var heard: Bool
-        /// When it was last heard in the store.
-        var lastHeard: Instant?
+        /// When it was last heard in the store, by the display's clock.
+        var lastHeard: WallTime?
         /// When the customer left the roster while in range; the card is held until `hold`
-        /// has passed since then. `nil` while on the roster.
-        public var away: Instant?
+        /// has passed since then (the display's clock). `nil` while on the roster.
+        public var away: WallTime?
     }
 
     private(set) var stores: [UInt16: [String: Card]] = [:]
@@ -40,7 +40,7 @@ public struct GreeterCards: Sendable, Equatable {
     /// anything shown changed.
     @discardableResult
     public mutating func reconcile(store: UInt16, present: [Roster.Customer], heard: (Roster.Customer) -> Bool,
-                                   hold: Double, at now: Instant) -> Bool {
+                                   hold: Double, at now: WallTime) -> Bool {
         let before = stores[store] ?? [:]
         var cards = before
         var listed: Set<String> = []
@@ -72,7 +72,7 @@ public struct GreeterCards: Sendable, Equatable {
     /// Ends the holds that have lasted `hold(store)` seconds by `now` (cards off the roster
     /// go; tags unheard that long are no longer in range); returns the stores whose display
     /// changed.
-    public mutating func expire(hold: (UInt16) -> Double, at now: Instant) -> Set<UInt16> {
+    public mutating func expire(hold: (UInt16) -> Double, at now: WallTime) -> Set<UInt16> {
         var changed: Set<UInt16> = []
         for (store, cards) in stores {
             let limit = hold(store)

@@ -23,9 +23,9 @@ extension FleetState {
         /// When the visit began: the first join (or proximity visit) of it, or, for the
         /// customer's own tag (registry `owner`), when the tag came into the store if earlier.
         /// Steady through drop-outs (`GreeterCards`).
-        public var since: Instant
+        public var since: CaptureTime
         /// Since when the beacon has been in `zone` (never before `since`); `nil` without a zone.
-        public var zoneSince: Instant?
+        public var zoneSince: CaptureTime?
         /// In the store: the beacon is heard there (or is the store's proof beacon). App users
         /// whose tag is not in the store are listed apart, never in a zone.
         public var inRange: Bool
@@ -64,7 +64,7 @@ extension FleetState {
         return photos[topic]
     }
 
-    public func greeterJSON(store: UInt16, at now: Instant) -> String {
+    public func greeterJSON(store: UInt16, at now: WallTime) -> String {
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
             o("page", "greeter")
@@ -117,7 +117,7 @@ extension FleetState {
         public var dots: [FloorDot]
     }
 
-    public func floor(store: UInt16, at now: Instant) -> Floor {
+    public func floor(store: UInt16, at now: WallTime) -> Floor {
         let inStore = presence.filter { config.store(of: $0.key) == store }.sorted { $0.key < $1.key }
         // Gateways of the store, then any other gateway that holds the zone of one of its beacons.
         var ids = config.gateways(inStore: store).map(\.id)
@@ -185,7 +185,7 @@ extension FleetState {
         return FloorPosition(x: x, y: y)
     }
 
-    public func floorJSON(store: UInt16, at now: Instant) -> String {
+    public func floorJSON(store: UInt16, at now: WallTime) -> String {
         let floor = floor(store: store, at: now)
         var writer = JSONWriter(capacity: 4096)
         writer.object { o in
@@ -242,7 +242,7 @@ extension FleetState {
         public var figuresAreStale: Bool { self == .offline || self == .late }
     }
 
-    public func condition(ofGateway id: String, at now: Instant) -> GatewayCondition {
+    public func condition(ofGateway id: String, at now: WallTime) -> GatewayCondition {
         let status = gateways[id]
         if status?.online == false { return .offline }
         guard let status, status.online != nil || status.health != nil else { return .unknown }
@@ -265,7 +265,7 @@ extension FleetState {
         return configured + gateways.keys.filter { !configured.contains($0) }.sorted()
     }
 
-    public func fleetJSON(at now: Instant) -> String {
+    public func fleetJSON(at now: WallTime) -> String {
         let ids = gatewayIDs
         let conditions = ids.map { condition(ofGateway: $0, at: now) }
         var writer = JSONWriter(capacity: 256 + 400 * ids.count)
@@ -353,7 +353,7 @@ extension FleetState {
     }
 
     /// The page's JSON.
-    public func json(for page: Page, at now: Instant) -> String {
+    public func json(for page: Page, at now: WallTime) -> String {
         switch page {
         case .greeter(let store): greeterJSON(store: store, at: now)
         case .floor(let store): floorJSON(store: store, at: now)

@@ -11,15 +11,15 @@ enum AnalyticsPage {
     struct Window: Sendable, Equatable {
         enum Range: String, Sendable { case day, week }
         var range: Range
-        var start: Instant
-        var end: Instant { start + (range == .day ? 86_400 : 7 * 86_400) }
+        var start: CaptureTime
+        var end: CaptureTime { start + (range == .day ? 86_400 : 7 * 86_400) }
 
         /// From `?range=day|week&date=YYYY-MM-DD` (default: today), in the stores' clock.
-        init(range text: String?, date: String?, now: Instant, utcOffsetMinutes offset: Int) {
+        init(range text: String?, date: String?, now: CaptureTime, utcOffsetMinutes offset: Int) {
             range = Range(rawValue: text ?? "") ?? .day
             let shift = Double(offset * 60)
             var day = ((now.seconds + shift) / 86_400).rounded(.down) * 86_400 - shift
-            if let date, date.count == 10, let parsed = Instant(iso8601: date + "T00:00:00Z") {
+            if let date, date.count == 10, let parsed = CaptureTime(iso8601: date + "T00:00:00Z") {
                 day = parsed.seconds - shift
             }
             if range == .week {
@@ -28,11 +28,11 @@ enum AnalyticsPage {
                 let weekday = (Int(local) + 3) % 7
                 day -= Double((weekday + 7) % 7) * 86_400
             }
-            start = Instant(seconds: day)
+            start = CaptureTime(seconds: day)
         }
 
         /// `YYYY-MM-DD` of `t` in the stores' clock.
-        static func date(_ t: Instant, offset: Int) -> String { String((t + Double(offset * 60)).iso8601.prefix(10)) }
+        static func date(_ t: CaptureTime, offset: Int) -> String { String((t + Double(offset * 60)).iso8601.prefix(10)) }
     }
 
     struct Store {

@@ -8,11 +8,10 @@ import LiveClock
 import SystemCalls
 public import WebDisplay
 
-/// Now, on the timeline the web shows. `WebDisplay` (and the history's figures) keep one
-/// timeline, on which the brain's decisions, dated by capture time, meet the web's own
-/// arrivals, card holds and "today"; live, the gateways date their captures by their wall
-/// clocks, so the web's wall clock stands for them. The web's one conversion.
-func displayNow() -> CaptureTime { WallClock.now().asCaptureTime() }
+/// Now, on the history's timeline: the analytics page's "today" and open visits, over
+/// decisions dated by capture time. Live, the gateways date their captures by their wall
+/// clocks, so the web's stands for them.
+func historyNow() -> CaptureTime { WallClock.now().asCaptureTime() }
 
 /// `beacon-web`'s MQTT side: subscribes (read-only) to the fleet's retained state, keeps
 /// a `FleetState`, tells `LiveUpdates` what changed, and, when the fleet config asks for
@@ -143,7 +142,7 @@ public final class FleetFeed: Service, Sendable {
                     if !s.settled { s.ledger.readBack(topic: message.topic, payload: message.text) }
                     return FleetState.Change()
                 }
-                let change = s.fleet.receive(topic: message.topic, payload: message.payload, at: displayNow())
+                let change = s.fleet.receive(topic: message.topic, payload: message.payload, at: WallClock.now())
                 if change.config || !change.stores.isEmpty || change.fleet { s.discoveryDirty = true }
                 return change
             }
@@ -170,7 +169,7 @@ public final class FleetFeed: Service, Sendable {
 
     func tick() {
         // A greeter card held through a drop-out goes when its hold is over.
-        let expired = state.withLock { $0.fleet.expireCards(at: displayNow()) }
+        let expired = state.withLock { $0.fleet.expireCards(at: WallClock.now()) }
         if !expired.isEmpty { updates.publish(expired) }
         state.withLock { s in
             guard s.connected, let connectedAt = s.connectedAt else { return }

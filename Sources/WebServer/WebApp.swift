@@ -150,7 +150,7 @@ public enum WebApp {
         let offset = history?.utcOffsetMinutes ?? 0
         let window = AnalyticsPage.Window(range: request.uri.queryParameters["range"].map(String.init),
                                           date: request.uri.queryParameters["date"].map(String.init),
-                                          now: displayNow(), utcOffsetMinutes: offset)
+                                          now: historyNow(), utcOffsetMinutes: offset)
         var stores: [AnalyticsPage.Store] = []
         var chain: HistoryFigures?
         var problem: String?
@@ -158,7 +158,7 @@ public enum WebApp {
             do {
                 let database = try await reader.database()
                 let visits = try await database.visits(store: nil, from: window.start, to: window.end)
-                let figures = HistoryFigures.chain(visits: visits, from: window.start, to: window.end, now: displayNow(),
+                let figures = HistoryFigures.chain(visits: visits, from: window.start, to: window.end, now: historyNow(),
                                                    options: history.figureOptions)
                 chain = figures.chain
                 stores = feed.withState { state in
@@ -202,12 +202,12 @@ public enum WebApp {
     }
 
     static func pageResponse(_ feed: FleetFeed, _ page: FleetState.Page) -> Response {
-        html(feed.withState { Assets.page(page, state: $0, json: $0.json(for: page, at: displayNow())) })
+        html(feed.withState { Assets.page(page, state: $0, json: $0.json(for: page, at: WallClock.now())) })
     }
 
     static func json(_ feed: FleetFeed, _ page: FleetState.Page) -> Response {
         Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-                 body: .init(byteBuffer: ByteBuffer(string: feed.withState { $0.json(for: page, at: displayNow()) })))
+                 body: .init(byteBuffer: ByteBuffer(string: feed.withState { $0.json(for: page, at: WallClock.now()) })))
     }
 
     /// Server-Sent Events: the page's JSON at once, then again after every change to it
@@ -220,13 +220,13 @@ public enum WebApp {
             try await withGracefulShutdownHandler {
                 defer { updates.unsubscribe(id) }
                 try await writer.write(ByteBuffer(string: "retry: 1000\n"))
-                try await writer.write(event(feed.withState { $0.json(for: page, at: displayNow()) }))
+                try await writer.write(event(feed.withState { $0.json(for: page, at: WallClock.now()) }))
                 for await notice in notices {
                     if case .heartbeat = notice, page != .fleet {
                         try await writer.write(ByteBuffer(string: ": ping\n\n"))
                         continue
                     }
-                    try await writer.write(event(feed.withState { $0.json(for: page, at: displayNow()) }))
+                    try await writer.write(event(feed.withState { $0.json(for: page, at: WallClock.now()) }))
                 }
                 try await writer.finish(nil)
             } onGracefulShutdown: {

@@ -47,7 +47,7 @@ public struct BtsnoopRecord {
     public var originalLength: Int
     public var flags: UInt32
     public var drops: UInt32
-    public var timestamp: Instant
+    public var timestamp: CaptureTime
     public var data: UnsafeRawBufferPointer
 
     /// The HCI event in this record (starting at the event code), if it is one.
@@ -113,7 +113,7 @@ public struct BtsnoopReader {
         recordsRead += 1
         let micros = Int64(bitPattern: time) &- Btsnoop.unixEpochMicroseconds
         return BtsnoopRecord(originalLength: Int(original), flags: flags, drops: drops,
-                             timestamp: Instant(nanoseconds: micros &* 1000), data: data)
+                             timestamp: CaptureTime(nanoseconds: micros &* 1000), data: data)
     }
 }
 
@@ -128,7 +128,7 @@ public struct BtsnoopWriter: Sendable {
     }
 
     /// Appends a record as it is; flags as the format defines them.
-    public mutating func append(_ data: [UInt8], flags: UInt32, at time: Instant) {
+    public mutating func append(_ data: [UInt8], flags: UInt32, at time: CaptureTime) {
         let micros = time.nanoseconds / 1000 + Btsnoop.unixEpochMicroseconds
         bytes += bigEndian(UInt64(data.count), 4) + bigEndian(UInt64(data.count), 4)
             + bigEndian(UInt64(flags), 4) + bigEndian(0, 4) + bigEndian(UInt64(bitPattern: micros), 8)
@@ -136,7 +136,7 @@ public struct BtsnoopWriter: Sendable {
     }
 
     /// Appends an HCI event (starting at the event code) received from the controller.
-    public mutating func appendEvent(_ event: [UInt8], at time: Instant) {
+    public mutating func appendEvent(_ event: [UInt8], at time: CaptureTime) {
         switch datalink {
         case .h4: append([H4PacketType.event.rawValue] + event, flags: 0x3, at: time)
         case .hci: append(event, flags: 0x3, at: time)

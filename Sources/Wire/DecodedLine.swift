@@ -7,7 +7,7 @@ public import BeaconKit
 public enum DecodedLine {
     /// What an HCI advertising report adds to a `beaconctl decode` line: the controller's
     /// address and RSSI (dBm, `nil` when not available) and, from a capture, the time.
-    public typealias Report = (address: BluetoothAddress, rssi: Int8?, ts: Instant?)
+    public typealias Report = (address: BluetoothAddress, rssi: Int8?, ts: CaptureTime?)
 
     /// One line of `beaconctl decode`: `{"format":"ibeacon","uuid",…}` or `{"error":"…"}`.
     public static func text(_ beacon: Beacon, report: Report? = nil) -> String {

@@ -3,10 +3,10 @@ public import BeaconKit
 /// One HCI event as a source delivers it, starting at the event code (no H4 type byte).
 public struct HCIFrame: Sendable, Equatable {
     /// When the event was received: the live clock, or the capture's timestamp in a replay.
-    public var time: Instant
+    public var time: CaptureTime
     public var event: [UInt8]
 
-    public init(time: Instant, event: [UInt8]) {
+    public init(time: CaptureTime, event: [UInt8]) {
         self.time = time
         self.event = event
     }

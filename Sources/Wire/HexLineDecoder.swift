@@ -139,7 +139,7 @@ public struct HexLineDecoder: Sendable {
     /// One JSON line per advertising report of an HCI event (without the H4 type byte).
     /// A malformed event gets an error line first. Without a `time` (a line of hex rather
     /// than a capture's record), an event that is no advertising report gets an error line.
-    public mutating func decodeEvent(_ event: UnsafeRawBufferPointer, time: Instant?, into output: inout JSONWriter) {
+    public mutating func decodeEvent(_ event: UnsafeRawBufferPointer, time: CaptureTime?, into output: inout JSONWriter) {
         let kind = HCIEvent.classify(event)
         if case .malformed(let problem) = kind {
             Self.error("malformed HCI event\(time.map { " at \($0.iso8601)" } ?? ""): \(problem)", to: &output)

@@ -35,8 +35,8 @@ struct FleetStateTests {
         state.receive("stores/100/roster", bytes: roster(100, [customer("cy", "Cy", minor: 3, since: 40)]), at: 60)
         #expect(state.greeter(store: 100).map(\.client) == ["cy", "ana"])
         #expect(state.greeter(store: 100).last?.away == true)
-        #expect(state.expireCards(at: t(69.9)).isEmpty)
-        #expect(state.expireCards(at: t(70)).affects(.greeter(store: 100)))
+        #expect(state.expireCards(at: w(69.9)).isEmpty)
+        #expect(state.expireCards(at: w(70)).affects(.greeter(store: 100)))
         page = state.parsed(.greeter(store: 100))
         #expect(page["customers"]?.arrayValue?.map { $0["client"] } == [.string("cy")])
     }
@@ -54,14 +54,14 @@ struct FleetStateTests {
         // Off the roster at 100 s, back at 106 s with a new since: the same card, the same since.
         state.receive("stores/100/roster", bytes: roster(100, []), at: 100)
         #expect(state.greeter(store: 100).map(\.client) == ["ana"], "held")
-        #expect(state.expireCards(at: t(105)).isEmpty)
+        #expect(state.expireCards(at: w(105)).isEmpty)
         state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 106)]), at: 106)
-        #expect(state.expireCards(at: t(120)).isEmpty, "back on the roster: no hold to end")
+        #expect(state.expireCards(at: w(120)).isEmpty, "back on the roster: no hold to end")
         let card = try #require(state.greeter(store: 100).first)
         #expect(card.since == t(5) && !card.away)
         // A longer absence is a new visit.
         state.receive("stores/100/roster", bytes: roster(100, []), at: 200)
-        #expect(state.expireCards(at: t(210)).affects(.greeter(store: 100)))
+        #expect(state.expireCards(at: w(210)).affects(.greeter(store: 100)))
         state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 300)]), at: 300)
         #expect(state.greeter(store: 100).map(\.since) == [t(300)])
         // The tag's presence may end a moment before the roster entry: the card is held in the
@@ -71,7 +71,7 @@ struct FleetStateTests {
         state.receive("stores/100/roster", bytes: roster(100, []), at: 401)
         let held = try #require(state.greeter(store: 100).first)
         #expect(held.inRange && held.away && held.zone == nil)
-        #expect(state.expireCards(at: t(411)).affects(.greeter(store: 100)))
+        #expect(state.expireCards(at: w(411)).affects(.greeter(store: 100)))
         #expect(state.greeter(store: 100).isEmpty)
     }
 
@@ -121,7 +121,7 @@ struct FleetStateTests {
         let url = try #require(state.greeter(store: 100).first?.photoURL)
         #expect(url.hasPrefix("/photos/100/ana?v="))
         #expect(state.photo(store: 100, client: "ana") == jpeg)
-        #expect(!state.json(for: .greeter(store: 100), at: t(0)).contains("/9j/"), "no base64 JPEG in the JSON")
+        #expect(!state.json(for: .greeter(store: 100), at: w(0)).contains("/9j/"), "no base64 JPEG in the JSON")
         state.receive("beacons/100/1/observers/ana", "")
         #expect(state.photo(store: 100, client: "ana") == nil)
     }
@@ -132,7 +132,7 @@ struct FleetStateTests {
         state.receive("stores/100/roster", bytes: roster(100, [customer("ana", "Ana", minor: 1, since: 0)]))
         state.receive("beacons/100/1/presence", bytes: fleetPresence(100, 1, zone: "counter", zoneName: "Counter"))
         state.receive("beacons/100/9/presence", bytes: fleetPresence(100, 9, zone: "door", zoneName: "Entrance"))
-        let floor = state.floor(store: 100, at: t(0))
+        let floor = state.floor(store: 100, at: w(0))
         #expect(floor.plan == FloorPlan(width: 20, height: 10))
         #expect(floor.gateways.map(\.id) == ["door", "counter", "window"])
         #expect(floor.gateways[0].position == FloorPosition(x: 2, y: 5) && floor.gateways[0].placed)
@@ -147,7 +147,7 @@ struct FleetStateTests {
         // Leaving: the fleet presence is deleted.
         let change = state.receive("beacons/100/1/presence", "")
         #expect(change.affects(.floor(store: 100)))
-        #expect(state.floor(store: 100, at: t(0)).dots.map(\.beacon) == [BeaconRef(major: 100, minor: 9)])
+        #expect(state.floor(store: 100, at: w(0)).dots.map(\.beacon) == [BeaconRef(major: 100, minor: 9)])
     }
 
     @Test("the dashboard makes offline, stalled and late gateways stand out")
@@ -158,7 +158,7 @@ struct FleetStateTests {
                             advertsPerSecond: adverts, decodedPerSecond: adverts / 2, dropped: 3, malformed: 4, queueDepth: 0,
                             tracked: 5, published: 6, ts: w(0)).json
         }
-        #expect(state.condition(ofGateway: "door", at: t(0)) == .unknown)
+        #expect(state.condition(ofGateway: "door", at: w(0)) == .unknown)
         state.receive("gateways/door/status", "online")
         state.receive("gateways/door/health", health("door", state: "running", adverts: 40))
         state.receive("gateways/counter/status", "online")
@@ -166,12 +166,12 @@ struct FleetStateTests {
         state.receive("gateways/window/status", "offline")
         state.receive("gateways/stray/status", "online")
         state.receive("gateways/stray/health", health("stray", state: "running", adverts: 0))
-        #expect(state.condition(ofGateway: "door", at: t(1)) == .ok)
-        #expect(state.condition(ofGateway: "counter", at: t(1)) == .stalled)
-        #expect(state.condition(ofGateway: "window", at: t(1)) == .offline)
-        #expect(state.condition(ofGateway: "stray", at: t(1)) == .quiet)
+        #expect(state.condition(ofGateway: "door", at: w(1)) == .ok)
+        #expect(state.condition(ofGateway: "counter", at: w(1)) == .stalled)
+        #expect(state.condition(ofGateway: "window", at: w(1)) == .offline)
+        #expect(state.condition(ofGateway: "stray", at: w(1)) == .quiet)
         // Health is due every 30 s: after 2.5 intervals without one, the gateway is late.
-        #expect(state.condition(ofGateway: "door", at: t(80)) == .late)
+        #expect(state.condition(ofGateway: "door", at: w(80)) == .late)
 
         let page = state.parsed(.fleet, at: 1)
         let rows = try #require(page["gateways"]?.arrayValue)

@@ -59,15 +59,15 @@ func join(name: String, photo: [UInt8]?) -> [UInt8] {
 extension FleetState {
     @discardableResult
     mutating func receive(_ topic: String, _ text: String, at time: Double = 0) -> Change {
-        receive(topic: topic, payload: Array(text.utf8), at: t(time))
+        receive(topic: topic, payload: Array(text.utf8), at: w(time))
     }
 
     @discardableResult
     mutating func receive(_ topic: String, bytes: [UInt8], at time: Double = 0) -> Change {
-        receive(topic: topic, payload: bytes, at: t(time))
+        receive(topic: topic, payload: bytes, at: w(time))
     }
 
     func parsed(_ page: Page, at time: Double = 0) -> JSONValue {
-        try! JSONParser().parse(json(for: page, at: t(time)))
+        try! JSONParser().parse(json(for: page, at: w(time)))
     }
 }
