@@ -221,62 +221,56 @@ public struct JSONParser {
             }
         }
 
+        /// A number, lexed once: the digits are gathered as they are checked, and a plain
+        /// `-?digits(.digits)?` of at most 15 digits in all is made from them without a string.
+        /// The digits as an integer are exact in a Double, and so is 10^k for k ≤ 22, so the
+        /// one division is correctly rounded, the same value `Double(String)` gives. Anything
+        /// else (an exponent, more digits) takes the general path.
         mutating func number() throws(JSONParseError) -> Double {
             let start = offset
-            if peek == UInt8(ascii: "-") { offset += 1 }
+            let negative = peek == UInt8(ascii: "-")
+            if negative { offset += 1 }
             guard let first = peek, first >= 0x30 && first <= 0x39 else { throw error("invalid number") }
             offset += 1
-            if first != 0x30 { while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 } }
+            var mantissa = Int64(first &- 0x30)
+            var digits = 1
+            var fraction = 0
+            if first != 0x30 {
+                while let c = peek, c >= 0x30 && c <= 0x39 {
+                    mantissa = mantissa &* 10 &+ Int64(c &- 0x30)
+                    digits += 1
+                    offset += 1
+                }
+            }
             if peek == UInt8(ascii: ".") {
                 offset += 1
                 guard let c = peek, c >= 0x30 && c <= 0x39 else { throw error("invalid number") }
-                while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 }
+                while let c = peek, c >= 0x30 && c <= 0x39 {
+                    mantissa = mantissa &* 10 &+ Int64(c &- 0x30)
+                    digits += 1
+                    fraction += 1
+                    offset += 1
+                }
             }
+            var plain = digits <= 15
             if peek == UInt8(ascii: "e") || peek == UInt8(ascii: "E") {
+                plain = false
                 offset += 1
                 if peek == UInt8(ascii: "+") || peek == UInt8(ascii: "-") { offset += 1 }
                 guard let c = peek, c >= 0x30 && c <= 0x39 else { throw error("invalid number") }
                 while let c = peek, c >= 0x30 && c <= 0x39 { offset += 1 }
             }
-            if let value = Self.exactDecimal(UnsafeRawBufferPointer(rebasing: bytes[start..<offset])) { return value }
+            if plain {
+                var value = Double(mantissa)
+                if fraction > 0 { value /= Self.powersOfTen[fraction] }
+                return negative ? -value : value
+            }
             let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<offset]), as: UTF8.self)
             guard let value = Double(text), value.isFinite else {
                 offset = start
                 throw error("number out of range")
             }
             return value
-        }
-
-        /// `-?digits(.digits)?` with at most 15 digits in all, without building a string: the
-        /// digits as an integer are exact in a Double, and so is 10^k for k ≤ 22, so the one
-        /// division is correctly rounded, the same value `Double(String)` gives. `nil` for
-        /// anything else (exponents, long numbers), which takes the general path.
-        static func exactDecimal(_ text: UnsafeRawBufferPointer) -> Double? {
-            var index = 0
-            let negative = text.first == UInt8(ascii: "-")
-            if negative { index = 1 }
-            var mantissa: Int64 = 0
-            var digits = 0
-            var fraction = -1
-            while index < text.count {
-                let c = text[index]
-                if c == UInt8(ascii: ".") {
-                    guard fraction < 0 else { return nil }
-                    fraction = 0
-                } else if c >= 0x30 && c <= 0x39 {
-                    mantissa = mantissa * 10 + Int64(c - 0x30)
-                    digits += 1
-                    if fraction >= 0 { fraction += 1 }
-                    if digits > 15 { return nil }
-                } else {
-                    return nil
-                }
-                index += 1
-            }
-            guard digits > 0 else { return nil }
-            var value = Double(mantissa)
-            if fraction > 0 { value /= powersOfTen[fraction] }
-            return negative ? -value : value
         }
 
         static let powersOfTen: [Double] = (0...22).map { exponent in

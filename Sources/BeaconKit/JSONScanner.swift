@@ -10,6 +10,24 @@ package struct JSONScanner {
         state = JSONParser.State(bytes: bytes, maxDepth: .max)
     }
 
+    /// Where the scanner is: a caller that tries the exact form it expects first (`exactly`)
+    /// comes back here to read the text the general way.
+    package var offset: Int {
+        get { state.offset }
+        set { state.offset = newValue }
+    }
+
+    /// Takes `text` if the bytes that come next are exactly it (no whitespace skipped): the
+    /// punctuation and keys of a payload in the form its writer gives it, in one comparison.
+    package mutating func exactly(_ text: StaticString) -> Bool {
+        let count = text.utf8CodeUnitCount, start = state.offset
+        guard start + count <= state.bytes.count,
+              Self.same(UnsafeRawBufferPointer(rebasing: state.bytes[start..<start + count]),
+                        UnsafeRawBufferPointer(start: text.utf8Start, count: count)) else { return false }
+        state.offset = start + count
+        return true
+    }
+
     /// Takes `byte` (after whitespace) if it comes next.
     package mutating func take(_ byte: UInt8) -> Bool {
         state.skipWhitespace()
@@ -40,12 +58,18 @@ package struct JSONScanner {
     /// A string without escapes, printable ASCII, as raw bytes (no `String` made).
     package mutating func plainString() -> UnsafeRawBufferPointer? {
         guard take(UInt8(ascii: "\"")) else { return nil }
-        let start = state.offset
-        while let c = state.peek, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20, c < 0x80 { state.offset += 1 }
-        guard state.peek == UInt8(ascii: "\"") else { return nil }
-        let raw = UnsafeRawBufferPointer(rebasing: state.bytes[start..<state.offset])
-        state.offset += 1
-        return raw
+        let bytes = state.bytes, start = state.offset
+        var end = start
+        while end < bytes.count {
+            let c = bytes[end]
+            if c == UInt8(ascii: "\"") {
+                state.offset = end + 1
+                return UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+            }
+            guard c >= 0x20, c < 0x80, c != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        return nil
     }
 
     /// A string value, escapes and all.
@@ -82,8 +106,23 @@ package struct JSONScanner {
 
     /// Whether raw bytes (a `key()` or `plainString()`) are `text`.
     package static func key(_ raw: UnsafeRawBufferPointer, is text: StaticString) -> Bool {
-        guard raw.count == text.utf8CodeUnitCount else { return false }
-        for i in 0..<raw.count where raw[i] != text.utf8Start[i] { return false }
+        raw.count == text.utf8CodeUnitCount
+            && same(raw, UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Whether two runs of bytes are the same, compared a word at a time (a UUID is 36 bytes).
+    package static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        var i = 0
+        while i + 8 <= a.count {
+            guard a.loadUnaligned(fromByteOffset: i, as: UInt64.self) == b.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            else { return false }
+            i += 8
+        }
+        while i < a.count {
+            guard a[i] == b[i] else { return false }
+            i += 1
+        }
         return true
     }
 }

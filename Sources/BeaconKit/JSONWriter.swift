@@ -188,6 +188,10 @@ public struct JSONWriter {
         var writer: JSONWriter
         var first = true
 
+        /// Bytes written so far, the whole text's (a caller that marks parts of it to leave out
+        /// of a second text: `FleetPresenceReport.encoded`).
+        package var count: Int { writer.count }
+
         /// The key, quoted, and the colon (escaped: a key built at run time may hold anything).
         mutating func key(_ key: String) {
             if !first { writer.append(",") }

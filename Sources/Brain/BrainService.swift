@@ -110,12 +110,20 @@ public final class BrainService: Service, Sendable {
         var receivedAtCheck = 0
         var burstSince = 0
         /// Messages and connection changes waiting to be handled (`InboundLanes`).
-        var lanes = InboundLanes<MQTTEvent>(limit: MQTTClient.eventBufferLimit)
+        var lanes = InboundLanes<Arrival>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
     }
 
     typealias Hosted = HostState<State>
+
+    /// An event waiting in the lanes, with its message's topic as parsed to sort it (`nil`
+    /// for a connection change, the sync marker, or a topic not of the contract): the topic
+    /// is parsed once, not again when the brain reads the message.
+    struct Arrival: Sendable {
+        var event: MQTTEvent
+        var kind: Topics.Kind?
+    }
 
     let client: MQTTClient
     let host: CoreHost<State>
@@ -347,7 +355,7 @@ public final class BrainService: Service, Sendable {
     /// next message; `.waiting` when only held messages wait, `.empty` when nothing does.
     private func handleNext(held: Bool, scratch: inout [MQTTEvent]) -> Round {
         arrivals.withLock { swap(&$0, &scratch) }
-        let (event, waiting): (MQTTEvent?, Bool) = host.withLock { h in
+        let (event, waiting): (Arrival?, Bool) = host.withLock { h in
             for event in scratch { sort(event, into: &h.core) }
             let event = h.core.lanes.next(takingDeferred: !held)
             return (event, h.core.lanes.count > 0)
@@ -362,16 +370,18 @@ public final class BrainService: Service, Sendable {
     /// and the sync marker are barriers, so they keep their place among everything else.
     private func sort(_ event: MQTTEvent, into s: inout State) {
         var (lane, observer): (InboundLane, String?) = (.barrier, nil)
+        var kind: Topics.Kind?
         if case .message(let message) = event, message.topic != syncTopic {
-            (lane, observer) = s.brain.lane(of: message.topic, payloadIsEmpty: message.payload.isEmpty)
+            kind = s.brain.topics.parse(message.topic)
+            (lane, observer) = s.brain.lane(of: kind, payloadIsEmpty: message.payload.isEmpty)
             // Reading the retained state back after a reconnect: nothing waits.
             if !s.synced { lane = .first }
         }
-        if !s.lanes.push(event, lane: lane, observer: observer) { s.droppedEvents += 1 }
+        if !s.lanes.push(Arrival(event: event, kind: kind), lane: lane, observer: observer) { s.droppedEvents += 1 }
     }
 
-    func handle(_ event: MQTTEvent) {
-        switch event {
+    func handle(_ arrival: Arrival) {
+        switch arrival.event {
         case .connected:
             host.withLock { h in
                 h.core.synced = false
@@ -407,8 +417,8 @@ public final class BrainService: Service, Sendable {
                     return
                 }
                 if message.retain { h.core.lastRetained = clock.monotonic() }
-                let output = h.core.brain.receive(topic: message.topic, payload: message.payload, retained: message.retain,
-                                                 at: coreNow)
+                let output = h.core.brain.receive(topic: message.topic, kind: arrival.kind, payload: message.payload,
+                                                  retained: message.retain, at: coreNow)
                 emit(&h, output)
             }
         }

@@ -58,8 +58,8 @@ extension BrainCore {
             for ref in dirtyPresence.sorted() where heldVisits[ref] == nil {
                 // Checked on every sighting: the signature decides, the payload is made only to send.
                 let report = presence[ref]?.report
-                let signature = presenceSignatures.signature(of: report, for: ref)
-                setRetained(topics.presence(of: ref), signature: signature) { report?.json ?? "" }
+                let (signature, json) = presenceSignatures.signature(of: report, for: ref)
+                setRetained(topics.presence(of: ref), signature: signature) { json ?? report?.json ?? "" }
             }
             for key in dirtyJoins.sorted() {
                 let memory = rules.memory(for: RuleEngine.Scope(beacon: key.beacon, client: key.client))

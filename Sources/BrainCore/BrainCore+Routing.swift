@@ -19,6 +19,12 @@ extension BrainCore {
         receive(decoder.decode(topic: topic, payload: payload, retained: retained), at: now)
     }
 
+    /// One MQTT message whose topic is already parsed (`topics.parse(topic)`, kept from
+    /// `lane(of:payloadIsEmpty:)`).
+    public mutating func receive(topic: String, kind: Topics.Kind?, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
+        receive(decoder.decode(topic: topic, kind: kind, payload: payload, retained: retained), at: now)
+    }
+
     /// One message, decoded (`Inbound.decode`, with `decoder`'s limits), to the part that
     /// handles it.
     public mutating func receive(_ inbound: Inbound, at now: Instant) -> BrainOutput {

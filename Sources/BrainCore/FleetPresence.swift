@@ -560,12 +560,11 @@ public struct FleetPresence: Sendable {
         order.reserveCapacity(due.count)
         for (index, sample) in due.enumerated() { order.append((sample.time.nanoseconds, sample.sequence, index)) }
         order.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
-        var touched: Set<BeaconRef> = []
-        // Beacons whose presence report changed in what it says of a view (its proximity or
-        // zone name) or in its UUID: a `viewsChanged` each, once. A view's RSSI and distance
+        // Each beacon heard is marked in its evidence (`heardInStep`), and so is one whose presence
+        // report changed in what it says of a view (its proximity or zone name) or in its UUID
+        // (`viewsChangedInStep`): a `viewsChanged` each, once. A view's RSSI and distance
         // change at every sample and are published only with the next change that counts
         // (`FleetPresenceReport.signature`), so a beacon merely heard again is no event.
-        var reported: Set<BeaconRef> = []
         // Evidence and views are changed where they are stored (`values[index]`, the
         // `default:` subscript): a copy taken out and written back shared its links and
         // views with the stored one, and the first change copied those dictionaries whole,
@@ -574,15 +573,14 @@ public struct FleetPresence: Sendable {
             let sample = due[key.index]
             let ref = sample.ref
             let link = Self.take(sample, into: &evidence[ref, default: Evidence(at: sample.time)], brain: brain)
-            touched.insert(ref)
             if let index = beacons.index(forKey: ref) {
                 let view = reportView(sample.gateway, link)
                 if let uuid = sample.entry.uuid, beacons.values[index].uuid != uuid {
                     beacons.values[index].uuid = uuid
-                    reported.insert(ref)
+                    evidence[ref]?.viewsChangedInStep = true
                 }
                 if let old = beacons.values[index].views.updateValue(view, forKey: sample.gateway) {
-                    if old.proximity != view.proximity || old.zoneName != view.zoneName { reported.insert(ref) }
+                    if old.proximity != view.proximity || old.zoneName != view.zoneName { evidence[ref]?.viewsChangedInStep = true }
                 } else {
                     events.append(.viewsChanged(ref))
                 }
@@ -591,9 +589,12 @@ public struct FleetPresence: Sendable {
         for ref in evidence.keys.sorted() {
             guard let index = evidence.index(forKey: ref) else { continue }
             Self.closeStep(&evidence.values[index], at: end, step: settings.step)
+            let heard = evidence.values[index].heardInStep, viewsChanged = evidence.values[index].viewsChangedInStep
+            evidence.values[index].heardInStep = false
+            evidence.values[index].viewsChangedInStep = false
             var e = evidence.values[index]
             if var beacon = beacons[ref] {
-                if reported.contains(ref) { events.append(.viewsChanged(ref)) }
+                if viewsChanged { events.append(.viewsChanged(ref)) }
                 if exitDue(e, beacon, at: end, &events, holding: held) { continue }
                 let decided = decisions.count
                 expireViews(&beacon, e, at: end, &events, holding: held)
@@ -605,7 +606,7 @@ public struct FleetPresence: Sendable {
                 }
                 if decisions.count > decided { e.lastDecided = end }
                 refreshProximity(&beacon, &events)
-                if touched.contains(ref), let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
+                if heard, let zoneLink = e.links[beacon.zone], zoneLink.lastHeard >= end - settings.step,
                    updateDue(&e, gateway: beacon.zone, at: end) {
                     events.append(.update(ref, beacon.proximity, at: end))
                 }
@@ -638,6 +639,7 @@ public struct FleetPresence: Sendable {
             link.proximity = sample.entry.proximity
         }
         update(&e.links[sample.gateway, default: LinkEstimate(at: sample.time)])
+        e.heardInStep = true
         e.lastHeard = max(e.lastHeard, sample.time)
         e.stepCount += sample.entry.count
         if let uuid = sample.entry.uuid { e.uuid = uuid }

@@ -1,5 +1,5 @@
 import BeaconKit
-import Contract
+public import Contract
 
 extension BrainCore {
     /// The lane a message waits in before `receive` (`InboundLanes`), and the observer it
@@ -9,9 +9,14 @@ extension BrainCore {
     /// wills wait behind everyone else. The rest goes first. While the retained state is
     /// read back, nothing is deferred.
     public func lane(of topic: String, payloadIsEmpty: Bool) -> (lane: InboundLane, observer: String?) {
+        lane(of: topics.parse(topic), payloadIsEmpty: payloadIsEmpty)
+    }
+
+    /// `lane(of:payloadIsEmpty:)` of a topic already parsed (`topics.parse(topic)`), which the
+    /// service keeps for `Inbound.Decoder.decode(topic:kind:payload:retained:)`.
+    public func lane(of kind: Topics.Kind?, payloadIsEmpty: Bool) -> (lane: InboundLane, observer: String?) {
         let client: String
         var isJoin = false
-        let kind = topics.parse(topic)
         if case let .beacon(_, .observer(joining))? = kind {
             client = joining
             isJoin = !payloadIsEmpty

@@ -10,16 +10,18 @@ struct PresenceSignatures: Sendable {
     private var memo: [BeaconRef: (key: FleetPresenceReport, signature: String)] = [:]
 
     /// `report.signature`, encoded only if the report's key changed since the last call for
-    /// its beacon; `nil` (the beacon is gone) forgets it.
-    mutating func signature(of report: FleetPresenceReport?, for ref: BeaconRef) -> String? {
+    /// its beacon, and then with the payload from the same encoding (`payloadAndSignature`),
+    /// since a changed signature is then almost always published; `nil` (the beacon is gone)
+    /// forgets it.
+    mutating func signature(of report: FleetPresenceReport?, for ref: BeaconRef) -> (signature: String?, json: String?) {
         guard let report else {
             memo[ref] = nil
-            return nil
+            return (nil, nil)
         }
         let key = report.signatureKey
-        if let known = memo[ref], known.key == key { return known.signature }
-        let signature = report.signature
+        if let known = memo[ref], known.key == key { return (known.signature, nil) }
+        let (json, signature) = report.payloadAndSignature
         memo[ref] = (key, signature)
-        return signature
+        return (signature, json)
     }
 }

@@ -132,6 +132,12 @@ struct Evidence: Sendable, Equatable {
     var lastDecided: Instant?
     /// The zone HMM's belief (`brain.zoneModel` `hmm`), from the first decision after entry.
     var belief: ZoneBelief?
+    /// Heard in the decision step being processed, and whether what its presence says of a
+    /// view (proximity, zone name) or its UUID changed there (`FleetPresence.process`, which
+    /// clears both as the step closes): flags where two sets of the step's beacons were,
+    /// whose hashing was a tenth of a step's work.
+    var heardInStep = false
+    var viewsChangedInStep = false
 
     init(at time: Instant) {
         firstHeard = time

@@ -49,10 +49,19 @@ public struct FleetPresenceReport: Sendable, Equatable {
         self.since = since
     }
 
-    public var json: String { encode(volatile: true) }
+    public var json: String { encoded(volatile: true).json }
 
     /// The payload without the per-sample numbers: what decides whether to republish.
-    public var signature: String { encode(volatile: false) }
+    public var signature: String { encoded(volatile: false).json }
+
+    /// `json` and `signature` from one encoding: the signature is the payload without each
+    /// view's `,"rssiSmoothed":…,"distance":…`, cut out of the same bytes. The brain needs
+    /// both whenever a presence's key changes (`BrainCore.finish`), and encoding it twice was
+    /// a tenth of its work per message (docs/PERFORMANCE.md §11).
+    public var payloadAndSignature: (json: String, signature: String) {
+        let (json, signature) = encoded(volatile: true, signature: true)
+        return (json, signature ?? json)
+    }
 
     /// The report without the per-sample numbers (each view's `rssiSmoothed` and `distance`
     /// `nil`): two reports with equal keys have the same `signature`, so a brain that checks
@@ -67,8 +76,12 @@ public struct FleetPresenceReport: Sendable, Equatable {
         return key
     }
 
-    private func encode(volatile: Bool) -> String {
+    /// The payload (`volatile`: with each view's numbers), and with `signature` also the text
+    /// without them, made from the same bytes.
+    private func encoded(volatile: Bool, signature: Bool = false) -> (json: String, signature: String?) {
         var writer = JSONWriter(capacity: 256)
+        // Where each view's numbers are, to leave them out of the signature.
+        var cuts: [Range<Int>] = []
         writer.object { o in
             if beacon.eddystone == nil { o("uuid", uuid?.description) }
             beacon.write(into: &o)
@@ -80,14 +93,34 @@ public struct FleetPresenceReport: Sendable, Equatable {
                 g("zone", view.zone)
                 g("proximity", view.proximity.rawValue)
                 if volatile {
+                    let start = g.count
                     g("rssiSmoothed", view.rssiSmoothed, places: 1)
                     g("distance", view.distance, places: 2)
+                    if signature { cuts.append(start..<g.count) }
                 }
             }
             o("proximity", proximity.rawValue)
             o("since", since)
         }
-        return writer.text
+        guard signature else { return (writer.text, nil) }
+        let text = writer.withUnsafeBytes { bytes in
+            String(unsafeUninitializedCapacity: bytes.count - cuts.reduce(0) { $0 + $1.count }) { out in
+                let out = UnsafeMutableRawBufferPointer(out)
+                var written = 0, from = 0
+                func copy(upTo end: Int) {
+                    let part = UnsafeRawBufferPointer(rebasing: bytes[from..<end])
+                    UnsafeMutableRawBufferPointer(rebasing: out[written...]).copyMemory(from: part)
+                    written += part.count
+                }
+                for cut in cuts {
+                    copy(upTo: cut.lowerBound)
+                    from = cut.upperBound
+                }
+                copy(upTo: bytes.count)
+                return written
+            }
+        }
+        return (writer.text, text)
     }
 
     public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {

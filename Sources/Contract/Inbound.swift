@@ -144,11 +144,17 @@ public struct Inbound: Sendable, Equatable {
         }
 
         public func decode(topic: String, payload: [UInt8], retained: Bool) -> Inbound {
-            Inbound(topic: topic, payload: payload, retained: retained, message: message(topic: topic, payload: payload))
+            decode(topic: topic, kind: topics.parse(topic), payload: payload, retained: retained)
         }
 
-        func message(topic: String, payload: [UInt8]) -> Message {
-            let kind = topics.parse(topic)
+        /// `decode(topic:payload:retained:)` of a topic already parsed (`kind`, this decoder's
+        /// `topics.parse(topic)`): the brain's service parses each topic once, to sort the
+        /// message into its lane, and decodes it when its turn comes.
+        public func decode(topic: String, kind: Topics.Kind?, payload: [UInt8], retained: Bool) -> Inbound {
+            Inbound(topic: topic, payload: payload, retained: retained, message: message(kind: kind, payload: payload))
+        }
+
+        func message(kind: Topics.Kind?, payload: [UInt8]) -> Message {
             let limit = kind == .fleetConfig ? maxConfigPayload : maxPayload
             if payload.count > limit { return .refused(.oversized(kind, bytes: payload.count, limit: limit)) }
             guard let kind else { return .refused(.unknownTopic) }
@@ -194,6 +200,11 @@ public struct Inbound: Sendable, Equatable {
         func beacon(_ ref: BeaconRef, _ about: Topics.BeaconTopic, _ payload: [UInt8]) -> Message {
             switch about {
             case .gatewayPresence(let gateway):
+                // Read straight from the bytes when in the form gateways write (the object nests one level).
+                if maxDepth >= 1, !payload.isEmpty,
+                   let report = payload.withUnsafeBytes({ GatewayPresenceReport(decoding: $0, topic: ref, gateway: gateway) }) {
+                    return .gatewayPresence(ref, gateway: gateway, .value(report))
+                }
                 return .gatewayPresence(ref, gateway: gateway, json(payload) { value throws(PayloadError) in
                     try GatewayPresenceReport(parsing: value, topic: ref, gateway: gateway)
                 })

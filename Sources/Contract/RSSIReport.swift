@@ -132,7 +132,15 @@ public struct RSSIReport: Sendable, Equatable {
         if s.take(UInt8(ascii: "]")) { return list }
         var lastUUID: (raw: UnsafeRawBufferPointer, uuid: BeaconUUID)?
         repeat {
-            guard list.count < entriesPerMessage, s.take(UInt8(ascii: "{")) else { return nil }
+            guard list.count < entriesPerMessage else { return nil }
+            // The exact form `json` writes, in one pass; anything else from the same place, key by key.
+            let mark = s.offset
+            if let entry = exactEntry(&s, lastUUID: &lastUUID) {
+                list.append(entry)
+                continue
+            }
+            s.offset = mark
+            guard s.take(UInt8(ascii: "{")) else { return nil }
             var major: UInt16?, minor: UInt16?, uuid: BeaconUUID??, count: Int?, rssi: Double??, at: Double?
             var smoothed: Double??, distance: Double??, proximity: Proximity?
             let r = PayloadReader(path: "")
@@ -151,7 +159,7 @@ public struct RSSIReport: Sendable, Equatable {
                             uuid = .some(nil)
                         } else {
                             guard let raw = s.plainString() else { return nil }
-                            if let lastUUID, lastUUID.raw.elementsEqual(raw) {
+                            if let lastUUID, JSONScanner.same(lastUUID.raw, raw) {
                                 uuid = lastUUID.uuid
                             } else {
                                 let text = String(decoding: raw, as: UTF8.self)
@@ -195,6 +203,47 @@ public struct RSSIReport: Sendable, Equatable {
         } while s.take(UInt8(ascii: ","))
         guard s.take(UInt8(ascii: "]")) else { return nil }
         return list
+    }
+
+    /// An entry exactly as `json` writes it (an iBeacon's, keys in its order, no whitespace),
+    /// each key and its punctuation taken in one comparison, with the checks of the general
+    /// form of `entries`; `nil` as soon as the text is anything else.
+    private static func exactEntry(_ s: inout JSONScanner, lastUUID: inout (raw: UnsafeRawBufferPointer, uuid: BeaconUUID)?) -> Entry? {
+        let r = PayloadReader(path: "")
+        guard s.exactly(#"{"major":"#), let a = s.number(), let major = try? r.u16(.number(a), "major"),
+              s.exactly(#","minor":"#), let b = s.number(), let minor = try? r.u16(.number(b), "minor") else { return nil }
+        var uuid: BeaconUUID?
+        if s.exactly(#","uuid":"#), !s.null() {
+            guard let raw = s.plainString() else { return nil }
+            if let lastUUID, JSONScanner.same(lastUUID.raw, raw) {
+                uuid = lastUUID.uuid
+            } else {
+                guard let value = try? r.uuid(.string(String(decoding: raw, as: UTF8.self)), "uuid") else { return nil }
+                lastUUID = (raw, value)
+                uuid = value
+            }
+        }
+        guard s.exactly(#","n":"#), let count = s.number(), count >= 1, count <= 100_000, count == count.rounded(),
+              s.exactly(#","rssi":"#), let rssi = optionalNumber(&s),
+              s.exactly(#","at":"#), let at = s.number(), at >= 0, at <= 3600,
+              s.exactly(#","rssiSmoothed":"#), let smoothed = optionalNumber(&s),
+              s.exactly(#","distance":"#), let distance = optionalNumber(&s),
+              s.exactly(#","proximity":"#), let raw = s.plainString(), s.exactly("}") else { return nil }
+        let proximity: Proximity
+        if JSONScanner.key(raw, is: "near") { proximity = .near }
+        else if JSONScanner.key(raw, is: "far") { proximity = .far }
+        else if JSONScanner.key(raw, is: "immediate") { proximity = .immediate }
+        else if JSONScanner.key(raw, is: "unknown") { proximity = .unknown }
+        else { return nil }
+        return Entry(beacon: BeaconRef(major: major, minor: minor), uuid: uuid, count: Int(count), rssi: rssi, at: at,
+                     rssiSmoothed: smoothed, distance: distance, proximity: proximity)
+    }
+
+    /// A number or `null` (`.some(nil)`); `nil` for anything else.
+    private static func optionalNumber(_ s: inout JSONScanner) -> Double?? {
+        if s.null() { return .some(nil) }
+        guard let n = s.number() else { return nil }
+        return .some(n)
     }
 
     /// The keys of an entry, told apart by length and first letters before one comparison.

@@ -151,6 +151,92 @@ public struct GatewayPresenceReport: Sendable, Equatable {
         return writer.text
     }
 
+    /// `init(parsing:topic:gateway:)` of the payload, read straight from its bytes without
+    /// building the JSON tree: the brain reads a gateway's presence whenever a beacon's
+    /// proximity changes there, and the tree was a tenth of its work (docs/PERFORMANCE.md §11).
+    /// `nil` for anything but an iBeacon's view in the keys gateways write (in any order, each
+    /// once): another key, an Eddystone beacon, a value of another type, any error. The caller
+    /// then parses the payload the general way, so what is accepted, and why anything is
+    /// refused, stays `init(parsing:…)`'s; `GatewayPresenceDecodingTests` checks the two agree.
+    public init?(decoding payload: UnsafeRawBufferPointer, topic beacon: BeaconRef, gateway topicGateway: String) {
+        guard beacon.eddystone == nil else { return nil }
+        var s = JSONScanner(payload)
+        let r = PayloadReader(path: "")
+        var major: UInt16?, minor: UInt16?, uuid: BeaconUUID??, gateway: String?, zone: String?, proximity: Proximity?
+        var rssi: Double??, distance: Double??, since: Instant??
+        guard s.take(UInt8(ascii: "{")), !s.take(UInt8(ascii: "}")) else { return nil }
+        repeat {
+            guard let key = s.key() else { return nil }
+            if JSONScanner.key(key, is: "major"), major == nil {
+                guard let n = s.number(), let value = try? r.u16(.number(n), "major") else { return nil }
+                major = value
+            } else if JSONScanner.key(key, is: "minor"), minor == nil {
+                guard let n = s.number(), let value = try? r.u16(.number(n), "minor") else { return nil }
+                minor = value
+            } else if JSONScanner.key(key, is: "uuid"), uuid == nil {
+                if s.null() {
+                    uuid = .some(nil)
+                } else {
+                    guard let (text, _) = Self.string(&s, maxLength: 40), let value = BeaconUUID(text) else { return nil }
+                    uuid = value
+                }
+            } else if JSONScanner.key(key, is: "gateway"), gateway == nil {
+                guard let (text, plain) = Self.string(&s, maxLength: 128) else { return nil }
+                // Plain ASCII has no control character: the rest of `Topics.problem(withSegment:)`.
+                if plain {
+                    guard !text.isEmpty, text.utf8.first != UInt8(ascii: "$"),
+                          !text.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 == UInt8(ascii: "/") })
+                    else { return nil }
+                    gateway = text
+                } else {
+                    guard let value = try? r.segment(.string(text), "gateway") else { return nil }
+                    gateway = value
+                }
+            } else if JSONScanner.key(key, is: "zone"), zone == nil {
+                guard let (text, _) = Self.string(&s, maxLength: 128) else { return nil }
+                zone = text
+            } else if JSONScanner.key(key, is: "proximity"), proximity == nil {
+                guard let (text, _) = Self.string(&s, maxLength: 16), let value = Proximity(rawValue: text) else { return nil }
+                proximity = value
+            } else if JSONScanner.key(key, is: "rssiSmoothed"), rssi == nil {
+                if s.null() { rssi = .some(nil) } else {
+                    guard let n = s.number(), (-200...50).contains(n) else { return nil }
+                    rssi = n
+                }
+            } else if JSONScanner.key(key, is: "distance"), distance == nil {
+                if s.null() { distance = .some(nil) } else {
+                    guard let n = s.number(), n >= 0 else { return nil }
+                    distance = n
+                }
+            } else if JSONScanner.key(key, is: "since"), since == nil {
+                if s.null() { since = .some(nil) } else {
+                    guard let text = s.string(), let value = try? r.instant(.string(text), "since") else { return nil }
+                    since = value
+                }
+            } else {
+                return nil
+            }
+        } while s.take(UInt8(ascii: ","))
+        guard s.take(UInt8(ascii: "}")), s.atEnd(), let major, let minor, BeaconRef(major: major, minor: minor) == beacon,
+              let gateway, gateway == topicGateway, let zone, let proximity else { return nil }
+        self.init(beacon: beacon, uuid: uuid ?? nil, gateway: gateway, zone: zone, proximity: proximity,
+                  rssiSmoothed: rssi ?? nil, distance: distance ?? nil, since: since ?? nil)
+    }
+
+    /// A string value of at most `maxLength` characters (`PayloadReader.string`'s count), and
+    /// whether it was plain printable ASCII, whose characters are its bytes: counted without
+    /// walking graphemes.
+    private static func string(_ s: inout JSONScanner, maxLength: Int) -> (text: String, plain: Bool)? {
+        let mark = s.offset
+        if let raw = s.plainString() {
+            guard raw.count <= maxLength else { return nil }
+            return (String(decoding: raw, as: UTF8.self), true)
+        }
+        s.offset = mark
+        guard let text = s.string(), text.count <= maxLength else { return nil }
+        return (text, false)
+    }
+
     /// Parses the payload of `topic`'s gateway and beacon; both must match the payload.
     public init(parsing value: JSONValue, topic beacon: BeaconRef, gateway topicGateway: String) throws(PayloadError) {
         let view = try GatewayView(parsing: value, topic: beacon)

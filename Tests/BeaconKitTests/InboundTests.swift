@@ -82,6 +82,21 @@ import Testing
         let inbound = Inbound.decode(topic: topic, payload: Array(payload.utf8), retained: retained)
         #expect(inbound.message == expected, "\(topic)")
         #expect(inbound.topic == topic && inbound.payload == Array(payload.utf8) && inbound.retained == retained)
+        // The brain's service parses the topic once, to sort it, and decodes with that parse.
+        let decoder = Inbound.Decoder(topics: Self.topics)
+        #expect(decoder.decode(topic: topic, kind: Self.topics.parse(topic), payload: Array(payload.utf8), retained: retained)
+            == inbound, "\(topic)")
+    }
+
+    /// A gateway's presence is read from its bytes only where the general parse would read
+    /// it: under a depth limit below its one level, the general parse refuses it.
+    @Test func readsAGatewayPresenceFromItsBytes() {
+        let bytes = Array(Self.presence.json.utf8)
+        let topic = "beacons/100/1/presence/door-1"
+        #expect(Inbound.decode(topic: topic, payload: bytes, retained: true).message
+            == .gatewayPresence(Self.counter, gateway: "door-1", .value(Self.presence)))
+        let shallow = Inbound.Decoder(topics: Self.topics, maxDepth: 0).decode(topic: topic, payload: bytes, retained: true)
+        #expect(Self.reason(of: shallow.message)?.isEmpty == false, "\(shallow.message)")
     }
 
     @Test func gatewayHealthIsReadLeniently() {

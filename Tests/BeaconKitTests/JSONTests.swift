@@ -51,6 +51,36 @@ struct JSONTests {
         #expect(try Self.parse(text) == .number(value))
     }
 
+    /// A number is lexed once, its digits gathered as they are checked; a plain decimal of at
+    /// most 15 digits is made from them without a string, anything else (more digits, an
+    /// exponent) by `Double(String)`. Either way the value is the one `Double(String)` gives:
+    /// random decimals of 1 to 17 digits, signs, leading zeros and exponents, across the
+    /// 15-digit boundary, and the RSSI-like numbers gateways write.
+    @Test func numbersReadAsDoubleReadsThem() throws {
+        var texts = ["-0.0", "0.000000000000001", "0.0000000000000001", "999999999999999", "9999999999999999",
+                     "-60.5", "-100.0", "123456789.012345", "1234567890.123456", "0.1e1", "-6.05e1", "12.5E-0"]
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        for _ in 0..<5_000 {
+            var text = next(3) == 0 ? "-" : ""
+            let whole = 1 + next(9)
+            text += next(4) == 0 ? "0" : String(1 + next(9)) + String((1..<whole).map { _ in Character(String(next(10))) })
+            let fraction = next(10)
+            if fraction > 0 { text += "." + String((0..<fraction).map { _ in Character(String(next(10))) }) }
+            if next(8) == 0 { text += ["e", "E"][next(2)] + ["", "+", "-"][next(3)] + String(next(30)) }
+            texts.append(text)
+        }
+        for text in texts {
+            let expected = try #require(Double(text), "\(text)")
+            let read = try Self.parse(text)
+            #expect(read == .number(expected), "\(text)")
+            if case .number(let value) = read { #expect(value.sign == expected.sign, "\(text)") }
+        }
+    }
+
     @Test(arguments: [
         ("01", "1:2 unexpected content after the document"),
         ("-", "1:2 invalid number"),

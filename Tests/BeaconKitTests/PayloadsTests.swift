@@ -244,6 +244,19 @@ struct PayloadsTests {
             #expect(try FleetPresenceReport(parsing: JSONParser().parse(Array(bytes.utf8)), topic: report.beacon) == report)
         }
         #expect(cases[1].0.signature == #"{"namespace":"00112233445566778899","instance":"aabbccddeeff","zone":"door","zoneName":"Entrance","gateways":[{"gateway":"door","zone":"Entrance","proximity":"near"}],"proximity":"near","since":"2026-11-21T09:00:01.500Z"}"#)
+        #expect(cases[0].0.signature == #"{"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","major":100,"minor":1,"zone":"till","zoneName":"Counter","gateways":[{"gateway":"door","zone":"Entrance","proximity":"far"},{"gateway":"till","zone":"Counter","proximity":"immediate"}],"proximity":"immediate","since":"2026-11-21T09:00:00.000Z"}"#)
+        // The brain's one encoding of both (`payloadAndSignature`) gives the same two texts,
+        // with no view, and with views whose names need escaping.
+        var odd = cases[0].0
+        odd.zoneName = "Caf\u{E9} \"Nord\"\n"
+        odd.gateways += [View(gateway: "aisle", zone: "Aisle \\ 2", proximity: .unknown, rssiSmoothed: -100, distance: 12.345)]
+        var none = cases[1].0
+        none.gateways = []
+        for report in cases.map(\.0) + [odd, none] {
+            let both = report.payloadAndSignature
+            #expect(both.json == report.json)
+            #expect(both.signature == report.signature)
+        }
         #expect(throws: PayloadError.self) {
             try FleetPresenceReport(parsing: JSONParser().parse(Array(cases[0].1.utf8)), topic: BeaconRef(major: 100, minor: 2))
         }

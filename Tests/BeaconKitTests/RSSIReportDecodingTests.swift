@@ -83,6 +83,17 @@ struct RSSIReportDecodingTests {
         variant(replacing: #""minor":2,"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0""#,
                 with: #""minor":2,"uuid":"00000000-0000-0000-0000-000000000001""#, true)
         variant(replacing: "]}", with: "]", false)
+        // The exact form gateways write is read in one pass; these leave it part way through an
+        // entry, and the entry is read again key by key from where it began.
+        variant(replacing: #""proximity":"near"}"#, with: #""proximity":"near","colour":"red"}"#, true)
+        variant(replacing: #""proximity":"near"}"#, with: #""proximity":"near" }"#, true)
+        variant(replacing: #""proximity":"near"}"#, with: #""proximity":"nearly"}"#, false)
+        variant(replacing: #""at":0.125,"#, with: #""at":0.125e0,"#, true)
+        variant(replacing: #""at":0.125,"rssiSmoothed":-61.2"#, with: #""rssiSmoothed":-61.2,"at":0.125"#, true)
+        variant(replacing: #""n":3,"rssi":-60.5"#, with: #""n":3,"rssi":-60.5,"rssi":-60.5"#, false)
+        variant(replacing: #""minor":2,"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","n":1"#,
+                with: #""minor":2,"uuid":"00000000-0000-0000-0000-000000000001","n":1,"x":0"#, true)
+        variant(replacing: #"{"major":100,"minor":2"#, with: #"{"major":100, "minor":2"#, true)
         let plain = RSSIReportDecodingTests.plain
         list += [(plain, true), (plain + " ", true), (plain + "x", false)]
         list.append((#"{"gateway":"door","from":"2026-11-21T09:00:00.000Z","to":"2026-11-21T09:00:00.500Z","beacons":[]}"#, true))
