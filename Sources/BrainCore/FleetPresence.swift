@@ -589,9 +589,8 @@ public struct FleetPresence: Sendable {
         for ref in evidence.keys.sorted() {
             guard let index = evidence.index(forKey: ref) else { continue }
             Self.closeStep(&evidence.values[index], at: end, step: settings.step)
-            let heard = evidence.values[index].heardInStep, viewsChanged = evidence.values[index].viewsChangedInStep
-            evidence.values[index].heardInStep = false
-            evidence.values[index].viewsChangedInStep = false
+            // Read and cleared in place: each read through `values[index]` copied the evidence out.
+            let (heard, viewsChanged) = Self.takeStepMarks(&evidence.values[index])
             var e = evidence.values[index]
             if var beacon = beacons[ref] {
                 if viewsChanged { events.append(.viewsChanged(ref)) }
@@ -644,6 +643,16 @@ public struct FleetPresence: Sendable {
         e.stepCount += sample.entry.count
         if let uuid = sample.entry.uuid { e.uuid = uuid }
         return e.links[sample.gateway]!
+    }
+
+    /// Whether the step heard the beacon and changed what its presence says of a view, cleared
+    /// for the next step.
+    private static func takeStepMarks(_ e: inout Evidence) -> (heard: Bool, viewsChanged: Bool) {
+        defer {
+            e.heardInStep = false
+            e.viewsChangedInStep = false
+        }
+        return (e.heardInStep, e.viewsChangedInStep)
     }
 
     /// The end of a decision step for one beacon's evidence: its rates, in place.
