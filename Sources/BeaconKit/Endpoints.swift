@@ -153,6 +153,13 @@ public struct BrokerURL: Sendable, Equatable, CustomStringConvertible {
         endpoints = [Endpoint(host: host, port: port ?? (tls ? 8883 : 1883))]
     }
 
+    /// `localhost`, 127.0.0.0/8 or `::1`.
+    public static func isLoopback(host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
     /// A URL naming several nodes; `endpoints` must not be empty.
     public init(tls: Bool = false, username: String? = nil, endpoints: [Endpoint]) {
         precondition(!endpoints.isEmpty, "a broker URL names at least one host")

@@ -12,6 +12,22 @@ public struct MQTTClientOptions: Sendable {
     public var tls: TLSConfig?
     /// Seconds between PINGREQs when idle (0 disables, otherwise at least 5).
     public var keepalive: Int = 30
+    /// Seconds after which the connection is given up when the path to the broker has gone
+    /// silent: data sent and not acknowledged by the broker's host for this long, or an idle
+    /// connection whose keepalive probes go unanswered as long (`TCPLiveness`). A node cut off
+    /// from the network is noticed in this time rather than in one to two `keepalive`s, and
+    /// the client moves to the next node of its URL. 0 turns it off; nil (the default) means
+    /// `defaultLinkTimeout` to another host and off to a loopback broker, which has no path
+    /// to lose (a dead local broker resets the connection at once; a stalled one is
+    /// `keepalive`'s to notice).
+    ///
+    /// The cost: a live path that leaves what was sent unacknowledged this long (a queue of
+    /// seconds on a saturated uplink, a broker host that stops reading while the client's
+    /// data fills its window) is dropped and connected again: set it above the worst
+    /// round-trip time of the slowest live link.
+    public var linkTimeout: Double?
+    /// `linkTimeout`'s default for a broker on another host (s).
+    public static let defaultLinkTimeout = 3.0
     public var version: MQTTVersion = .v311
     /// The last will: published by the broker when this client vanishes without a DISCONNECT.
     public var will: MQTTMessage?
@@ -26,6 +42,11 @@ public struct MQTTClientOptions: Sendable {
     /// they are read wait as one message, not as a queue (the older ones are dropped
     /// unread and counted: `MQTTClient.supersededMessages`).
     public var newestOnly: Set<String> = []
+
+    /// The link timeout for a connection to `host` (s); 0 when off.
+    public func linkTimeout(to host: String) -> Double {
+        linkTimeout ?? (BrokerURL.isLoopback(host: host) ? 0 : Self.defaultLinkTimeout)
+    }
 
     /// Whether the connection uses TLS (`mqtts://` or TLS settings).
     public var usesTLS: Bool { broker.tls || tls != nil }

@@ -108,12 +108,3 @@ extension BrokerConfig {
             + "writes the certificates), or set broker.allowPlaintext to true for a network you trust"
     }
 }
-
-extension BrokerURL {
-    /// `localhost`, 127.0.0.0/8 or `::1`.
-    public static func isLoopback(host: String) -> Bool {
-        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
-    }
-}

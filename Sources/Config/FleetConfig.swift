@@ -58,6 +58,10 @@ public struct BrokerConfig: Sendable, Equatable {
     public var tls: TLSConfig?
     /// Seconds between MQTT PINGREQs; also how soon the broker notices a dead gateway.
     public var keepalive: Int
+    /// Seconds of a silent path to the broker after which a part gives the connection up and
+    /// moves to the next node (`MQTTClientOptions.linkTimeout`); nil: 3 s to another host,
+    /// off on loopback; 0: off.
+    public var linkTimeout: Double?
     public var mqttVersion: MQTTVersion
     /// Plaintext MQTT to another host is refused unless this says the network is trusted.
     public var allowPlaintext: Bool
@@ -78,8 +82,8 @@ public struct BrokerConfig: Sendable, Equatable {
 }
 
 extension MQTTClientOptions {
-    /// The options a fleet config's `broker` section gives: URL, TLS, keepalive and MQTT
-    /// version, for the part whose user name is `identity` (`BrokerIdentity`; a command
+    /// The options a fleet config's `broker` section gives: URL, TLS, keepalive, link timeout
+    /// and MQTT version, for the part whose user name is `identity` (`BrokerIdentity`; a command
     /// line's `--broker mqtt://user@…` wins); the password comes from the caller.
     public init(_ broker: BrokerConfig, identity: String, clientID: String, password: String?) {
         self.init(broker: broker.url, clientID: clientID)
@@ -87,6 +91,7 @@ extension MQTTClientOptions {
         self.password = password
         tls = broker.tls
         keepalive = broker.keepalive
+        linkTimeout = broker.linkTimeout
         version = broker.mqttVersion
     }
 }

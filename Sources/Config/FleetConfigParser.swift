@@ -5,8 +5,8 @@ import Tracking
 extension FleetConfig {
     static let topKeys = ["$schema", "broker", "topicPrefix", "uuids", "defaults", "gateways", "beacons",
                           "stores", "rules", "brain", "bridge", "homeAssistant", "history", "centre"]
-    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "mqttVersion",
-                             "allowPlaintext"]
+    static let brokerKeys = ["url", "clientId", "username", "passwordFile", "tls", "keepalive", "linkTimeout",
+                             "mqttVersion", "allowPlaintext"]
     static let tlsKeys = ["caFile", "caPath", "certFile", "keyFile", "insecure"]
     static let tuningKeys = ["pathLossExponent", "rssiOffset", "distanceModel", "thresholds", "publishInterval",
                              "exitTimeout", "staleAfter", "raw", "filter", "scan", "healthInterval", "queueLimit",
@@ -261,6 +261,7 @@ extension FleetConfig {
             }
         }
         if let v = r.integer(object["keepalive"], at: path + ".keepalive", in: 5...65535) { broker.keepalive = v }
+        if let v = r.number(object["linkTimeout"], at: path + ".linkTimeout", in: 0...3600, unit: " s") { broker.linkTimeout = v }
         if let v = r.oneOf(object["mqttVersion"], at: path + ".mqttVersion", ["3.1.1", "5"]) {
             broker.mqttVersion = MQTTVersion(rawValue: v)!
         }

@@ -171,6 +171,7 @@ public final class MQTTClient: Sendable {
             self.sink = sink
             let code = mosquitto_connect_async(handle.raw, options.broker.host, Int32(options.broker.port),
                                                Int32(options.keepalive))
+            if code == Mosquitto.success { boundSilence(to: options.broker.host) }
             watchHandshake()
             var connectLater = false
             switch code {
@@ -476,12 +477,43 @@ public final class MQTTClient: Sendable {
     /// persistent session finds it on the node it moves to (the cluster shares sessions).
     private func reconnect() -> Int32 {
         let endpoints = options.broker.endpoints
-        guard endpoints.count > 1 else { return mosquitto_reconnect_async(handle.raw) }
-        let next = state.withLock { state in
-            state.endpoint = (state.endpoint + 1) % endpoints.count
-            return endpoints[state.endpoint]
+        let code: Int32
+        let host: String
+        if endpoints.count > 1 {
+            let next = state.withLock { state in
+                state.endpoint = (state.endpoint + 1) % endpoints.count
+                return endpoints[state.endpoint]
+            }
+            code = mosquitto_connect_async(handle.raw, next.host, Int32(next.port), Int32(options.keepalive))
+            host = next.host
+        } else {
+            code = mosquitto_reconnect_async(handle.raw)
+            host = options.broker.host
         }
-        return mosquitto_connect_async(handle.raw, next.host, Int32(next.port), Int32(options.keepalive))
+        if code == Mosquitto.success { boundSilence(to: host) }
+        return code
+    }
+
+    /// Bounds how long the new connection's socket outlives a silent path to `host`
+    /// (`options.linkTimeout`, `TCPLiveness`): libmosquitto makes a socket per connection, and
+    /// its connection attempt is under way, so the bound covers the handshake too. MQTT's
+    /// keepalive stays as it was: it also notices a broker that answers TCP but not MQTT.
+    ///
+    /// Why the kernel's bound rather than watching for the broker's answers (PUBACKs,
+    /// PINGRESPs): an answer may legitimately take seconds (a clustered broker holds a QoS 1
+    /// PUBACK until its replicas have stored the message), while a host that acknowledges
+    /// nothing at the TCP level for seconds has gone; and libmosquitto sends its pings on
+    /// its own schedule (a keepalive of at least 5 s), so a faster MQTT-level check has
+    /// nothing to wait for on an idle connection.
+    private func boundSilence(to host: String) {
+        let seconds = options.linkTimeout(to: host)
+        let socket = mosquitto_socket(handle.raw)
+        var bounded = false
+        if seconds > 0, socket >= 0 {
+            // Refused only for a socket that is not TCP (a Unix socket), which has no path to lose.
+            bounded = (try? TCPLiveness.bound(socket, seconds: seconds)) != nil
+        }
+        state.withLock { $0.linkTimeout = bounded ? seconds : nil }
     }
 
     /// Waits out the current reconnection delay and doubles it; false when stopping.
@@ -569,6 +601,15 @@ public final class MQTTClient: Sendable {
     /// Why a connection attempt or connection ended: what OpenSSL said when TLS failed
     /// (`TLSDiagnosis`: which check), else libmosquitto's text for `code`.
     private func failureText(_ code: Int32) -> String {
+        // Read first: what follows may set errno. A connection the kernel gave up reports
+        // ETIMEDOUT, or the last soft error it met on the way (a neighbour that stopped
+        // answering: EHOSTUNREACH).
+        let timedOut = code == Int32(MOSQ_ERR_ERRNO.rawValue) && [ETIMEDOUT, EHOSTUNREACH, ENETUNREACH].contains(errno)
+        if timedOut, let bound = state.withLock({ $0.connected ? $0.linkTimeout : nil }) {
+            let seconds = bound == bound.rounded() ? "\(Int(bound))" : "\(bound)"
+            return Mosquitto.disconnectText(code, version: options.version)
+                + " (nothing acknowledged by the broker's host for \(seconds) s: broker.linkTimeout)"
+        }
         if let tlsReport {
             let log = state.withLock { $0.errorLog }
             let diagnosis = tlsReport.diagnosis(log: log)
@@ -765,6 +806,9 @@ private struct State {
     /// moves to the next node at once (several nodes), one closed sooner waits out the delay.
     var lost: Lost?
     enum Lost { case soon, afterWhile }
+    /// The link timeout on the current connection's socket (s), if any: said in the reason
+    /// when the kernel gives the connection up.
+    var linkTimeout: Double?
     /// The first connection attempt failed at once; the network thread begins by retrying.
     var connectOnStart = false
     /// libmosquitto's error lines since the connection attempt began (TLS failures).

@@ -103,3 +103,34 @@ public enum Connect {
         }
     }
 }
+
+/// How soon the kernel gives up a TCP connection whose path went silent.
+///
+/// A host that vanishes from the network (its link down, a partition) sends no reset: by
+/// default Linux retransmits unacknowledged data for about 15 minutes (`tcp_retries2`) and
+/// sends no keepalive probe for 2 hours, so only the application's own pings (MQTT's
+/// keepalive: one to two keepalives) notice. `bound` sets two limits on one socket:
+/// - `TCP_USER_TIMEOUT`: data sent and not acknowledged for `seconds` closes the connection
+///   (`ETIMEDOUT`), as does a receive window that stays closed that long (kernel 5.11 on). A
+///   client that publishes steadily notices a cut this way, `seconds` after it.
+/// - keepalive probes (`SO_KEEPALIVE`), the first after `seconds / 2` of silence, then one a
+///   second, for an idle connection, which has nothing unacknowledged to time out; with
+///   `TCP_USER_TIMEOUT` set, the kernel closes it once nothing was received for `seconds`
+///   and a probe went unanswered (tcp(7)). The host answers the probes, not the program.
+public enum TCPLiveness {
+    public static func bound(_ socket: Int32, seconds: Double) throws(SystemError) {
+        func set(_ level: Int32, _ option: Int32, _ value: Int32, _ name: String) throws(SystemError) {
+            var value = value
+            _ = try syscall("setsockopt", subject: name) {
+                setsockopt(socket, level, option, &value, socklen_t(MemoryLayout<Int32>.size))
+            }
+        }
+        let milliseconds = Int32(min(max(seconds, 0.001), 3_600) * 1_000)
+        try set(Int32(IPPROTO_TCP), TCP_USER_TIMEOUT, milliseconds, "TCP_USER_TIMEOUT")
+        try set(SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE")
+        try set(Int32(IPPROTO_TCP), TCP_KEEPIDLE, max(1, milliseconds / 2_000), "TCP_KEEPIDLE")
+        try set(Int32(IPPROTO_TCP), TCP_KEEPINTVL, 1, "TCP_KEEPINTVL")
+        // Counted only without a user timeout; kept so the probes never outlast it.
+        try set(Int32(IPPROTO_TCP), TCP_KEEPCNT, max(1, milliseconds / 1_000), "TCP_KEEPCNT")
+    }
+}

@@ -55,6 +55,20 @@ struct BrokerIdentityTests {
         #expect(!BrokerURL.isLoopback(host: "10.0.0.5"))
     }
 
+    /// A path to another host is bounded by default; a loopback broker has no path to lose.
+    @Test func linkTimeoutByDefaultToAnotherHostOnly() throws {
+        let config = try FleetConfig.parse(#"{"broker": {"url": "mqtt://10.0.0.5,127.0.0.1:1884", "allowPlaintext": true}}"#)
+        #expect(config.broker.linkTimeout == nil)
+        var options = MQTTClientOptions(config.broker, identity: "brain", clientID: "brain", password: nil)
+        #expect(options.linkTimeout(to: "10.0.0.5") == MQTTClientOptions.defaultLinkTimeout)
+        #expect(options.linkTimeout(to: "127.0.0.1") == 0)
+        #expect(options.linkTimeout(to: "localhost") == 0)
+        options.linkTimeout = 0
+        #expect(options.linkTimeout(to: "10.0.0.5") == 0)
+        options.linkTimeout = 2
+        #expect(options.linkTimeout(to: "127.0.0.1") == 2)
+    }
+
     @Test func risksSaidLoudly() throws {
         let secure = try FleetConfig.parse(#"{"broker": {"url": "mqtts://b.lan", "tls": {"caFile": "/ca.pem"}}}"#)
         #expect(secure.broker.risks(hasPassword: true) == [])

@@ -15,6 +15,7 @@ struct FleetConfigTests {
         "passwordFile": "/etc/beaconbridge/mqtt.password",
         "tls": { "caFile": "/etc/ssl/shop-ca.pem", "certFile": "/etc/beaconbridge/gw.pem", "keyFile": "/etc/beaconbridge/gw.key" },
         "keepalive": 20,
+        "linkTimeout": 4.5,
         "mqttVersion": "5"
       },
       "topicPrefix": "acme/shop-12",
@@ -63,6 +64,8 @@ struct FleetConfigTests {
         #expect(config.broker.tls == TLSConfig(caFile: "/etc/ssl/shop-ca.pem", certFile: "/etc/beaconbridge/gw.pem",
                                                keyFile: "/etc/beaconbridge/gw.key"))
         #expect(config.broker.keepalive == 20)
+        #expect(config.broker.linkTimeout == 4.5)
+        #expect(MQTTClientOptions(config.broker, identity: "door-1", clientID: "door-1", password: nil).linkTimeout == 4.5)
         #expect(config.broker.mqttVersion == .v5)
         #expect(config.topicPrefix == "acme/shop-12")
         #expect(config.topics.fleetConfig == "acme/shop-12/fleet/config")
@@ -250,6 +253,7 @@ struct FleetConfigTests {
         (#"{"defaults": {"queueLimit": 5}}"#, "defaults.queueLimit: 5 is out of range 10…1000000"),
         (#"{"defaults": {"distanceModel": "magic"}}"#, #"defaults.distanceModel: "magic" is not one of "logDistance", "curveFit""#),
         (#"{"broker": {"keepalive": 1}}"#, "broker.keepalive: 1 is out of range 5…65535"),
+        (#"{"broker": {"linkTimeout": -1}}"#, "broker.linkTimeout: -1 is out of range 0…3600 s"),
         (#"{"broker": {"mqttVersion": "3.1"}}"#, #"broker.mqttVersion: "3.1" is not one of "3.1.1", "5""#),
         (#"{"brain": {"zoneUpdates": 0}}"#, "brain.zoneUpdates: 0 is out of range 1…100"),
         (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": -1, "minor": 65536}]}"#,

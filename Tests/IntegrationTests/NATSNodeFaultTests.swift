@@ -23,8 +23,11 @@ import Testing
 /// rule effect came twice, in 2 runs of 3 the brain's presence flapped after the bridge moved.
 ///
 /// A cut is worse for what the brain decides than a kill: nothing tells the clients on the
-/// cut-off node, which notice by their keepalives (the brain about 60 s, the bridge 21 s),
-/// and the wills of the parts on it are never seen (docs/fleet.md has the figures).
+/// cut-off node. The brain notices by its link timeout (`broker.linkTimeout`, here 1.5 s,
+/// below the fleet's 3 s exitTimeout: a brain must give a dead path up before it ends visits
+/// for silence), the store's bridge only by its keepalive (Mosquitto 2.0.11 has nothing
+/// shorter: about 21 s), and the wills of the parts on it are never seen (docs/fleet.md has
+/// the figures).
 ///
 /// Opt-in (`BEACONBRIDGE_NATS_FAULT=1`): about a minute each, up to 3 on this loaded 2-core
 /// machine, and what it compares is not yet met every time.
@@ -143,7 +146,8 @@ struct NATSNodeFaultTests {
 
     /// The centre as it sees a node cut off: a host that lost its network (its link down),
     /// not a process that died. Nothing tells the clients on it, nor it of them: the brain
-    /// (keepalive 30 s) and the bridge (10 s) notice by their keepalives and move on.
+    /// gives the silent path up after its link timeout and moves on; the bridge after one to
+    /// two keepalives (10 s).
     @Test("cut off the brain's node, then the bridge's, from the two others and from its clients, then heal: what the brain decides against a run without the fault",
           .enabled(if: NetworkLab.available, "needs root for ip netns"), arguments: [0, 1])
     func cutOffNode(_ victim: Int) async throws {
@@ -160,7 +164,17 @@ struct NATSNodeFaultTests {
         #expect(faulted.retained == expected.retained, "the retained state after the cut and the heal")
         #expect(!cut.afterHeal.contains("brain/status offline") && !cut.afterHeal.contains("stores/100/bridge 0"),
                 "no will of a client the cut-off node gave up arrives after the heal: \(cut)")
-        withKnownIssue("a cut-off node: its clients notice by their keepalives (the brain about 60 s, the bridge 21 s), what is published meanwhile at QoS 0 is lost, and the brain ends visits it stops hearing about",
+        // Not met (docs/fleet.md, "What each failure looks like"), 2 runs of each on 2026-11-28:
+        // node 1 cut, the brain gave it up 1.5 s after the cut (its link timeout) and was back
+        // on another node after 5.1 and 6.2 s, of which 4 s nats-server 2.9 held its connect
+        // ("loading session record … timeout") while $MQTT_sess elected a leader; it decided
+        // every visit once, but a departure seen during the gap was decided later than without
+        // the cut (100/2's exit at 14.25 s of capture time instead of 13.0 s). Node 2 cut, the
+        // bridge moved after 21.7 s (Mosquitto 2.0.11's bridge has only its keepalive, and a
+        // 5 s one flapped at the heal: docs/fleet.md), the store's QoS 0 reports of those
+        // seconds are lost and the brain ended a visit it stopped hearing about. The healed
+        // node served the retained state 8-27 s after the heal.
+        withKnownIssue("a cut-off node: the brain back 5-6 s after the cut (nats-server 2.9 holds its connect 4 s while JetStream elects a leader), the bridge after 21 s (Mosquitto 2.0.11: keepalive only), reports of the gap lost (QoS 0), a departure decided later or a visit ended; the healed node slow to serve the retained state",
                        isIntermittent: true) {
             #expect(faulted.effects.rules == expected.effects.rules, "rule effects once each, as without the cut")
             #expect(faulted.effects.inbox == expected.effects.inbox, "greetings once each, as without the cut")
@@ -260,7 +274,7 @@ struct NATSNodeFaultTests {
         }
         let fleet = try dir.write("fleet.json", """
         {
-          "broker": { "url": "\(url(from: 0))", "allowPlaintext": true },
+          "broker": { "url": "\(url(from: 0))", "allowPlaintext": true, "linkTimeout": 1.5 },
           "centre": { "kind": "nats", "nodes": [\(nodes.joined(separator: ", "))] },
           "bridge": { "url": "\(url(from: 1))" },
           "brain": { "joins": "open" },
