@@ -236,8 +236,73 @@ public struct FloorSimulation: Sendable {
         }
     }
 
-    /// Every advertisement of `visits` each gateway hears, by gateway index.
-    func sightings(of visits: [Visit], random: inout SplitMix64) -> [[(time: Double, report: HCIEventBuilder.Report)]] {
+    /// The radio's own answer (issue 19): for each customer, at every advertisement he
+    /// sends, the gateway whose level is the highest once fast fading and losses are averaged
+    /// away, i.e. by path loss, slow shadowing, bodies and walls alone (each gateway's
+    /// `rssiOffset` left out: calibration's to correct); present exactly from arrival to
+    /// departure. The same random draws as `captures()`, so the same levels the gateways heard.
+    ///
+    /// With `averagingStands`, while the customer stands (a run of dwell legs: turns and
+    /// shuffles included) the levels are averaged over the whole stand, past and future, and
+    /// its loudest gateway holds for all of it: what a decider could reach that knew exactly
+    /// when a customer stands still and could wait for him to leave before deciding. Neither
+    /// answer bounds every decider (one that knew how customers stand, e.g. that a queue
+    /// faces the till, could do better), but no decider that only hears the advertisements is
+    /// told more than these levels.
+    public func radioAnswer(averagingStands: Bool = false) -> [UInt32: ZoneTimeline] {
+        var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
+        let visits = self.visits
+        var levels: [Int: [(time: Double, means: [Double])]] = [:]
+        _ = sightings(of: visits, random: &random) { visit, time, means in levels[visit, default: []].append((time, means)) }
+        func loudest(_ means: [Double]) -> String { layout.gateways[means.indices.max { means[$0] < means[$1] } ?? 0].id }
+        var out: [UInt32: ZoneTimeline] = [:]
+        for (index, visit) in visits.enumerated() {
+            let samples = levels[index] ?? []
+            var zones = samples.map { loudest($0.means) }
+            if averagingStands {
+                for stand in Self.stands(visit.legs) {
+                    let inside = samples.indices.filter { stand.contains(samples[$0].time) }
+                    guard let first = inside.first else { continue }
+                    var sum = samples[first].means.map { _ in 0.0 }
+                    for i in inside { for g in sum.indices { sum[g] += samples[i].means[g] } }
+                    let zone = loudest(sum)
+                    for i in inside { zones[i] = zone }
+                }
+            }
+            var timeline = ZoneTimeline()
+            for (sample, zone) in zip(samples, zones) { timeline.record(zone, at: sample.time) }
+            timeline.record(nil, at: visit.departure)
+            let key = PresenceScore.key(store, visit.minor)
+            // A beacon that comes back: its visits one after another on one timeline.
+            out[key] = ZoneTimeline((out[key]?.changes ?? []) + timeline.changes)
+        }
+        return out
+    }
+
+    /// The spans of capture time a customer stands: runs of dwell legs (turns and shuffles
+    /// are standing too).
+    static func stands(_ legs: [Visit.Leg]) -> [ClosedRange<Double>] {
+        var out: [ClosedRange<Double>] = []
+        var begin: Double?, last = 0.0
+        for leg in legs {
+            if leg.isDwell {
+                if begin == nil { begin = leg.start }
+                last = leg.end
+            } else if let b = begin {
+                out.append(b...max(b, last))
+                begin = nil
+            }
+        }
+        if let b = begin { out.append(b...max(b, last)) }
+        return out
+    }
+
+    /// Every advertisement of `visits` each gateway hears, by gateway index. `levels`, when
+    /// given, is told every advertisement's level at each gateway without fast fading
+    /// (`radioAnswer`); it draws no random number.
+    func sightings(of visits: [Visit], random: inout SplitMix64,
+                   levels: ((_ visit: Int, _ time: Double, _ means: [Double]) -> Void)? = nil)
+        -> [[(time: Double, report: HCIEventBuilder.Report)]] {
         var heard: [[(time: Double, report: HCIEventBuilder.Report)]] = Array(repeating: [], count: layout.gateways.count)
         let bodies = radio.bodies
         for (v, visit) in visits.enumerated() {
@@ -253,6 +318,7 @@ public struct FloorSimulation: Sendable {
                 for (index, rssi) in channel.sample(at: t, from: position, extra: extra, random: &random) {
                     heard[index].append((t, .init(address: visit.address, data: data, rssi: rssi)))
                 }
+                levels?(v, t, channel.means)
                 // BLE adds 0–10 ms of random delay to every advertising interval.
                 t += period + random.uniform(0...0.01)
             }
@@ -333,6 +399,9 @@ struct RadioChannel {
     let layout: StoreLayout
     var shadow: [Double]
     var last: (time: Double, position: FloorPoint)?
+    /// The last sample's level at each gateway without fast fading, losses or the gateway's
+    /// `rssiOffset` (`FloorSimulation.radioAnswer`).
+    var means: [Double] = []
 
     init(radio: RadioModel, layout: StoreLayout, random: inout SplitMix64) {
         self.radio = radio
@@ -352,10 +421,14 @@ struct RadioChannel {
         }
         last = (t, position)
         var out: [(Int, Int8)] = []
+        means.removeAll(keepingCapacity: true)
         for (i, gateway) in layout.gateways.enumerated() {
             let distance = max(gateway.position.distance(to: position), 0.3)
-            let rssi = radio.measuredPower - 10 * radio.pathLossExponent * Double.log10(distance) + shadow[i]
-                + random.gaussian(deviation: radio.fading) + gateway.rssiOffset - layout.wallLoss(position, gateway.position)
+            let level = radio.measuredPower - 10 * radio.pathLossExponent * Double.log10(distance) + shadow[i]
+            let wall = layout.wallLoss(position, gateway.position)
+            means.append(level - wall + (extra?[i] ?? 0))
+            // Summed in this order since the model began: the same seed gives the same bytes.
+            let rssi = level + random.gaussian(deviation: radio.fading) + gateway.rssiOffset - wall
                 + (extra?[i] ?? 0)
             let lost = random.uniform(0...1) < radio.loss
             if !lost, rssi >= radio.sensitivity { out.append((i, Int8(clamping: Int(rssi.rounded())))) }

@@ -167,6 +167,8 @@ struct Score: AsyncParsableCommand {
                     fused: PresenceScore(truth: truth, timelines: run.timelines(start: simulation.start)),
                     strongest: PresenceScore(truth: truth, timelines: ZoneBaseline.strongestEachSecond(run.sightings)),
                     previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)),
+                    radio: PresenceScore(truth: truth, timelines: simulation.radioAnswer()),
+                    radioStands: PresenceScore(truth: truth, timelines: simulation.radioAnswer(averagingStands: true)),
                     calibration: run.calibration)
                 results.append(result)
                 if history {
@@ -228,6 +230,11 @@ struct SeedResult {
     var fused: PresenceScore
     var strongest: PresenceScore
     var previous: PresenceScore
+    /// The radio's own answer (`FloorSimulation.radioAnswer`): the gateway loudest with fast
+    /// fading and losses averaged away, from the simulator's levels, not from the captures.
+    var radio: PresenceScore
+    /// The same with the levels averaged over each whole stand (`averagingStands`).
+    var radioStands: PresenceScore
     /// The brain's calibration at the end of the run, by gateway (in process only).
     var calibration: [String: CalibrationRecord] = [:]
 }
@@ -256,21 +263,23 @@ struct ScoreReport {
     ]
 
     static let deciders: [(name: String, pick: @Sendable (SeedResult) -> PresenceScore)] = [
-        ("brain", { $0.fused }), ("strongest", { $0.strongest }), ("previous", { $0.previous }),
+        ("brain", { $0.fused }), ("strongest", { $0.strongest }), ("previous", { $0.previous }), ("radio", { $0.radio }), ("radio-stands", { $0.radioStands }),
     ]
 
     /// One line per layout: the brain's zone right and flaps, the strongest-gateway rule's
     /// zone right, and how far the brain is above it (medians over the seeds, [min–max]).
     static func layoutTable(_ reports: [(layout: FloorScenario, results: [SeedResult])]) -> String {
-        var lines = ["| layout | zone right, median [min–max] | flaps/visit | follow delay s | strongest | brain − strongest, median [min] |",
-                     "| --- | --- | --- | --- | --- | --- |"]
+        var lines = ["| layout | zone right, median [min–max] | flaps/visit | follow delay s | strongest | brain − strongest, median [min] | radio's own answer |",
+                     "| --- | --- | --- | --- | --- | --- | --- |"]
         for (layout, results) in reports {
             let right = Summary(results.map(\.fused.zoneRight)), flaps = Summary(results.map(\.fused.flapsPerVisit))
             let follow = Summary(results.map(\.fused.followDelay)), strongest = Summary(results.map(\.strongest.zoneRight))
             let gain = Summary(results.map { $0.fused.zoneRight - $0.strongest.zoneRight })
+            let radio = Summary(results.map(\.radio.zoneRight)), stands = Summary(results.map(\.radioStands.zoneRight))
             lines.append("| \(layout.rawValue) | \(decimal(right.median, places: 1)) % [\(decimal(right.min, places: 1))–"
                          + "\(decimal(right.max, places: 1))] | \(decimal(flaps.median, places: 2)) | \(decimal(follow.median, places: 2)) | "
-                         + "\(decimal(strongest.median, places: 1)) % | \(decimal(gain.median, places: 1)) [\(decimal(gain.min, places: 1))] |")
+                         + "\(decimal(strongest.median, places: 1)) % | \(decimal(gain.median, places: 1)) [\(decimal(gain.min, places: 1))] | "
+                         + "\(decimal(radio.median, places: 1)) % (each stand averaged \(decimal(stands.median, places: 1)) %) |")
         }
         return lines.joined(separator: "\n")
     }
@@ -314,7 +323,8 @@ struct ScoreReport {
             "seeds": .array(results.map { result -> JSONValue in
                 var seed: JSONObject = ["seed": .number(Double(result.seed)), "visits": .number(Double(result.fused.visits)),
                                         "brain": figures(result.fused), "strongest": figures(result.strongest),
-                                        "previous": figures(result.previous)]
+                                        "previous": figures(result.previous), "radio": figures(result.radio),
+                                        "radioStands": figures(result.radioStands)]
                 if !result.calibration.isEmpty {
                     // What the brain learned: the offset it adds to each gateway's RSSI, and the exponent.
                     seed["calibration"] = .object(JSONObject(result.calibration.sorted { $0.key < $1.key }.map {

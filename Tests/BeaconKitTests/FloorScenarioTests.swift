@@ -127,4 +127,54 @@ struct FloorScenarioTests {
         #expect(Int(front) - Int(behind) == 10, "straight behind: 10 dB")
         #expect(Int(front) - Int(blocked) == 6, "another customer in the line of sight: his 6 dB")
     }
+
+    /// The radio's own answer's zone and the true zone at every moment it changes.
+    func answers(_ sim: FloorSimulation, averagingStands: Bool = false)
+        -> [(visit: FloorSimulation.Visit, time: Double, answer: String, truth: String)] {
+        let timelines = sim.radioAnswer(averagingStands: averagingStands)
+        return sim.visits.flatMap { visit in
+            (timelines[PresenceScore.key(sim.store, visit.minor)]?.changes ?? []).compactMap { change in
+                guard let zone = change.zone, let at = visit.position(at: change.time) else { return nil }
+                return (visit, change.time, zone, sim.layout.zone(at: at))
+            }
+        }
+    }
+
+    @Test("the radio's own answer: without shadowing, bodies or walls, the loudest gateway is the nearest at every advertisement")
+    func radioAnswerIsTheNearestWithoutShadowing() {
+        var sim = simulation(.gateways, customers: 8)
+        sim.radio.shadowing = 0
+        let changes = answers(sim)
+        #expect(changes.count >= 8 * 2, "every visit's entry and at least one zone change: \(changes.count)")
+        for change in changes { #expect(change.answer == change.truth, "\(change.time) s: \(change.answer) for \(change.truth)") }
+        // Fast fading and losses are not in it: the same answer with more of both.
+        var noisy = sim
+        noisy.radio.fading = 9
+        noisy.radio.loss = 0.6
+        #expect(answers(noisy).map(\.answer) == changes.map(\.answer))
+    }
+
+    @Test("the radio's own answer in the queue: facing the till, customers standing in the shelves' zone are louder at the counter")
+    func radioAnswerInTheQueue() {
+        var sim = simulation(.queue)
+        sim.radio.shadowing = 0
+        // In the queue: from the place the customer joins at (the stand before his first
+        // one-second step forward) until he leaves the till.
+        func queueing(_ visit: FloorSimulation.Visit, at time: Double) -> Bool {
+            guard let first = visit.legs.firstIndex(where: { !$0.isDwell && abs($0.end - $0.start - 1) < 1e-9 }), first > 0,
+                  let served = visit.legs.lastIndex(where: \.isDwell) else { return false }
+            return time >= visit.legs[first - 1].start && time <= visit.legs[served].end
+        }
+        let wrongWhileStanding = answers(sim).filter { change in
+            change.answer != change.truth && !change.visit.isWalking(at: change.time) && queueing(change.visit, at: change.time)
+        }
+        #expect(!wrongWhileStanding.isEmpty)
+        // Every one the body's doing: the counter's, where the truth is the shelves'.
+        for change in wrongWhileStanding {
+            #expect(change.answer == "counter" && change.truth == "shelves", "\(change.time) s: \(change.answer) for \(change.truth)")
+        }
+        // The levels averaged over each whole stand say the same: no average undoes a body.
+        let score = PresenceScore(truth: sim.truth, timelines: sim.radioAnswer(averagingStands: true))
+        #expect(score.dwellingWrong > 5, "\(score.dwellingWrong) % of standing time wrong")
+    }
 }
