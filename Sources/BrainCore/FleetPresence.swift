@@ -823,7 +823,10 @@ public struct FleetPresence: Sendable {
         if let zone = e.links[beacon.zone], zone.level != nil {
             let telling = max(brain.zoneStaleAfter, (brain.exitSamples / 2) / max(zone.rate ?? 0, 1e-3))
             if end.seconds(since: zone.quietSince) < telling || challenger.lastHeard <= zone.lastHeard {
-                wins = louder(challenger, than: zone, at: end)
+                // A customer who has held his zone `zoneSettle` seconds is standing: only surer
+                // evidence moves him (docs/presence.md, "Settled customers").
+                let settled = brain.zoneSettle > 0 && end.seconds(since: e.zoneSince ?? end) >= brain.zoneSettle
+                wins = louder(challenger, than: zone, at: end, settled: settled)
             }
         }
         guard wins else {
@@ -837,6 +840,7 @@ public struct FleetPresence: Sendable {
         }
         guard e.passes >= brain.zoneUpdates else { return }
         move(&beacon, to: candidate, at: end, &events)
+        e.zoneSince = end
         e.challenger = nil
         e.passes = 0
     }
@@ -845,13 +849,17 @@ public struct FleetPresence: Sendable {
     /// (by `zoneMargin`), given both estimates' uncertainty; `zoneConfidenceWalking` sure
     /// while `a`'s level rises against `b`'s (their trends differ by more than half the
     /// difference's standard deviation): the customer walks from `b` towards `a`.
-    private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: Instant) -> Bool {
+    /// Standard deviations each confidence asks more once a beacon has held its zone
+    /// `zoneSettle` seconds (0.97 becomes 0.998, 0.88 becomes 0.985).
+    static let settledMargin = 1.0
+
+    private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: Instant, settled: Bool = false) -> Bool {
         let brain = settings.brain
         guard let c = a.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise),
               let z = b.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise)
         else { return a.level != nil }
         let walking = a.slope - b.slope > Self.walkingTrend * (a.slopeVariance + b.slopeVariance).squareRoot()
-        let score = walking ? zScore.walking : zScore.still
+        let score = (walking ? zScore.walking : zScore.still) + (settled ? Self.settledMargin : 0)
         return c.level - z.level - brain.zoneMargin > score * (c.variance + z.variance).squareRoot()
     }
 
@@ -925,6 +933,7 @@ public struct FleetPresence: Sendable {
             zone = door
         }
         var e = e
+        e.zoneSince = end
         _ = updateDue(&e, gateway: zone, at: end)
         e.lastDecided = end
         evidence[ref] = e

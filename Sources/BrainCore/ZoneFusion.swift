@@ -138,6 +138,8 @@ struct Evidence: Sendable, Equatable {
     /// whose hashing was a tenth of a step's work.
     var heardInStep = false
     var viewsChangedInStep = false
+    /// When the beacon's zone last changed (or it entered), capture time.
+    var zoneSince: Instant?
 
     init(at time: Instant) {
         firstHeard = time

@@ -22,6 +22,10 @@ public struct BrainConfig: Sendable, Equatable {
     public var zoneUpdates: Int
     /// Seconds without an advertisement after which a gateway can no longer take the zone.
     public var zoneStaleAfter: Double
+    /// `pairwise`: seconds a beacon must have held its zone before each confidence asks one
+    /// standard deviation more (0: never). Fewer flaps for customers who stand between
+    /// gateways, later moves for walkers (docs/presence.md, "Settled customers").
+    public var zoneSettle: Double = 0
     /// Which estimator decides the zone: the pairwise comparison of smoothed levels
     /// (`zoneConfidence`…), or the zone HMM (`zoneDwell`, `zoneSwitch`, `zoneHold`,
     /// `zoneNoise`; docs/presence.md, "The zone HMM").

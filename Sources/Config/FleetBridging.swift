@@ -185,7 +185,7 @@ extension FleetConfig {
     }
 
     static let brainKeys = ["zoneConfidence", "zoneConfidenceWalking", "zoneMargin", "zoneUpdates", "zoneStaleAfter",
-                            "zoneModel", "zoneDwell", "zoneSwitch", "zoneHold", "zoneNoise",
+                            "zoneSettle", "zoneModel", "zoneDwell", "zoneSwitch", "zoneHold", "zoneNoise",
                             "rssiProcessNoise", "rssiTrendNoise", "rssiMeasurementNoise", "entryWindow", "entranceWait",
                             "exitSamples", "exitMinimum", "clockHold", "joins", "joinMaxAge", "shards", "calibration",
                             "lowBattery", "missingAfter"]

@@ -153,6 +153,7 @@ extension FleetConfig {
             if let v = r.number(o["zoneMargin"], at: "brain.zoneMargin", in: 0...40, unit: " dB") { brain.zoneMargin = v }
             if let v = r.integer(o["zoneUpdates"], at: "brain.zoneUpdates", in: 1...100) { brain.zoneUpdates = v }
             if let v = r.number(o["zoneStaleAfter"], at: "brain.zoneStaleAfter", in: 0.5...60, unit: " s") { brain.zoneStaleAfter = v }
+            if let v = r.number(o["zoneSettle"], at: "brain.zoneSettle", in: 0...3600, unit: " s") { brain.zoneSettle = v }
             if let v = r.oneOf(o["zoneModel"], at: "brain.zoneModel", ZoneModelKind.allCases.map(\.rawValue)) {
                 brain.zoneModel = ZoneModelKind(rawValue: v)!
             }

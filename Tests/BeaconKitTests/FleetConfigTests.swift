@@ -213,7 +213,7 @@ struct FleetConfigTests {
         (#"{"beacons": [{"uuid": "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", "major": 1, "minor": 1, "colour": 1}]}"#,
          #"beacons[0].colour: unknown key (known: uuid, major, minor, namespace, instance, name, measuredPower, latitude, longitude, heading, floor, store, ad, owner, profile, position)"#),
         (#"{"brain": {"zoneMargn": 1}}"#, #"brain.zoneMargn: unknown key (did you mean "zoneMargin"?)"#),
-        (#"{"brain": {"zone": 1}}"#, #"brain.zone: unknown key (known: zoneConfidence, zoneConfidenceWalking, zoneMargin, zoneUpdates, zoneStaleAfter, zoneModel, zoneDwell, zoneSwitch, zoneHold, zoneNoise, rssiProcessNoise, rssiTrendNoise, rssiMeasurementNoise, entryWindow, entranceWait, exitSamples, exitMinimum, clockHold, joins, joinMaxAge, shards, calibration, lowBattery, missingAfter)"#),
+        (#"{"brain": {"zone": 1}}"#, #"brain.zone: unknown key (known: zoneConfidence, zoneConfidenceWalking, zoneMargin, zoneUpdates, zoneStaleAfter, zoneSettle, zoneModel, zoneDwell, zoneSwitch, zoneHold, zoneNoise, rssiProcessNoise, rssiTrendNoise, rssiMeasurementNoise, entryWindow, entranceWait, exitSamples, exitMinimum, clockHold, joins, joinMaxAge, shards, calibration, lowBattery, missingAfter)"#),
         (#"{"colour": 1}"#, #"colour: unknown key (known: $schema, broker, topicPrefix, uuids, defaults, gateways, beacons, stores, rules, brain, bridge, homeAssistant, history, centre)"#),
     ])
     func unknownKeys(_ json: String, _ error: String) {

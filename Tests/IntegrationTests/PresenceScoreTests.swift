@@ -90,6 +90,28 @@ struct PresenceScoreTests {
         }
     }
 
+    /// Settled customers (`brain.zoneSettle` 5 s), selectable: measured on seed 1 in process
+    /// (docs/presence.md, "Settled customers"); floors just under, as above.
+    static let settleFloors: [(layout: String, measured: (right: Double, flaps: Double))] = [
+        ("gateways", (94.2, 0.6)), ("queue", (90.2, 2.0)), ("spots", (78.2, 4.15)), ("crowd", (94.0, 1.75)), ("fobs", (88.7, 1.5)),
+    ]
+
+    @Test("settled customers keep their figures on every layout (in process, seed 1)")
+    func settleFloors() async throws {
+        let result = try await score(["--in-process", "--seeds", "1", "--layout", Self.settleFloors.map(\.layout).joined(separator: ","),
+                                      "--brain", #"{"zoneSettle":5}"#])
+        let layouts = try #require(result["layouts"]?.arrayValue)
+        #expect(layouts.compactMap { $0["layout"]?.stringValue } == Self.settleFloors.map(\.layout))
+        for (layout, floor) in zip(layouts, Self.settleFloors) {
+            let brain = try #require(layout["seeds"]?.arrayValue?.first)["brain"]
+            let label = "\(floor.layout): \(brain.map { "\($0)" } ?? "nil")"
+            #expect(try #require(brain?["zoneRight"]?.numberValue) >= floor.measured.right - 1, "\(label)")
+            #expect((brain?["flapsPerVisit"]?.numberValue ?? 99) <= floor.measured.flaps + 0.75, "\(label)")
+            #expect((brain?["exitDelay"]?.numberValue ?? 99) <= 5, "\(label)")
+            #expect(brain?["missed"]?.numberValue == 0, "\(label)")
+        }
+    }
+
     @Test("calibration: with gateways reading ±6 dB off, the brain that calibrates from their own beacons keeps its zone figure (in process, seed 1)")
     func calibrationFloor() async throws {
         // Customers stand anywhere within 2.5 m of a gateway, where offsets move zones; measured
