@@ -263,7 +263,7 @@ struct ScoreReport {
     ]
 
     static let deciders: [(name: String, pick: @Sendable (SeedResult) -> PresenceScore)] = [
-        ("brain", { $0.fused }), ("strongest", { $0.strongest }), ("previous", { $0.previous }), ("radio", { $0.radio }), ("radio-stands", { $0.radioStands }),
+        ("brain", { $0.fused }), ("strongest", { $0.strongest }), ("previous", { $0.previous }), ("radio", { $0.radio }), ("radioStands", { $0.radioStands }),
     ]
 
     /// One line per layout: the brain's zone right and flaps, the strongest-gateway rule's
