@@ -401,6 +401,12 @@ extension BenchRun {
         guard await everything.wait(timeout: 60) == 0, let counted = everything.lastJSON else {
             throw CommandFailure("the C subscriber at the centre failed\n\(everything.errors)", status: .failure)
         }
+        if let refused = counted["refused"]?.numberValue, refused > 0 {
+            writeStandardError("beaconctl bench: the centre refused \(Int(refused)) of the C subscriber's subscriptions (SUBACK 0x80)\n")
+        }
+        if let times = counted["connections"]?.numberValue, times > 1 {
+            writeStandardError("beaconctl bench: the C subscriber at the centre was connected \(Int(times)) times (libmosquitto reconnected it; it subscribed again)\n")
+        }
         let loadAfter = loadAverage()
         for client in clients { await client.stop(timeout: 1) }
         clients.removeAll()

@@ -78,21 +78,33 @@ struct client {
     const char *reply_prefix;
     // QoS 1 publishes the broker has acknowledged.
     long acked;
+    // Connections the broker accepted, and the filters to subscribe again on each after the
+    // first (sub): libmosquitto's thread reconnects by itself, with a clean session.
+    long connections;
+    // Subscriptions the broker refused (SUBACK 0x80).
+    long refused;
+    const char **filters;
+    int nfilters;
 };
 
 static void on_connect(struct mosquitto *mosq, void *context, int rc) {
-    (void)mosq;
     struct client *c = context;
     pthread_mutex_lock(&c->lock);
     c->connected = rc == 0 ? 1 : -1;
+    if (rc == 0) c->connections++;
+    int again = rc == 0 && c->connections > 1;
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
+    // A clean session forgot the subscriptions: make them again, or nothing more arrives.
+    for (int i = 0; again && i < c->nfilters; i++) mosquitto_subscribe(mosq, NULL, c->filters[i], 0);
 }
 
 static void on_subscribe(struct mosquitto *mosq, void *context, int mid, int count, const int *granted) {
-    (void)mosq; (void)mid; (void)count; (void)granted;
+    (void)mosq; (void)mid;
     struct client *c = context;
     pthread_mutex_lock(&c->lock);
+    // 0x80: the broker refused the subscription (MQTT 3.1.1 SUBACK failure).
+    for (int i = 0; i < count; i++) if (granted[i] == 0x80) c->refused++;
     c->subscribed = 1;
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
@@ -313,6 +325,10 @@ static int mode_sub(int port, long count, const char **filters, int nfilters, do
         c.capacity = count;
     }
     for (int i = 0; i < nfilters; i++) client_subscribe(&c, filters[i], 0);
+    pthread_mutex_lock(&c.lock);
+    c.filters = filters;
+    c.nfilters = nfilters;
+    pthread_mutex_unlock(&c.lock);
     printf("ready\n");
     fflush(stdout);
     // Waits for the first message for as long as the other side takes to start.
@@ -331,8 +347,12 @@ static int mode_sub(int port, long count, const char **filters, int nfilters, do
         }
         fclose(file);
     }
-    printf("{\"mode\":\"sub\",\"received\":%ld,\"bytes\":%ld,\"first\":%.9f,\"last\":%.9f}\n", received, c.bytes,
-           first, last);
+    pthread_mutex_lock(&c.lock);
+    long connections = c.connections;
+    long refused = c.refused;
+    pthread_mutex_unlock(&c.lock);
+    printf("{\"mode\":\"sub\",\"received\":%ld,\"bytes\":%ld,\"first\":%.9f,\"last\":%.9f,\"connections\":%ld,"
+           "\"refused\":%ld}\n", received, c.bytes, first, last, connections, refused);
     fflush(stdout);
     client_stop(&c);
     return 0;
