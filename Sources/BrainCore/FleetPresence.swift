@@ -825,7 +825,8 @@ public struct FleetPresence: Sendable {
             if end.seconds(since: zone.quietSince) < telling || challenger.lastHeard <= zone.lastHeard {
                 // A customer who has held his zone `zoneSettle` seconds is standing: only surer
                 // evidence moves him (docs/presence.md, "Settled customers").
-                let settled = brain.zoneSettle > 0 && end.seconds(since: e.zoneSince ?? end) >= brain.zoneSettle
+                // (A visit a restarted brain continues has held its zone since it was first heard again.)
+                let settled = brain.zoneSettle > 0 && end.seconds(since: e.zoneSince ?? e.firstHeard) >= brain.zoneSettle
                 wins = louder(challenger, than: zone, at: end, settled: settled)
             }
         }
@@ -845,14 +846,15 @@ public struct FleetPresence: Sendable {
         e.passes = 0
     }
 
-    /// Whether the brain is `zoneConfidence` sure that `a` hears the beacon louder than `b`
-    /// (by `zoneMargin`), given both estimates' uncertainty; `zoneConfidenceWalking` sure
-    /// while `a`'s level rises against `b`'s (their trends differ by more than half the
-    /// difference's standard deviation): the customer walks from `b` towards `a`.
     /// Standard deviations each confidence asks more once a beacon has held its zone
     /// `zoneSettle` seconds (0.97 becomes 0.998, 0.88 becomes 0.985).
     static let settledMargin = 1.0
 
+    /// Whether the brain is `zoneConfidence` sure that `a` hears the beacon louder than `b`
+    /// (by `zoneMargin`), given both estimates' uncertainty; `zoneConfidenceWalking` sure
+    /// while `a`'s level rises against `b`'s (their trends differ by more than half the
+    /// difference's standard deviation): the customer walks from `b` towards `a`. `settled`:
+    /// each asks `settledMargin` standard deviations more (`zoneSettle`).
     private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: Instant, settled: Bool = false) -> Bool {
         let brain = settings.brain
         guard let c = a.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise),
