@@ -5,12 +5,13 @@ extension FleetConfig {
     /// `brain.zoneUpdates` above 1 put customers in the right zone less of the time on the
     /// simulated stores they were measured on (customers at the gateways or metres from them,
     /// one advertisement a second, σ 6 dB shadowing with 40 % loss: docs/presence.md,
-    /// "Settings that score worse"); they buy fewer flaps.
-    /// `beaconctl config check` prints them as warnings.
+    /// "Settings that score worse"); they buy fewer flaps. Also `brain.zoneSettle` where the
+    /// estimator does not read it. `beaconctl config check` prints them as warnings.
     public var zoneWarnings: [String] {
         var warnings: [String] = []
         let defaults = BrainConfig()
-        let instead = "for fewer zone flaps raise brain.zoneConfidenceWalking instead (docs/presence.md)"
+        let instead = "for fewer zone flaps where customers stand set brain.zoneSettle (5 s), or raise "
+            + "brain.zoneConfidenceWalking, instead (docs/presence.md)"
         if brain.zoneMargin > defaults.zoneMargin {
             warnings.append("brain.zoneMargin \(plain(brain.zoneMargin)) dB: a margin above the default "
                             + "\(plain(defaults.zoneMargin)) (2 and 4 were tried) measured fewer seconds in the right zone on the simulated "
@@ -20,6 +21,10 @@ extension FleetConfig {
             warnings.append("brain.zoneUpdates \(brain.zoneUpdates): more than the default \(defaults.zoneUpdates) "
                             + "step in a row measured fewer seconds in the right zone on the simulated stores it was "
                             + "tried on (the zone follows a walker later); \(instead)")
+        }
+        if brain.zoneSettle > 0, brain.zoneModel != .pairwise {
+            warnings.append("brain.zoneSettle \(plain(brain.zoneSettle)) s: only the pairwise estimator settles; with "
+                            + "brain.zoneModel \"\(brain.zoneModel.rawValue)\" it changes nothing")
         }
         return warnings
     }

@@ -133,6 +133,12 @@ struct CommandLineTests {
                                            + "measured fewer seconds in the right zone"), "\(zoneWarned.stderr)")
         #expect(zoneWarned.stderr.contains("warning: \(sluggish): brain.zoneUpdates 3: more than the default 1 step"),
                 "\(zoneWarned.stderr)")
+        #expect(zoneWarned.stderr.contains("set brain.zoneSettle (5 s)"), "\(zoneWarned.stderr)")
+        let unsettled = try dir.write("unsettled.json", #"{"brain": {"zoneModel": "hmm", "zoneSettle": 5}}"#)
+        let settleWarned = try await run("beaconctl", ["config", "check", unsettled])
+        #expect(settleWarned.status == 0, "a warning, not an error: \(settleWarned.stderr)")
+        #expect(settleWarned.stderr.contains(#"brain.zoneSettle 5 s: only the pairwise estimator settles; with brain.zoneModel "hmm" it changes nothing"#),
+                "\(settleWarned.stderr)")
 
         // Issue 18: "Hello ! A  is on its way." through a publish rule without a fallback: warned.
         let holey = try dir.write("holey.json", """
