@@ -242,41 +242,45 @@ public struct FloorSimulation: Sendable {
     /// `rssiOffset` left out: calibration's to correct); present exactly from arrival to
     /// departure. The same random draws as `captures()`, so the same levels the gateways heard.
     ///
-    /// With `averagingStands`, while the customer stands (a run of dwell legs: turns and
-    /// shuffles included) the levels are averaged over the whole stand, past and future, and
-    /// its loudest gateway holds for all of it: what a decider could reach that knew exactly
-    /// when a customer stands still and could wait for him to leave before deciding. Neither
-    /// answer bounds every decider (one that knew how customers stand, e.g. that a queue
-    /// faces the till, could do better), but no decider that only hears the advertisements is
-    /// told more than these levels.
-    public func radioAnswer(averagingStands: Bool = false) -> [UInt32: ZoneTimeline] {
+    /// `standsAveraged` is the same but while the customer stands (a run of dwell legs: turns
+    /// and shuffles included): there the levels are averaged over the whole stand, past and
+    /// future, and its loudest gateway holds for all of it: what a decider could reach that
+    /// knew exactly when a customer stands still and could wait for him to leave before
+    /// deciding. Neither answer bounds every decider (one that knew how customers stand, e.g.
+    /// that a queue faces the till, could do better), but no decider that only hears the
+    /// advertisements is told more than these levels. Both from one pass over the levels.
+    public func radioAnswers() -> (loudest: [UInt32: ZoneTimeline], standsAveraged: [UInt32: ZoneTimeline]) {
         var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
         let visits = self.visits
         var levels: [Int: [(time: Double, means: [Double])]] = [:]
         _ = sightings(of: visits, random: &random) { visit, time, means in levels[visit, default: []].append((time, means)) }
         func loudest(_ means: [Double]) -> String { layout.gateways[means.indices.max { means[$0] < means[$1] } ?? 0].id }
-        var out: [UInt32: ZoneTimeline] = [:]
-        for (index, visit) in visits.enumerated() {
-            let samples = levels[index] ?? []
-            var zones = samples.map { loudest($0.means) }
-            if averagingStands {
-                for stand in Self.stands(visit.legs) {
-                    let inside = samples.indices.filter { stand.contains(samples[$0].time) }
-                    guard let first = inside.first else { continue }
-                    var sum = samples[first].means.map { _ in 0.0 }
-                    for i in inside { for g in sum.indices { sum[g] += samples[i].means[g] } }
-                    let zone = loudest(sum)
-                    for i in inside { zones[i] = zone }
-                }
-            }
+        var each: [UInt32: ZoneTimeline] = [:], averaged: [UInt32: ZoneTimeline] = [:]
+        /// Appends a visit's zones at its samples' times, then its departure.
+        func append(_ zones: [String], of samples: [(time: Double, means: [Double])], departure: Double,
+                    to out: inout [UInt32: ZoneTimeline], key: UInt32) {
             var timeline = ZoneTimeline()
             for (sample, zone) in zip(samples, zones) { timeline.record(zone, at: sample.time) }
-            timeline.record(nil, at: visit.departure)
-            let key = PresenceScore.key(store, visit.minor)
+            timeline.record(nil, at: departure)
             // A beacon that comes back: its visits one after another on one timeline.
             out[key] = ZoneTimeline((out[key]?.changes ?? []) + timeline.changes)
         }
-        return out
+        for (index, visit) in visits.enumerated() {
+            let samples = levels[index] ?? []
+            let key = PresenceScore.key(store, visit.minor)
+            var zones = samples.map { loudest($0.means) }
+            append(zones, of: samples, departure: visit.departure, to: &each, key: key)
+            for stand in Self.stands(visit.legs) {
+                let inside = samples.indices.filter { stand.contains(samples[$0].time) }
+                guard let first = inside.first else { continue }
+                var sum = samples[first].means.map { _ in 0.0 }
+                for i in inside { for g in sum.indices { sum[g] += samples[i].means[g] } }
+                let zone = loudest(sum)
+                for i in inside { zones[i] = zone }
+            }
+            append(zones, of: samples, departure: visit.departure, to: &averaged, key: key)
+        }
+        return (each, averaged)
     }
 
     /// The spans of capture time a customer stands: runs of dwell legs (turns and shuffles
@@ -299,7 +303,7 @@ public struct FloorSimulation: Sendable {
 
     /// Every advertisement of `visits` each gateway hears, by gateway index. `levels`, when
     /// given, is told every advertisement's level at each gateway without fast fading
-    /// (`radioAnswer`); it draws no random number.
+    /// (`radioAnswers`); it draws no random number.
     func sightings(of visits: [Visit], random: inout SplitMix64,
                    levels: ((_ visit: Int, _ time: Double, _ means: [Double]) -> Void)? = nil)
         -> [[(time: Double, report: HCIEventBuilder.Report)]] {
@@ -400,7 +404,7 @@ struct RadioChannel {
     var shadow: [Double]
     var last: (time: Double, position: FloorPoint)?
     /// The last sample's level at each gateway without fast fading, losses or the gateway's
-    /// `rssiOffset` (`FloorSimulation.radioAnswer`).
+    /// `rssiOffset` (`FloorSimulation.radioAnswers`).
     var means: [Double] = []
 
     init(radio: RadioModel, layout: StoreLayout, random: inout SplitMix64) {

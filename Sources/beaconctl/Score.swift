@@ -161,14 +161,14 @@ struct Score: AsyncParsableCommand {
                     run = try await store.run()
                     if keep == nil { try? FileSystem.removeTree(directory) }
                 }
-                let truth = simulation.truth
+                let truth = simulation.truth, radio = simulation.radioAnswers()
                 let result = SeedResult(
                     seed: seed,
                     fused: PresenceScore(truth: truth, timelines: run.timelines(start: simulation.start)),
                     strongest: PresenceScore(truth: truth, timelines: ZoneBaseline.strongestEachSecond(run.sightings)),
                     previous: PresenceScore(truth: truth, timelines: ZoneBaseline.previousRule(run.sightings)),
-                    radio: PresenceScore(truth: truth, timelines: simulation.radioAnswer()),
-                    radioStands: PresenceScore(truth: truth, timelines: simulation.radioAnswer(averagingStands: true)),
+                    radio: PresenceScore(truth: truth, timelines: radio.loudest),
+                    radioStands: PresenceScore(truth: truth, timelines: radio.standsAveraged),
                     calibration: run.calibration)
                 results.append(result)
                 if history {
@@ -230,10 +230,10 @@ struct SeedResult {
     var fused: PresenceScore
     var strongest: PresenceScore
     var previous: PresenceScore
-    /// The radio's own answer (`FloorSimulation.radioAnswer`): the gateway loudest with fast
+    /// The radio's own answer (`FloorSimulation.radioAnswers`): the gateway loudest with fast
     /// fading and losses averaged away, from the simulator's levels, not from the captures.
     var radio: PresenceScore
-    /// The same with the levels averaged over each whole stand (`averagingStands`).
+    /// The same with the levels averaged over each whole stand (`standsAveraged`).
     var radioStands: PresenceScore
     /// The brain's calibration at the end of the run, by gateway (in process only).
     var calibration: [String: CalibrationRecord] = [:]

@@ -129,9 +129,8 @@ struct FloorScenarioTests {
     }
 
     /// The radio's own answer's zone and the true zone at every moment it changes.
-    func answers(_ sim: FloorSimulation, averagingStands: Bool = false)
-        -> [(visit: FloorSimulation.Visit, time: Double, answer: String, truth: String)] {
-        let timelines = sim.radioAnswer(averagingStands: averagingStands)
+    func answers(_ sim: FloorSimulation) -> [(visit: FloorSimulation.Visit, time: Double, answer: String, truth: String)] {
+        let timelines = sim.radioAnswers().loudest
         return sim.visits.flatMap { visit in
             (timelines[PresenceScore.key(sim.store, visit.minor)]?.changes ?? []).compactMap { change in
                 guard let zone = change.zone, let at = visit.position(at: change.time) else { return nil }
@@ -174,7 +173,7 @@ struct FloorScenarioTests {
             #expect(change.answer == "counter" && change.truth == "shelves", "\(change.time) s: \(change.answer) for \(change.truth)")
         }
         // The levels averaged over each whole stand say the same: no average undoes a body.
-        let score = PresenceScore(truth: sim.truth, timelines: sim.radioAnswer(averagingStands: true))
+        let score = PresenceScore(truth: sim.truth, timelines: sim.radioAnswers().standsAveraged)
         #expect(score.dwellingWrong > 5, "\(score.dwellingWrong) % of standing time wrong")
     }
 }
