@@ -120,15 +120,7 @@ struct RSSIReportDecodingTests {
         let alphabet = Array(#"{}[]:,"\ -.0123456789eE+nultrfasz"#.utf8)
         var taken = 0
         for _ in 0..<5_000 {
-            var bytes = base
-            for _ in 0..<Int.random(in: 1...3, using: &random) {
-                let at = Int.random(in: 0..<bytes.count, using: &random)
-                switch Int.random(in: 0..<3, using: &random) {
-                case 0: bytes[at] = alphabet.randomElement(using: &random)!
-                case 1: bytes.remove(at: at)
-                default: bytes.insert(alphabet.randomElement(using: &random)!, at: at)
-                }
-            }
+            let bytes = mangled(base, alphabet: alphabet, using: &random)
             let general = Self.parsed(bytes, topic: "door")
             let fast = Self.decoded(bytes, topic: "door")
             if fast != nil { taken += 1 }
