@@ -47,7 +47,7 @@ extension BrainCore {
             report = calibrator.corrected(report)
             // Every store's beacons are in a report: this brain takes its own.
             if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
-            handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
+            handle(presence.report(report, receivedAt: Self.runningClock(now), holding: holdsView), at: now)
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])

@@ -144,7 +144,7 @@ extension BrainCore {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
-        presence.reconnected(at: now, patience: recovery.settings.reconnectGrace)
+        presence.reconnected(at: Self.runningClock(now), patience: recovery.settings.reconnectGrace)
         bridges.reconnected()
         known.reconnected()
         note(.info, "reconnected; reading the retained state back",

@@ -304,6 +304,22 @@ public struct BrainCore: Sendable {
 
     // MARK: - Inputs
 
+    /// The brain's present read as its running clock: the one place `BrainCore` crosses
+    /// from capture time to wall time.
+    ///
+    /// Every input of the core is dated by the brain's present, a `CaptureTime`: what it
+    /// compares with the evidence (visits' `since`, a beacon's last sighting, a roster's
+    /// ages) and what it dates on the capture timeline. Live, that present is the service's
+    /// clock read as capture time once (`BrainService.coreNow`: the gateways date what they
+    /// hear by their wall clocks); in a replay it is the capture's own time.
+    ///
+    /// The report clock's patience (`FleetPresence.report(receivedAt:)`, `advance(to:)`,
+    /// `reconnected(at:)`: how long a late gateway holds decisions back) is the brain's time
+    /// passing, not capture time, which stands still while that gateway holds it: the
+    /// fleet presence takes it as `WallTime`. Live this gives the service clock back; in a
+    /// replay, the capture's time as the pace the replay runs at.
+    static func runningClock(_ now: CaptureTime) -> WallTime { now.asWallTime() }
+
     // `receive`, one message at a time, is in BrainCore+Routing.swift.
 
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
@@ -313,10 +329,10 @@ public struct BrainCore: Sendable {
         guard isSettled else { return finish(at: now) }
         for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
         if bridges.unknownStores.isEmpty {
-            handle(presence.advance(to: now), at: now)
+            handle(presence.advance(to: Self.runningClock(now)), at: now)
         } else {
             let (bridges, storeOf) = (self.bridges, viewStore)
-            handle(presence.advance(to: now) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
+            handle(presence.advance(to: Self.runningClock(now)) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
         }
         let due = recovery.due(at: now)
         if !due.isEmpty { apply(due, at: now) }
