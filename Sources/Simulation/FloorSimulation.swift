@@ -27,7 +27,7 @@ public struct FloorSimulation: Sendable {
     public var crowd: CrowdModel
     public var seed: UInt64
     /// Capture time of the simulation's second 0.
-    public var start: Instant
+    public var start: CaptureTime
     /// Non-beacon advertisers (phones, headphones) in range of every gateway.
     public var bystanders: Int = 3
     /// Gateways advertise an iBeacon of their own (`referenceBeacon(of:)`) once a second,
@@ -39,7 +39,7 @@ public struct FloorSimulation: Sendable {
 
     public init(uuid: BeaconUUID = StoreSimulation.defaultUUID, store: UInt16 = 100, layout: StoreLayout = .standard,
                 radio: RadioModel = .init(), crowd: CrowdModel = .init(), seed: UInt64 = 1,
-                start: Instant = StoreSimulation.defaultStart) {
+                start: CaptureTime = StoreSimulation.defaultStart) {
         self.uuid = uuid
         self.store = store
         self.layout = layout
@@ -468,7 +468,7 @@ public struct GroundTruth: Sendable, Equatable {
     }
 
     /// Capture time of second 0.
-    public var start: Instant
+    public var start: CaptureTime
     public var visits: [Visit]
 
     /// `truth.json`: `{"start", "visits":[{"major","minor","enter","exit","zones":[{"zone","from","to"}],
@@ -495,14 +495,14 @@ public struct GroundTruth: Sendable, Equatable {
         return writer.text
     }
 
-    public init(start: Instant, visits: [Visit]) {
+    public init(start: CaptureTime, visits: [Visit]) {
         self.start = start
         self.visits = visits
     }
 
     public init(parsing value: JSONValue) throws(GroundTruthError) {
         guard case .object(let top) = value, let startText = top["start"]?.stringValue,
-              let start = Instant(iso8601: startText), case .array(let list)? = top["visits"]
+              let start = CaptureTime(iso8601: startText), case .array(let list)? = top["visits"]
         else { throw GroundTruthError("expected {\"start\":…,\"visits\":[…]}") }
         var visits: [Visit] = []
         for (i, item) in list.enumerated() {
