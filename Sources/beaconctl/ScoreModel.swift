@@ -62,7 +62,9 @@ enum InProcessStore {
         func deliver(_ reports: [RSSIReport]) {
             for report in reports {
                 _ = calibrator.learn(from: report)
-                _ = presence.report(calibrator.corrected(report), receivedAt: report.to)
+                // Scored as fast as it reads: the report clock runs at the capture's pace, each
+                // report arriving as its window closes (a replay's running clock).
+                _ = presence.report(calibrator.corrected(report), receivedAt: report.to.asWallTime())
                 run.decisions += presence.takeDecisions()
             }
         }

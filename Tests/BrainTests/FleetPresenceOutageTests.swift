@@ -19,7 +19,7 @@ import Tracking
         // The door's retained presence enters both beacons; its first report waits for the counter's.
         events += fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0.2))
         events += fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
-        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60), (window, -60)]), receivedAt: t(0.5))
+        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60), (window, -60)]), receivedAt: w(0.5))
         #expect(events.filter { if case .enter = $0 { true } else { false } }.count == 2)
         // The broker is away for 60 s (the door's will is held by the brain, then dropped on the
         // reconnect). The read-back: the door's retained presence of 100/1 (100/2's was deleted
@@ -47,7 +47,7 @@ import Tracking
         var events: [FleetEvent] = []
         for gateway in ["door", "counter"] { events += fleet.gatewayStatus(gateway, online: true) }
         events += fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
-        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: t(0.5))
+        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: w(0.5))
         events += fleet.gatewayPresenceDeleted(window, gateway: "door")
         events += feed(&fleet, window, gateways: ["door", "counter"], from: 0.5, to: 20) { _, _ in nil }
         #expect(fleet.takeDecisions().filter { $0.beacon == window }.map(\.kind) == [.enter, .exit], "\(events)")
@@ -68,7 +68,7 @@ import Tracking
             // The door heard 100/2 for 1.5 s; its reports wait for the counter's.
             for from in stride(from: 0.0, to: 6, by: 0.5) {
                 _ = fleet.report(rssiReport("door", from: from, to: from + 0.5, from < 1.5 ? [(window, -60)] : []),
-                                 receivedAt: t(20))
+                                 receivedAt: w(20))
             }
             if deletingEarly { _ = fleet.gatewayPresenceDeleted(window, gateway: "door") }
             _ = feed(&fleet, window, gateways: ["counter"], from: 0, to: 6) { _, _ in nil }
