@@ -50,7 +50,7 @@ import Testing
             var events: [FleetEvent] = []
             for gateway in gateways {
                 let entries = refs.indices.filter { heard($0, time) }.map { (refs[$0], Optional(gateway == "door" ? -60.0 : -80.0)) }
-                events += fleet.report(rssiReport(gateway, from: time, to: time + 0.5, entries), receivedAt: t(time + 0.5))
+                events += fleet.report(rssiReport(gateway, from: time, to: time + 0.5, entries), receivedAt: w(time + 0.5))
             }
             // The step's decisions, beacon by beacon in order, each beacon once (an entry comes
             // with its first update).
