@@ -192,6 +192,12 @@ public struct FleetPresence: Sendable {
 
     private var zScore: (still: Double, walking: Double)
     private var evidence: [BeaconRef: Evidence] = [:]
+    /// The keys of `evidence` in order (`BeaconRef`'s), which is the order a decision step
+    /// goes through them and so the order of its events; it may still hold a few whose
+    /// evidence ended outside a step (skipped, dropped by the next step). Kept as beacons come
+    /// and go rather than sorted at every step, which cost a few thousand instructions per
+    /// message received (docs/PERFORMANCE.md, section 11).
+    private var evidenceOrder: [BeaconRef] = []
     private var clock = ReportClock()
     private var pending: [PendingSample] = []
     private var sequence = 0
@@ -576,24 +582,40 @@ public struct FleetPresence: Sendable {
         // `default:` subscript): a copy taken out and written back shared its links and
         // views with the stored one, and the first change copied those dictionaries whole,
         // for every sample and every beacon at every step.
+        // Beacons whose evidence this step begins, to be put in `evidenceOrder`.
+        var begun: [BeaconRef] = []
         for key in order {
             let sample = due[key.index]
             let ref = sample.ref
-            let link = Self.take(sample, into: &evidence[ref, default: Evidence(at: sample.time)], brain: brain)
+            // Looked up once, and not through `subscript(_:default:)`: its default (a closure
+            // holding the sample) was allocated and freed for every sample.
+            let slot: [BeaconRef: Evidence].Index
+            if let found = evidence.index(forKey: ref) {
+                slot = found
+            } else {
+                evidence[ref] = Evidence(at: sample.time)
+                slot = evidence.index(forKey: ref)!
+                begun.append(ref)
+            }
+            let link = Self.take(sample, into: &evidence.values[slot], brain: brain)
             if let index = beacons.index(forKey: ref) {
                 let view = reportView(sample.gateway, link)
                 if let uuid = sample.entry.uuid, beacons.values[index].uuid != uuid {
                     beacons.values[index].uuid = uuid
-                    evidence[ref]?.viewsChangedInStep = true
+                    evidence.values[slot].viewsChangedInStep = true
                 }
                 if let old = beacons.values[index].views.updateValue(view, forKey: sample.gateway) {
-                    if old.proximity != view.proximity || old.zoneName != view.zoneName { evidence[ref]?.viewsChangedInStep = true }
+                    if old.proximity != view.proximity || old.zoneName != view.zoneName { evidence.values[slot].viewsChangedInStep = true }
                 } else {
                     events.append(.viewsChanged(ref))
                 }
             }
         }
-        for ref in evidence.keys.sorted() {
+        evidenceOrder = Self.merged(evidenceOrder, begun)
+        // The beacons whose evidence outlives the step, in order: the next step's.
+        var kept: [BeaconRef] = []
+        kept.reserveCapacity(evidenceOrder.count)
+        for ref in evidenceOrder {
             guard let index = evidence.index(forKey: ref) else { continue }
             Self.closeStep(&evidence.values[index], at: end, step: settings.step)
             // Read and cleared in place: each read through `values[index]` copied the evidence out.
@@ -622,8 +644,31 @@ public struct FleetPresence: Sendable {
                 enter(ref, e, at: end, &events)
             } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
                 evidence[ref] = nil
+                continue
             }
+            kept.append(ref)
         }
+        evidenceOrder = kept
+    }
+
+    /// `order` (sorted, without repeats) with `added` in their places; those it holds already
+    /// are not added again.
+    static func merged(_ order: [BeaconRef], _ added: [BeaconRef]) -> [BeaconRef] {
+        guard !added.isEmpty else { return order }
+        let added = added.sorted()
+        var result: [BeaconRef] = []
+        result.reserveCapacity(order.count + added.count)
+        var i = 0
+        for ref in added {
+            while i < order.count, order[i] < ref {
+                result.append(order[i])
+                i += 1
+            }
+            if i < order.count, order[i] == ref { continue }
+            if result.last != ref { result.append(ref) }
+        }
+        result.append(contentsOf: order[i...])
+        return result
     }
 
     /// One sample into its beacon's evidence: the link of its gateway updated in place.
@@ -791,8 +836,13 @@ public struct FleetPresence: Sendable {
             let quiet = end.seconds(since: link.quietSince)
             return quiet >= settings.shortestViewTimeout && quiet >= settings.viewTimeout(gateway)
         }
-        // Sorted (the order of the events) only in the rare step where a view ends.
-        if beacon.views.contains(where: { expired($0.key, $0.value) }) {
+        // No view has ended unless a link has been quiet for the shortest view timeout (most
+        // beacons, most steps): then the views, each copied out to be checked, are not gone
+        // through. Sorted (the order of the events) only in the rare step where a view ends.
+        let quietLink = e.links.values.indices.contains {
+            end.seconds(since: e.links.values[$0].quietSince) >= settings.shortestViewTimeout
+        }
+        if quietLink, beacon.views.contains(where: { expired($0.key, $0.value) }) {
             for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where expired(gateway, view) {
                 guard !held(beacon.ref, gateway), !unheard(gateway, at: end), beacon.views.count > 1 else { continue }
                 beacon.views[gateway] = nil
@@ -807,20 +857,24 @@ public struct FleetPresence: Sendable {
     private mutating func contest(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: CaptureTime,
                                   _ events: inout [FleetEvent]) {
         let brain = settings.brain
-        // The loudest fresh link but the zone's (on equal levels, the first gateway by name).
-        var best: (key: String, value: LinkEstimate)?
-        for (gateway, link) in e.links where gateway != beacon.zone {
-            guard let level = link.level, end.seconds(since: link.lastHeard) <= brain.zoneStaleAfter else { continue }
-            if let current = best, level < current.value.level! || (level == current.value.level! && gateway > current.key) {
+        // The loudest fresh link but the zone's (on equal levels, the first gateway by name);
+        // by its index, so that no link is copied out but the one found.
+        let links = e.links
+        var best: Int?
+        for i in links.keys.indices where links.keys[i] != beacon.zone {
+            guard let level = links.values[i].level, end.seconds(since: links.values[i].lastHeard) <= brain.zoneStaleAfter else { continue }
+            if let current = best, let top = links.values[current].level,
+               level < top || (level == top && links.keys[i] > links.keys[current]) {
                 continue
             }
-            best = (gateway, link)
+            best = i
         }
-        guard let (candidate, challenger) = best else {
+        guard let best else {
             e.challenger = nil
             e.passes = 0
             return
         }
+        let candidate = links.keys[best], challenger = links.values[best]
         // The zone's gateway loses the zone to any that still hears the beacon once its own
         // silence has become telling: as long as it takes to miss `exitSamples / 2`
         // advertisements in a row at the rate it was hearing them (at least `zoneStaleAfter`).
