@@ -154,11 +154,13 @@ public final class BrainService: Service, Sendable {
     /// Where the brain reads the time (`Options.clock`).
     var clock: any ServiceClock { host.clock }
 
-    /// The time `BrainCore` is handed: the brain's wall clock as capture time. `BrainCore`
-    /// keeps one timeline, on which the gateways' capture times and its own arrivals and
-    /// timers meet; live, the gateways date their captures by their wall clocks, so the
-    /// brain's stands for them. The one place the brain's service converts (its health,
-    /// which is dated by the brain's own clock, is not converted).
+    /// The time `BrainCore` is handed: the brain's wall clock as capture time. The core's
+    /// present is on the capture timeline, where it compares arrivals and its timers with
+    /// the evidence; live, the gateways date their captures by their wall clocks, so the
+    /// brain's stands for them. The one place the brain's service converts: its health is
+    /// dated by the brain's own clock unconverted, and the one timer of the core that is the
+    /// brain's time passing rather than capture time (how long a late gateway holds decisions
+    /// back) is handed back as `WallTime` by `BrainCore.runningClock`.
     var coreNow: CaptureTime { clock.now().asCaptureTime() }
 
     /// The client id a brain uses by default: `beacon-brain`, with its stores appended so

@@ -20,7 +20,7 @@ public struct BeaconHealth: Sendable {
     /// What happened to one beacon, for `brain/events`.
     public enum Report: Sendable, Equatable {
         case batteryLow(BeaconRef, millivolts: Int, threshold: Int)
-        case missing(BeaconRef, lastSeen: Instant?, seconds: Double)
+        case missing(BeaconRef, lastSeen: CaptureTime?, seconds: Double)
     }
 
     /// Seconds between two refreshes of a present beacon's `lastSeen`.
@@ -28,7 +28,7 @@ public struct BeaconHealth: Sendable {
 
     public private(set) var records: [BeaconRef: Record] = [:]
     /// Since when the brain has been watching (a beacon never seen is missing from then).
-    public private(set) var watchingSince: Instant?
+    public private(set) var watchingSince: CaptureTime?
     /// Records read back as present, not yet checked against the fleet presence.
     private var restoredPresent: Set<BeaconRef> = []
 
@@ -46,7 +46,7 @@ public struct BeaconHealth: Sendable {
     /// Looks at the registry beacons (`beacons`) against the fleet presence (`isPresent`) at
     /// `now`; returns the beacons whose record changed and what to report.
     public mutating func check(_ beacons: [BeaconRef], isPresent: (BeaconRef) -> Bool, missingAfter: Double,
-                               at now: Instant) -> (changed: [BeaconRef], reports: [Report]) {
+                               at now: CaptureTime) -> (changed: [BeaconRef], reports: [Report]) {
         if watchingSince == nil { watchingSince = now }
         var changed: [BeaconRef] = []
         var reports: [Report] = []

@@ -7,13 +7,13 @@ import Config
 extension BrainCore {
     /// The observer's last will: every join ends and its retained joins are deleted, so the
     /// profiles leave the broker.
-    mutating func endJoins(of client: String, at now: Instant) {
+    mutating func endJoins(of client: String, at now: CaptureTime) {
         let joins = observers.joins(ofClient: client)
         if !joins.isEmpty { note(.info, "observer offline: ending its joins", ["client": client, "joins": "\(joins.count)"]) }
         for join in joins { leave(join.key, deleteTopic: true, at: now) }
     }
 
-    mutating func join(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
+    mutating func join(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: CaptureTime) {
         if var existing = observers[key] {
             recovery.confirmJoin(key, live: true)
             guard existing.fingerprint != fingerprint else { return }
@@ -32,7 +32,7 @@ extension BrainCore {
 
     /// Whether `brain.joins` lets this client join this beacon now; otherwise it gets an
     /// error and its join leaves the broker (`JoinPolicy`).
-    mutating func permitted(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
+    mutating func permitted(_ key: ObserverJoin.Key, at now: CaptureTime) -> Bool {
         guard let refusal = joinPolicy.refusal(client: key.client, beacon: key.beacon, store: store(of: key.beacon),
                                                presence: presence, viewStore: viewStore, at: now) else { return true }
         note(.info, "join refused", ["beacon": "\(key.beacon)", "client": key.client, "reason": refusal])
@@ -45,7 +45,7 @@ extension BrainCore {
     /// joins of the store's beacons once none of the owner's beacons is in that store; their
     /// profiles leave the broker. (`open` joins last until the app leaves, its last will,
     /// or `brain.joinMaxAge`.)
-    mutating func visitEnded(_ ref: BeaconRef, at now: Instant) {
+    mutating func visitEnded(_ ref: BeaconRef, at now: CaptureTime) {
         guard joinPolicy.access != .open else { return }
         for join in observers.joins(of: ref) {
             leave(join.key, deleteTopic: true, told: "the visit of beacon \(ref) ended: it left the store", at: now)
@@ -60,7 +60,7 @@ extension BrainCore {
 
     /// Joins older than `brain.joinMaxAge` end, whatever the app does: profiles do not stay
     /// on the broker for ever. Looked for once a second.
-    mutating func endOldJoins(at now: Instant) {
+    mutating func endOldJoins(at now: CaptureTime) {
         guard now >= nextAgeCheck else { return }
         nextAgeCheck = now + 1
         let maxAge = config.brain.joinMaxAge
@@ -75,7 +75,7 @@ extension BrainCore {
         }
     }
 
-    mutating func accept(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: Instant) {
+    mutating func accept(_ key: ObserverJoin.Key, _ request: JoinRequest, fingerprint: String, at now: CaptureTime) {
         let scope = RuleEngine.Scope(beacon: key.beacon, client: key.client)
         if lingering.remove(scope) != nil { _ = rules.retire(scope, at: now) }
         let join = ObserverJoin(key: key, profile: request.profile, since: now, fingerprint: fingerprint)
@@ -90,7 +90,7 @@ extension BrainCore {
 
     /// `told`: why the brain ended the join, said to the app on its inbox (`left`); `nil`
     /// when the app left itself or is offline.
-    mutating func leave(_ key: ObserverJoin.Key, deleteTopic: Bool, told reason: String? = nil, at now: Instant) {
+    mutating func leave(_ key: ObserverJoin.Key, deleteTopic: Bool, told reason: String? = nil, at now: CaptureTime) {
         guard let join = observers.remove(key) else { return }
         if let reason { inbox(key.client, .left(beacon: key.beacon, reason: reason), at: now) }
         counters.leaves += 1
@@ -109,8 +109,8 @@ extension BrainCore {
 
     /// The client may make this join (new, or a changed profile) within its rate; otherwise
     /// it gets an error and nothing changes.
-    mutating func allowJoin(_ key: ObserverJoin.Key, at now: Instant) -> Bool {
-        guard !joinLimiter.allow(key.client, at: now) else { return true }
+    mutating func allowJoin(_ key: ObserverJoin.Key, at now: CaptureTime) -> Bool {
+        guard !joinLimiter.allow(key.client, at: Self.runningClock(now)) else { return true }
         counters.joinsThrottled += 1
         let reason = "too many joins from \(key.client): at most \(limits.joinBurst) at once, then one every "
             + "\(fixed(limits.joinInterval, places: 1)) s; publish the join again later"
@@ -129,7 +129,7 @@ extension BrainCore {
     /// Customer beacons (registry beacons with an `owner`) as the gateways see them now, for
     /// the stores whose roster is driven by proximity; a beacon that is nobody's any more, or
     /// no longer this brain's, leaves them.
-    mutating func observeProximity(_ refs: Set<BeaconRef>, at now: Instant) {
+    mutating func observeProximity(_ refs: Set<BeaconRef>, at now: CaptureTime) {
         let storeOf = viewStore
         for ref in refs.sorted() {
             guard let owner = joinPolicy.owner(of: ref), owns(ref) else {
@@ -146,7 +146,7 @@ extension BrainCore {
 
     /// An oversized, malformed, throttled or refused join: an error to the observer, and a
     /// join that was not one already leaves the broker (its profile and photo with it).
-    mutating func reject(_ key: ObserverJoin.Key, reason: String, at now: Instant) {
+    mutating func reject(_ key: ObserverJoin.Key, reason: String, at now: CaptureTime) {
         counters.joinsRejected += 1
         if isSettled {
             inbox(key.client, .error(beacon: key.beacon, reason: reason), at: now)

@@ -6,7 +6,7 @@ import Config
 /// presence, rosters at most once per interval, events and log lines.
 /// Part of `BrainCore`, split by concern (see BrainCore.swift for why its state is internal).
 extension BrainCore {
-    mutating func inbox(_ client: String, _ message: InboxMessage, at now: Instant) {
+    mutating func inbox(_ client: String, _ message: InboxMessage, at now: CaptureTime) {
         counters.inboxMessages += 1
         out.messages.append(MQTTMessage(topic: topics.inbox(of: client), text: message.json(at: now),
                                          qos: 1, retain: false))
@@ -39,7 +39,7 @@ extension BrainCore {
     /// Writes what changed: fleet presence, records, rosters. Replies and rule messages
     /// are already out, so a crash in between makes a restarted brain answer again (at
     /// least once) rather than never.
-    mutating func finish(at now: Instant? = nil) -> BrainOutput {
+    mutating func finish(at now: CaptureTime? = nil) -> BrainOutput {
         if let now { lastTime = max(lastTime, now) }
         if isSettled {
             let seal = recordSeal
@@ -112,7 +112,7 @@ extension BrainCore {
         out.messages.append(MQTTMessage(topic: topics.brainEvents, text: text, qos: 1, retain: false))
     }
 
-    mutating func rejectConfig(_ errors: [String], at now: Instant) {
+    mutating func rejectConfig(_ errors: [String], at now: CaptureTime) {
         counters.configsRejected += 1
         counters.malformed[.fleetConfig, default: 0] += 1
         report(status: "rejected", origin: "fleet/config", details: ["errors": Array(errors.prefix(50))], at: now)
@@ -122,7 +122,7 @@ extension BrainCore {
 
     /// `brain/events`: `{"event":"config","origin","status":"applied"|"rejected",
     /// "needsRestart":[…]?,"errors":[…]?,"ts"}`.
-    mutating func report(status: String, origin: String, details: [String: [String]], at now: Instant) {
+    mutating func report(status: String, origin: String, details: [String: [String]], at now: CaptureTime) {
         var writer = JSONWriter()
         writer.object { o in
             o("event", "config")

@@ -7,7 +7,7 @@ import Tracking
 /// not confirm, stores whose bridge is down, calibration records and the registry beacons' health.
 /// Part of `BrainCore`, split by concern (see BrainCore.swift for why its state is internal).
 extension BrainCore {
-    mutating func handle(_ events: [FleetEvent], at now: Instant) {
+    mutating func handle(_ events: [FleetEvent], at now: CaptureTime) {
         defer {
             if isSettled, proximityRoster.isActive, !events.isEmpty { observeProximity(Set(events.map(\.beacon)), at: now) }
             // A registry beacon's arrival and departure date its last sighting at once.
@@ -73,12 +73,12 @@ extension BrainCore {
         }
     }
 
-    mutating func dropGateway(_ gateway: String, at now: Instant) {
+    mutating func dropGateway(_ gateway: String, at now: CaptureTime) {
         note(.info, "gateway offline: dropping its views", ["gateway": gateway])
         handle(presence.gatewayStatus(gateway, online: false), at: now)
     }
 
-    mutating func apply(_ due: ConnectionRecovery.Due, at now: Instant) {
+    mutating func apply(_ due: ConnectionRecovery.Due, at now: CaptureTime) {
         for gateway in due.offlineGateways { dropGateway(gateway, at: now) }
         for client in due.offlineObservers { endJoins(of: client, at: now) }
         let (bridges, storeOf) = (self.bridges, viewStore)
@@ -115,7 +115,7 @@ extension BrainCore {
     /// The store a gateway's view comes from (`BeaconDirectory.viewStore`).
     var viewStore: @Sendable (BeaconRef, String) -> UInt16? { directory.viewStore }
 
-    mutating func bridgeChanged(_ change: StoreBridges.Change, at now: Instant) {
+    mutating func bridgeChanged(_ change: StoreBridges.Change, at now: CaptureTime) {
         switch change {
         case .none:
             break
@@ -147,7 +147,7 @@ extension BrainCore {
 
     /// A visit that ended while no brain saw it (or while its store was unknown): its exit
     /// rules, and its record and fleet presence go.
-    mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: Instant) {
+    mutating func endVisit(_ ref: BeaconRef, _ record: VisitRecord, at now: CaptureTime) {
         let scope = RuleEngine.Scope(beacon: ref)
         restore(record.rules, for: scope)
         if let since = record.since {
@@ -211,7 +211,7 @@ extension BrainCore {
 
     /// The registry's beacons this brain handles, against the fleet presence: records
     /// written where they changed, records of beacons gone from the registry deleted.
-    mutating func checkBeaconHealth(_ only: Set<BeaconRef>? = nil, at now: Instant) {
+    mutating func checkBeaconHealth(_ only: Set<BeaconRef>? = nil, at now: CaptureTime) {
         guard isSettled else { return }
         let all = directory.ownBeacons
         let beacons = only.map { only in all.filter(only.contains) } ?? all
@@ -239,7 +239,7 @@ extension BrainCore {
 
     /// `brain/events`: `{"event":"battery-low","beacon","name","battery","threshold","ts"}` (mV) or
     /// `{"event":"beacon-missing","beacon","name","lastSeen","seconds","ts"}` (`lastSeen` null: never seen).
-    mutating func health(_ report: BeaconHealth.Report, at now: Instant) {
+    mutating func health(_ report: BeaconHealth.Report, at now: CaptureTime) {
         var writer = JSONWriter(capacity: 200)
         writer.object { o in
             switch report {

@@ -15,19 +15,19 @@ extension BrainCore {
 
     /// One MQTT message. `retained`: the broker delivered it from its store (state from
     /// before this connection) rather than as it was published.
-    public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
+    public mutating func receive(topic: String, payload: [UInt8], retained: Bool, at now: CaptureTime) -> BrainOutput {
         receive(decoder.decode(topic: topic, payload: payload, retained: retained), at: now)
     }
 
     /// One MQTT message whose topic is already parsed (`topics.parse(topic)`, kept from
     /// `lane(of:payloadIsEmpty:)`).
-    public mutating func receive(topic: String, kind: Topics.Kind?, payload: [UInt8], retained: Bool, at now: Instant) -> BrainOutput {
+    public mutating func receive(topic: String, kind: Topics.Kind?, payload: [UInt8], retained: Bool, at now: CaptureTime) -> BrainOutput {
         receive(decoder.decode(topic: topic, kind: kind, payload: payload, retained: retained), at: now)
     }
 
     /// One message, decoded (`Inbound.decode`, with `decoder`'s limits), to the part that
     /// handles it.
-    public mutating func receive(_ inbound: Inbound, at now: Instant) -> BrainOutput {
+    public mutating func receive(_ inbound: Inbound, at now: CaptureTime) -> BrainOutput {
         counters.received += 1
         lastTime = max(lastTime, now)
         inputBytes = inbound.payload.count
@@ -35,19 +35,19 @@ extension BrainCore {
         return finish(at: now)
     }
 
-    mutating func route(_ inbound: Inbound, at now: Instant) {
+    mutating func route(_ inbound: Inbound, at now: CaptureTime) {
         let topic = inbound.topic, payload = inbound.payload, retained = inbound.retained
         switch inbound.message {
         case .rssiReport(let gateway, let body):
             guard var report = read(body, .rssiReport, topic) else { return }
-            recovery.gatewayIsLive(gateway, at: now)
+            recovery.gatewayIsLive(gateway, at: Self.runningClock(now))
             // Calibration learns from the report as the gateway sent it; the zone fusion
             // takes it corrected by the gateway's learned offset.
             for record in calibrator.learn(from: report) { calibrated(record) }
             report = calibrator.corrected(report)
             // Every store's beacons are in a report: this brain takes its own.
             if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
-            handle(presence.report(report, receivedAt: now, holding: holdsView), at: now)
+            handle(presence.report(report, receivedAt: Self.runningClock(now), holding: holdsView), at: now)
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])
@@ -115,7 +115,7 @@ extension BrainCore {
         case .gatewayStatus(let gateway, let body):
             switch body {
             case .value(.online):
-                if !retained { recovery.gatewayIsLive(gateway, at: now) }
+                if !retained { recovery.gatewayIsLive(gateway, at: Self.runningClock(now)) }
                 handle(presence.gatewayStatus(gateway, online: true), at: now)
                 // A gateway back after an outage waits for us, subscribed, to ask for the
                 // reports it kept (GatewayEngine.connected); retained, it is one we read back
@@ -126,7 +126,7 @@ extension BrainCore {
                 // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
                 // Its views wait for the gateway to come back (or the reconnect grace).
                 recovery.retainedOffline(gateway: gateway, views: presence.beacons.values.filter { $0.views[gateway] != nil }.map(\.ref))
-            case .value(.offline) where isSettled && recovery.hold(offlineGateway: gateway, at: now):
+            case .value(.offline) where isSettled && recovery.hold(offlineGateway: gateway, at: Self.runningClock(now)):
                 presence.gatewayDisconnected(gateway)
                 note(.info, "gateway offline: dropping its views unless it is back within the grace",
                      ["gateway": gateway, "grace": "\(recovery.settings.offlineGrace)"])
@@ -155,10 +155,10 @@ extension BrainCore {
             switch body {
             case .value(.online):
                 offlineObservers.remove(client)
-                if !retained { recovery.observerIsLive(client, at: now) }
+                if !retained { recovery.observerIsLive(client, at: Self.runningClock(now)) }
             case .value(.offline) where isSettled && retained:
                 recovery.retainedOffline(observer: client, joins: observers.joins(ofClient: client).map(\.key))
-            case .value(.offline) where isSettled && recovery.hold(offlineObserver: client, at: now):
+            case .value(.offline) where isSettled && recovery.hold(offlineObserver: client, at: Self.runningClock(now)):
                 break
             case .value(.offline) where isSettled:
                 endJoins(of: client, at: now)
@@ -217,9 +217,9 @@ extension BrainCore {
     /// A gateway's retained view of a beacon (`beacons/…/presence/<gateway>`); empty when
     /// the beacon left it.
     mutating func gatewayPresence(_ ref: BeaconRef, gateway: String, _ body: Inbound.Body<GatewayPresenceReport>, topic: String,
-                                  retained: Bool, at now: Instant) {
+                                  retained: Bool, at now: CaptureTime) {
         guard owned(ref) else { return }
-        if !retained { recovery.gatewayIsLive(gateway, at: now) }
+        if !retained { recovery.gatewayIsLive(gateway, at: Self.runningClock(now)) }
         if body == .empty {
             handle(presence.gatewayPresenceDeleted(ref, gateway: gateway), at: now)
             recovery.viewEnded(ref, gateway: gateway)
@@ -243,11 +243,11 @@ extension BrainCore {
 
     /// An observer's join (`beacons/…/observers/<client>`); empty when it leaves.
     mutating func join(_ key: ObserverJoin.Key, _ body: Inbound.Body<JoinRequest>, topic: String, payload: [UInt8],
-                       retained: Bool, at now: Instant) {
+                       retained: Bool, at now: CaptureTime) {
         guard owned(key.beacon) else { return }
         if !retained {
             offlineObservers.remove(key.client)
-            recovery.observerIsLive(key.client, at: now)
+            recovery.observerIsLive(key.client, at: Self.runningClock(now))
         }
         switch body {
         case .empty:
@@ -370,7 +370,7 @@ extension BrainCore {
     /// `brain/events`: `{"event":"rejected","kind","topic","reason","bytes","ts"}`, rate-limited
     /// (see `RejectionReports`). Every rejected input is also counted in `counters`.
     mutating func reportRejected(_ kind: String, topic: String, reason: String) {
-        for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: lastTime) {
+        for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: Self.runningClock(lastTime)) {
             event(text)
         }
     }

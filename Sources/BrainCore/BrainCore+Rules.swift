@@ -26,8 +26,8 @@ extension BrainCore {
     }
 
     /// `captured`: an update's capture time, which its rules' rate limit counts in.
-    mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, fleet: FleetBeacon?, since: Instant,
-                                   at now: Instant, captured: Instant? = nil) {
+    mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, fleet: FleetBeacon?, since: CaptureTime,
+                                   at now: CaptureTime, captured: CaptureTime? = nil) {
         let entry = self.entry(ref, uuid: fleet?.uuid)
         var context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid, entry: entry,
                                          rssi: fleet?.zoneView?.rssiSmoothed, zone: fleet?.zone, since: since)
@@ -42,7 +42,7 @@ extension BrainCore {
         }
     }
 
-    mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, join: ObserverJoin, at now: Instant) {
+    mutating func runRules(_ trigger: Rule.Trigger, beacon ref: BeaconRef, join: ObserverJoin, at now: CaptureTime) {
         let fleet = presence[ref]
         let entry = self.entry(ref, uuid: fleet?.uuid)
         let context = RuleEngine.Context(trigger: trigger, beacon: ref, uuid: fleet?.uuid ?? entry?.id?.uuid,
@@ -60,7 +60,7 @@ extension BrainCore {
     /// Carries out a rule's actions. Inbox actions go to `targets` (the observer of a join or
     /// leave, or every observer joined to the beacon); `publish` goes out once.
     mutating func perform(_ rule: Rule, beacon ref: BeaconRef, entry: BeaconEntry?, fleet: FleetBeacon?,
-                                  targets: [ObserverJoin], subject: ObserverJoin?, at now: Instant) {
+                                  targets: [ObserverJoin], subject: ObserverJoin?, at now: CaptureTime) {
         for action in rule.actions {
             switch action {
             case .ad:
@@ -109,7 +109,7 @@ extension BrainCore {
 
     /// Template values (see `Template.variables`); numbers as text, missing ones empty.
     func variables(_ rule: Rule, _ ref: BeaconRef, _ entry: BeaconEntry?, _ fleet: FleetBeacon?,
-                           _ join: ObserverJoin?, at now: Instant) -> [String: String] {
+                           _ join: ObserverJoin?, at now: CaptureTime) -> [String: String] {
         var values: [String: String] = ["rule": rule.name, "ts": now.iso8601]
         values["store"] = store(of: ref).map(String.init)
         if let eddystone = ref.eddystone {

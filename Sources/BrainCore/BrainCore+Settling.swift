@@ -8,7 +8,7 @@ import Tracking
 extension BrainCore {
     /// The retained messages are in: reconcile them and start answering (see the type's
     /// documentation). Calling it again does nothing.
-    public mutating func settle(at now: Instant) -> BrainOutput {
+    public mutating func settle(at now: CaptureTime) -> BrainOutput {
         guard !isSettled else {
             if recovery.isReadingBack { readBackComplete(at: now) }
             return finish(at: now)
@@ -132,7 +132,7 @@ extension BrainCore {
     /// republishes whatever of its retained topics the broker lacks, and visits and joins
     /// not seen again end once their gateways and observers are back (`ConnectionRecovery`).
     /// A brain that had not settled yet starts its collection again.
-    public mutating func reconnect(at now: Instant) -> BrainOutput {
+    public mutating func reconnect(at now: CaptureTime) -> BrainOutput {
         guard isSettled else {
             var fresh = BrainCore(config: config, stores: stores, limits: limits)
             fresh.recordSeal = recordSeal
@@ -144,7 +144,7 @@ extension BrainCore {
         }
         recovery.reconnected(views: presence.beacons.mapValues { Array($0.views.keys) },
                              joins: Array(observers.joins.keys))
-        presence.reconnected(at: now, patience: recovery.settings.reconnectGrace)
+        presence.reconnected(at: Self.runningClock(now), patience: recovery.settings.reconnectGrace)
         bridges.reconnected()
         known.reconnected()
         note(.info, "reconnected; reading the retained state back",
@@ -160,8 +160,8 @@ extension BrainCore {
 
     /// The end of a read-back after a reconnect: every retained topic of ours is checked
     /// against what the broker holds (`known`).
-    mutating func readBackComplete(at now: Instant) {
-        recovery.readBackComplete(at: now)
+    mutating func readBackComplete(at now: CaptureTime) {
+        recovery.readBackComplete(at: Self.runningClock(now))
         known.readBackComplete()
         // A bridged store whose status the broker no longer holds (it lost its retained
         // messages) is unknown until its bridge says 1 again.

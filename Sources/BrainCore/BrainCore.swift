@@ -136,7 +136,7 @@ public struct BrainCore: Sendable {
         didSet { joinPolicy.proofs = Self.proofs(config, proofSecrets) }
     }
     /// When joins past `brain.joinMaxAge` are next looked for.
-    var nextAgeCheck = Instant.epoch
+    var nextAgeCheck = CaptureTime.epoch
     /// Visits whose views were missing at settling while their store was unknown: decided
     /// when the store is back (a view coming back continues the visit).
     var heldVisits: [BeaconRef: VisitRecord] = [:]
@@ -145,7 +145,7 @@ public struct BrainCore: Sendable {
     /// Last seen and battery of the registry's beacons (`brain/beacons/<beacon>`).
     public internal(set) var beaconHealth = BeaconHealth()
     /// When the registry's beacons are next checked for `beaconHealth`.
-    var nextHealthCheck = Instant.epoch
+    var nextHealthCheck = CaptureTime.epoch
     /// Telemetry read while settling, applied once the health records are in.
     var pendingTelemetry: [BeaconRef: Int?] = [:]
     /// Seconds between two checks of the registry's beacons.
@@ -177,14 +177,14 @@ public struct BrainCore: Sendable {
     /// Customer entries found on the broker while settling: proximity visits carry on.
     var retainedCustomers: [RosterBook.Key: Roster.Customer] = [:]
     /// When each store's next roster summary may go out.
-    var rosterDue: [UInt16: Instant] = [:]
+    var rosterDue: [UInt16: CaptureTime] = [:]
     var joinLimiter: JoinRateLimiter
     var rejections: RejectionReports
     /// The size of the input being handled, for reports.
     var inputBytes = 0
     var out = BrainOutput()
     /// The latest time seen, for the rosters' `ts`.
-    var lastTime = Instant.epoch
+    var lastTime = CaptureTime.epoch
 
     public init(config: FleetConfig, stores: Set<UInt16> = [], limits: Limits = .init()) {
         self.config = config
@@ -304,21 +304,38 @@ public struct BrainCore: Sendable {
 
     // MARK: - Inputs
 
+    /// The brain's present read as its running clock: the one place `BrainCore` crosses
+    /// from capture time to wall time.
+    ///
+    /// Every input of the core is dated by the brain's present, a `CaptureTime`: what it
+    /// compares with the evidence (visits' `since`, a beacon's last sighting, a roster's
+    /// ages) and what it dates on the capture timeline. Live, that present is the service's
+    /// clock read as capture time once (`BrainService.coreNow`: the gateways date what they
+    /// hear by their wall clocks); in a replay it is the capture's own time.
+    ///
+    /// The report clock's patience (`FleetPresence.report(receivedAt:)`, `advance(to:)`,
+    /// `reconnected(at:)`: how long a late gateway holds decisions back) is the brain's time
+    /// passing, not capture time, which stands still while that gateway holds it: the
+    /// fleet presence takes it as `WallTime`. Live this gives the service clock back; in a
+    /// replay, the capture's time as the pace the replay runs at.
+    static func runningClock(_ now: CaptureTime) -> WallTime { now.asWallTime() }
+
     // `receive`, one message at a time, is in BrainCore+Routing.swift.
 
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
-    public mutating func advance(to now: Instant) -> BrainOutput {
-        for text in rejections.roll(at: now) { event(text) }
-        joinLimiter.prune(at: now)
+    public mutating func advance(to now: CaptureTime) -> BrainOutput {
+        let wall = Self.runningClock(now)
+        for text in rejections.roll(at: wall) { event(text) }
+        joinLimiter.prune(at: wall)
         guard isSettled else { return finish(at: now) }
         for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
         if bridges.unknownStores.isEmpty {
-            handle(presence.advance(to: now), at: now)
+            handle(presence.advance(to: wall), at: now)
         } else {
             let (bridges, storeOf) = (self.bridges, viewStore)
-            handle(presence.advance(to: now) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
+            handle(presence.advance(to: wall) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
         }
-        let due = recovery.due(at: now)
+        let due = recovery.due(at: wall)
         if !due.isEmpty { apply(due, at: now) }
         let waiting = proximityRoster.waiting
         if !waiting.isEmpty { observeProximity(Set(waiting), at: now) }
@@ -336,12 +353,12 @@ public struct BrainCore: Sendable {
 
     /// Applies a new fleet config: registry, stores, ads, rules and zone tuning change live;
     /// the topic prefix and the broker need a restart (reported, not applied).
-    public mutating func apply(_ newConfig: FleetConfig, origin: String, at now: Instant) -> BrainOutput {
+    public mutating func apply(_ newConfig: FleetConfig, origin: String, at now: CaptureTime) -> BrainOutput {
         applyConfig(newConfig, origin: origin, at: now)
         return finish(at: now)
     }
 
-    mutating func applyConfig(_ newConfig: FleetConfig, origin: String, at now: Instant) {
+    mutating func applyConfig(_ newConfig: FleetConfig, origin: String, at now: CaptureTime) {
         var new = newConfig
         var needsRestart: [String] = []
         if new.topicPrefix != config.topicPrefix { needsRestart.append("topicPrefix") }

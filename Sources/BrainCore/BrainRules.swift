@@ -50,13 +50,13 @@ public struct RuleEngine: Sendable {
         /// The gateway holding the beacon's zone, for `zones`; `nil` when it is present nowhere.
         public var zone: String?
         /// When the scope's visit or join began.
-        public var since: Instant
+        public var since: CaptureTime
         /// An update's capture time (the rate limit of `update` rules counts in it); `nil`:
         /// the time of `fire`.
-        public var captured: Instant?
+        public var captured: CaptureTime?
 
         public init(trigger: Rule.Trigger, beacon: BeaconRef, uuid: BeaconUUID? = nil, entry: BeaconEntry? = nil,
-                    rssi: Double? = nil, zone: String? = nil, since: Instant) {
+                    rssi: Double? = nil, zone: String? = nil, since: CaptureTime) {
             self.trigger = trigger
             self.beacon = beacon
             self.uuid = uuid
@@ -70,7 +70,7 @@ public struct RuleEngine: Sendable {
     public var rules: [Rule]
     private var memory: [BeaconRef: [Scope: RuleMemory]] = [:]
     /// When each `update` rule last fired, per beacon (the rate limit).
-    private var lastUpdate: [BeaconRef: [String: Instant]] = [:]
+    private var lastUpdate: [BeaconRef: [String: CaptureTime]] = [:]
 
     public init(rules: [Rule] = []) { self.rules = rules }
 
@@ -89,7 +89,7 @@ public struct RuleEngine: Sendable {
     }
 
     /// The rules that fire for `context`, in config order; their firing is remembered.
-    public mutating func fire(_ context: Context, scope: Scope, at now: Instant) -> [Rule] {
+    public mutating func fire(_ context: Context, scope: Scope, at now: CaptureTime) -> [Rule] {
         var state = memory(for: scope) ?? RuleMemory()
         var fired: [Rule] = []
         for rule in rules where rule.trigger == context.trigger {
@@ -159,7 +159,7 @@ public struct RuleEngine: Sendable {
     /// forgotten. Returns whether anything is still remembered (then call again later, until
     /// it returns false, to let those cooldowns expire).
     @discardableResult
-    public mutating func retire(_ scope: Scope, at now: Instant) -> Bool {
+    public mutating func retire(_ scope: Scope, at now: CaptureTime) -> Bool {
         if scope.client == nil { lastUpdate[scope.beacon] = nil }
         guard var state = memory(for: scope) else { return false }
         state.disarmed = [:]

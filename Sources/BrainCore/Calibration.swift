@@ -148,8 +148,8 @@ public struct Calibrator: Sendable {
     /// What each configuration gave: a change of any of it makes the samples meaningless.
     private var basis: [String] = []
     private var heard: [LinkKey: [Sample]] = [:]
-    private var firstHeard: [UInt16: Instant] = [:]
-    private var nextFit: [UInt16: Instant] = [:]
+    private var firstHeard: [UInt16: CaptureTime] = [:]
+    private var nextFit: [UInt16: CaptureTime] = [:]
 
     private struct LinkKey: Hashable, Comparable {
         var gateway: String
@@ -270,7 +270,7 @@ public struct Calibrator: Sendable {
         }
     }
 
-    private mutating func fit(store: UInt16, at now: Instant) -> [CalibrationRecord] {
+    private mutating func fit(store: UInt16, at now: CaptureTime) -> [CalibrationRecord] {
         guard let fit = CalibrationFit.fit(links(ofStore: store), pinned: pinned, priorExponent: priorExponents[store] ?? 2,
                                            settings: settings) else { return [] }
         var changed: [CalibrationRecord] = []

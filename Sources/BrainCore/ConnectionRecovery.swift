@@ -14,7 +14,9 @@ public import Contract
 ///
 /// A live `offline` (a last will) is held for `offlineGrace` seconds: a broker that shuts
 /// down publishes every client's will and then drops the brain's own connection, and that
-/// mass will must not read as every gateway and app dying. Pure: time is passed in.
+/// mass will must not read as every gateway and app dying. Pure: time is passed in, on the brain's
+/// running clock (`WallTime`, `BrainCore.runningClock`): these are seconds of the brain
+/// waiting for its clients, not spans of capture time.
 public struct ConnectionRecovery: Sendable {
     public struct Settings: Sendable, Equatable {
         /// Seconds a live `offline` waits before its gateway's views or observer's joins end.
@@ -55,15 +57,15 @@ public struct ConnectionRecovery: Sendable {
     private var unconfirmedViews: [BeaconRef: Set<String>] = [:]
     private var unconfirmedJoins: Set<ObserverJoin.Key> = []
     /// First live message from each gateway or observer since the reconnect.
-    private var gatewaysBack: [String: Instant] = [:]
-    private var observersBack: [String: Instant] = [:]
+    private var gatewaysBack: [String: WallTime] = [:]
+    private var observersBack: [String: WallTime] = [:]
     /// Retained `offline` found on reconnect: only a live message confirms these.
     private var gatewaysToReturn: Set<String> = []
     private var observersToReturn: Set<String> = []
-    private var deadline: Instant?
+    private var deadline: WallTime?
     /// Held wills, by when they take effect.
-    private var heldGateways: [String: Instant] = [:]
-    private var heldObservers: [String: Instant] = [:]
+    private var heldGateways: [String: WallTime] = [:]
+    private var heldObservers: [String: WallTime] = [:]
 
     public init(settings: Settings = .init()) { self.settings = settings }
 
@@ -97,7 +99,7 @@ public struct ConnectionRecovery: Sendable {
     }
 
     /// The retained state is in: the grace for clients that do not come back starts.
-    public mutating func readBackComplete(at now: Instant) {
+    public mutating func readBackComplete(at now: WallTime) {
         guard isReadingBack else { return }
         isReadingBack = false
         deadline = now + settings.reconnectGrace
@@ -128,7 +130,7 @@ public struct ConnectionRecovery: Sendable {
     public mutating func joinEnded(_ key: ObserverJoin.Key) { unconfirmedJoins.remove(key) }
 
     /// A live message from the gateway: it is connected, and any will of its is void.
-    public mutating func gatewayIsLive(_ gateway: String, at now: Instant) {
+    public mutating func gatewayIsLive(_ gateway: String, at now: WallTime) {
         heldGateways[gateway] = nil
         gatewaysToReturn.remove(gateway)
         if gatewaysBack[gateway] == nil, unconfirmedViews.values.contains(where: { $0.contains(gateway) }) {
@@ -136,7 +138,7 @@ public struct ConnectionRecovery: Sendable {
         }
     }
 
-    public mutating func observerIsLive(_ client: String, at now: Instant) {
+    public mutating func observerIsLive(_ client: String, at now: WallTime) {
         heldObservers[client] = nil
         observersToReturn.remove(client)
         if observersBack[client] == nil, unconfirmedJoins.contains(where: { $0.client == client }) {
@@ -157,13 +159,13 @@ public struct ConnectionRecovery: Sendable {
     }
 
     /// A live `offline`: held for `offlineGrace`; false when it takes effect at once.
-    public mutating func hold(offlineGateway gateway: String, at now: Instant) -> Bool {
+    public mutating func hold(offlineGateway gateway: String, at now: WallTime) -> Bool {
         guard settings.offlineGrace > 0 else { return false }
         if heldGateways[gateway] == nil { heldGateways[gateway] = now + settings.offlineGrace }
         return true
     }
 
-    public mutating func hold(offlineObserver client: String, at now: Instant) -> Bool {
+    public mutating func hold(offlineObserver client: String, at now: WallTime) -> Bool {
         guard settings.offlineGrace > 0 else { return false }
         if heldObservers[client] == nil { heldObservers[client] = now + settings.offlineGrace }
         return true
@@ -172,7 +174,7 @@ public struct ConnectionRecovery: Sendable {
     // MARK: Time
 
     /// Takes out what has come due at `now`.
-    public mutating func due(at now: Instant) -> Due {
+    public mutating func due(at now: WallTime) -> Due {
         var due = Due()
         for (gateway, at) in heldGateways.sorted(by: { $0.key < $1.key }) where now >= at {
             heldGateways[gateway] = nil
@@ -184,7 +186,7 @@ public struct ConnectionRecovery: Sendable {
         }
         guard !isReadingBack else { return due }
         let expired = deadline.map { now >= $0 } ?? false
-        func back(_ since: Instant?) -> Bool { expired || since.map { now.seconds(since: $0) >= settings.confirmDelay } ?? false }
+        func back(_ since: WallTime?) -> Bool { expired || since.map { now.seconds(since: $0) >= settings.confirmDelay } ?? false }
         for (beacon, gateways) in unconfirmedViews.sorted(by: { $0.key < $1.key }) {
             for gateway in gateways.sorted() where back(gatewaysBack[gateway]) {
                 due.views.append((beacon, gateway))

@@ -21,10 +21,10 @@ public struct GatewayView: Sendable, Equatable {
     public var announced: Bool
     /// When the gateway last said something about the beacon: capture time of its report,
     /// or the brain's time of its presence message.
-    public var lastUpdate: Instant
+    public var lastUpdate: CaptureTime
 
     public init(gateway: String, zoneName: String, proximity: Proximity, rssiSmoothed: Double?, distance: Double?,
-                announced: Bool, lastUpdate: Instant) {
+                announced: Bool, lastUpdate: CaptureTime) {
         self.gateway = gateway
         self.zoneName = zoneName
         self.proximity = proximity
@@ -58,7 +58,7 @@ public struct FleetBeacon: Sendable, Equatable {
     public internal(set) var proximity: Proximity
     /// When this visit began: capture time of the first advertisement (the brain's clock
     /// for a visit known from retained presence only).
-    public internal(set) var since: Instant
+    public internal(set) var since: CaptureTime
 
     public var zoneView: GatewayView? { views[zone] }
 
@@ -90,7 +90,7 @@ public enum FleetEvent: Sendable, Equatable {
     /// `publishInterval`, as its sightings): one "update" for `update` rules and cooldowns
     /// such as "after 3 updates at near", reported whether or not anything changed; `at` is
     /// the capture time of the decision step, so updates decided together stay apart.
-    case update(BeaconRef, Proximity, at: Instant)
+    case update(BeaconRef, Proximity, at: CaptureTime)
 
     public var beacon: BeaconRef {
         switch self {
@@ -192,16 +192,22 @@ public struct FleetPresence: Sendable {
 
     private var zScore: (still: Double, walking: Double)
     private var evidence: [BeaconRef: Evidence] = [:]
+    /// The keys of `evidence` in order (`BeaconRef`'s), which is the order a decision step
+    /// goes through them and so the order of its events; it may still hold a few whose
+    /// evidence ended outside a step (skipped, dropped by the next step). Kept as beacons come
+    /// and go rather than sorted at every step, which cost a few thousand instructions per
+    /// message received (docs/PERFORMANCE.md, section 11).
+    private var evidenceOrder: [BeaconRef] = []
     private var clock = ReportClock()
     private var pending: [PendingSample] = []
     private var sequence = 0
     /// The last decision step processed.
-    private var processed: Instant?
+    private var processed: CaptureTime?
     private var decisions: [ZoneDecision] = []
     private var gaps: [ReportGap] = []
     /// Capture time of each beacon's last exit (the last few minutes'), to tell a
     /// gateway's late presence from a visit the reports missed.
-    private var lastExits: [BeaconRef: Instant] = [:]
+    private var lastExits: [BeaconRef: CaptureTime] = [:]
     /// Seconds a gateway's reports may trail its presence.
     static let reportSlack = 2.0
     /// Shortest gap in a gateway's reports that is reported (`takeGaps`), seconds: a lost
@@ -210,7 +216,7 @@ public struct FleetPresence: Sendable {
     /// Visits a restarted brain continues (`restore`), with the zone it restored: until
     /// `restoreWarmup` seconds of capture time have been decided, the evidence rebuilds
     /// silently and the zone holds (no zone decisions from a few samples after a restart).
-    private var restoring: [BeaconRef: (zone: String?, until: Instant?)] = [:]
+    private var restoring: [BeaconRef: (zone: String?, until: CaptureTime?)] = [:]
 
     public init(settings: Settings = .init()) {
         self.settings = settings
@@ -229,7 +235,7 @@ public struct FleetPresence: Sendable {
     public subscript(ref: BeaconRef) -> FleetBeacon? { beacons[ref] }
 
     /// Capture time up to which the brain has decided.
-    public var decidedUntil: Instant? { processed }
+    public var decidedUntil: CaptureTime? { processed }
 
     /// The gateways the brain's decisions wait for, and those it has stopped waiting for
     /// because their reports were late.
@@ -255,7 +261,7 @@ public struct FleetPresence: Sendable {
     /// has reported their moment; the decisions that become possible are made now.
     /// `accepts` filters the beacons this brain handles; `held` says which views must not
     /// end by silence (their store is cut off).
-    public mutating func report(_ report: RSSIReport, receivedAt wall: Instant, accepts: (BeaconRef) -> Bool = { _ in true },
+    public mutating func report(_ report: RSSIReport, receivedAt wall: WallTime, accepts: (BeaconRef) -> Bool = { _ in true },
                                 holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
         offlineGateways.remove(report.gateway)
         clock.isOnline(report.gateway)
@@ -317,7 +323,7 @@ public struct FleetPresence: Sendable {
     /// unknown. They neither exit nor lose the zone for it before `end`.
     /// Its entries still waiting for another gateway's reports (an outage that began before
     /// the brain could decide them) carry the gap into the link they will update.
-    private mutating func gap(_ gateway: String, from start: Instant, to end: Instant) {
+    private mutating func gap(_ gateway: String, from start: CaptureTime, to end: CaptureTime) {
         for ref in evidence.keys.sorted() {
             guard let link = evidence[ref]?.links[gateway],
                   start.seconds(since: link.lastHeard) < settings.viewTimeout(gateway) else { continue }
@@ -333,7 +339,7 @@ public struct FleetPresence: Sendable {
     /// from a gateway that sends no reports, or read back from the broker; otherwise it
     /// names the view. A retained one from a gateway known to be offline is what it left
     /// behind when it died and is ignored; a live one proves it is back.
-    public mutating func gatewayPresence(_ report: GatewayPresenceReport, retained: Bool, at now: Instant) -> [FleetEvent] {
+    public mutating func gatewayPresence(_ report: GatewayPresenceReport, retained: Bool, at now: CaptureTime) -> [FleetEvent] {
         if offlineGateways.contains(report.gateway) {
             guard !retained else { return [] }
             offlineGateways.remove(report.gateway)
@@ -456,21 +462,28 @@ public struct FleetPresence: Sendable {
         if clock.watermarks[gateway] != nil { clock.restarted.insert(gateway) }
     }
 
-    /// The brain's broker connection came back at `wall`: every gateway sends the reports it
+    /// The brain's broker connection came back at `wall` (the brain's running clock, as for
+    /// `advance(to:)`): every gateway sends the reports it
     /// kept while away (`GatewayEngine`), some only after their reconnect back-off, so until
     /// `wall + patience` a late gateway holds decisions back however long (`clockHold` does
     /// not apply): decided with every gateway's reports, they are those of a run without the
     /// outage. One that sends nothing by then is let go as usual.
-    public mutating func reconnected(at wall: Instant, patience: Double) {
+    public mutating func reconnected(at wall: WallTime, patience: Double) {
         clock.patientUntil = wall + patience
         clock.heldSince = nil
     }
 
-    /// Wall-clock time passes: a gateway whose reports are late stops holding decisions
-    /// back after `clockHold` seconds. `held` as for `report`.
-    public mutating func advance(to now: Instant,
+    /// The brain's running clock passes (`WallTime`, not capture time: capture time advances
+    /// only with the gateways' reports, and stands still while a late gateway holds it back).
+    /// A gateway whose reports are late stops holding decisions back after `clockHold`
+    /// seconds of it; the decisions that then become possible are made in capture time, up
+    /// to what the other gateways have reported. `held` as for `report`.
+    ///
+    /// Live, `wall` is the service's clock; in a replay or a scoring run, the time the replay
+    /// has reached, read as the pace it runs at (`CaptureTime.asWallTime()` at the caller).
+    public mutating func advance(to wall: WallTime,
                                  holding held: (BeaconRef, GatewayView) -> Bool = { _, _ in false }) -> [FleetEvent] {
-        clock.check(wall: now, hold: settings.brain.clockHold)
+        clock.check(wall: wall, hold: settings.brain.clockHold)
         var events: [FleetEvent] = []
         let beacons = self.beacons
         decide(&events, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
@@ -493,7 +506,7 @@ public struct FleetPresence: Sendable {
     /// that gateway still sees the beacon (so a restart does not move anyone).
     /// The zone holds while the evidence rebuilds (`restoreWarmup`), also when its gateway's
     /// reports come only after the restart: the first of them takes the zone back silently.
-    public mutating func restore(_ ref: BeaconRef, since: Instant?, zone: String?) {
+    public mutating func restore(_ ref: BeaconRef, since: CaptureTime?, zone: String?) {
         guard var beacon = beacons[ref] else { return }
         if let since { beacon.since = since }
         if let zone, beacon.views[zone] != nil { beacon.zone = zone }
@@ -520,7 +533,7 @@ public struct FleetPresence: Sendable {
         guard let time = clock.time else { return }
         let step = settings.step
         while true {
-            var next: Instant
+            var next: CaptureTime
             if let processed {
                 next = processed + step
                 if evidence.isEmpty, let first = pending.map(\.time).min(), first > next {
@@ -538,14 +551,14 @@ public struct FleetPresence: Sendable {
     }
 
     /// The first step boundary after `time`.
-    static func boundary(_ time: Instant, _ step: Double) -> Instant {
+    static func boundary(_ time: CaptureTime, _ step: Double) -> CaptureTime {
         let n = Int64((step * 1e9).rounded())
         let t = time.nanoseconds
-        return Instant(nanoseconds: ((t >= 0 ? t / n : (t - n + 1) / n) + 1) * n)
+        return CaptureTime(nanoseconds: ((t >= 0 ? t / n : (t - n + 1) / n) + 1) * n)
     }
 
     /// One decision step: the advertisements before `end`, then entries, exits and zones.
-    private mutating func process(upTo end: Instant, _ events: inout [FleetEvent],
+    private mutating func process(upTo end: CaptureTime, _ events: inout [FleetEvent],
                                   holding held: (BeaconRef, String) -> Bool) {
         let brain = settings.brain
         var due: [PendingSample] = []
@@ -569,24 +582,40 @@ public struct FleetPresence: Sendable {
         // `default:` subscript): a copy taken out and written back shared its links and
         // views with the stored one, and the first change copied those dictionaries whole,
         // for every sample and every beacon at every step.
+        // Beacons whose evidence this step begins, to be put in `evidenceOrder`.
+        var begun: [BeaconRef] = []
         for key in order {
             let sample = due[key.index]
             let ref = sample.ref
-            let link = Self.take(sample, into: &evidence[ref, default: Evidence(at: sample.time)], brain: brain)
+            // Looked up once, and not through `subscript(_:default:)`: its default (a closure
+            // holding the sample) was allocated and freed for every sample.
+            let slot: [BeaconRef: Evidence].Index
+            if let found = evidence.index(forKey: ref) {
+                slot = found
+            } else {
+                evidence[ref] = Evidence(at: sample.time)
+                slot = evidence.index(forKey: ref)!
+                begun.append(ref)
+            }
+            let link = Self.take(sample, into: &evidence.values[slot], brain: brain)
             if let index = beacons.index(forKey: ref) {
                 let view = reportView(sample.gateway, link)
                 if let uuid = sample.entry.uuid, beacons.values[index].uuid != uuid {
                     beacons.values[index].uuid = uuid
-                    evidence[ref]?.viewsChangedInStep = true
+                    evidence.values[slot].viewsChangedInStep = true
                 }
                 if let old = beacons.values[index].views.updateValue(view, forKey: sample.gateway) {
-                    if old.proximity != view.proximity || old.zoneName != view.zoneName { evidence[ref]?.viewsChangedInStep = true }
+                    if old.proximity != view.proximity || old.zoneName != view.zoneName { evidence.values[slot].viewsChangedInStep = true }
                 } else {
                     events.append(.viewsChanged(ref))
                 }
             }
         }
-        for ref in evidence.keys.sorted() {
+        evidenceOrder = Self.merged(evidenceOrder, begun)
+        // The beacons whose evidence outlives the step, in order: the next step's.
+        var kept: [BeaconRef] = []
+        kept.reserveCapacity(evidenceOrder.count)
+        for ref in evidenceOrder {
             guard let index = evidence.index(forKey: ref) else { continue }
             Self.closeStep(&evidence.values[index], at: end, step: settings.step)
             // Read and cleared in place: each read through `values[index]` copied the evidence out.
@@ -615,8 +644,31 @@ public struct FleetPresence: Sendable {
                 enter(ref, e, at: end, &events)
             } else if end.seconds(since: e.lastHeard) > max(brain.entryWindow, settings.step) + settings.defaultViewTimeout {
                 evidence[ref] = nil
+                continue
             }
+            kept.append(ref)
         }
+        evidenceOrder = kept
+    }
+
+    /// `order` (sorted, without repeats) with `added` in their places; those it holds already
+    /// are not added again.
+    static func merged(_ order: [BeaconRef], _ added: [BeaconRef]) -> [BeaconRef] {
+        guard !added.isEmpty else { return order }
+        let added = added.sorted()
+        var result: [BeaconRef] = []
+        result.reserveCapacity(order.count + added.count)
+        var i = 0
+        for ref in added {
+            while i < order.count, order[i] < ref {
+                result.append(order[i])
+                i += 1
+            }
+            if i < order.count, order[i] == ref { continue }
+            if result.last != ref { result.append(ref) }
+        }
+        result.append(contentsOf: order[i...])
+        return result
     }
 
     /// One sample into its beacon's evidence: the link of its gateway updated in place.
@@ -656,7 +708,7 @@ public struct FleetPresence: Sendable {
     }
 
     /// The end of a decision step for one beacon's evidence: its rates, in place.
-    private static func closeStep(_ e: inout Evidence, at end: Instant, step: Double) {
+    private static func closeStep(_ e: inout Evidence, at end: CaptureTime, step: Double) {
         // The rate of advertisements, an average over about 10 s, never above what arrived
         // after the first step that heard the beacon over the time since: one step's burst
         // is no rate (a fob heard once every 3 s by three gateways read 6/s, and left
@@ -686,7 +738,7 @@ public struct FleetPresence: Sendable {
 
     /// Whether the visit is one a restarted brain continues and its evidence still rebuilds:
     /// the restored zone is taken back (silently) as soon as its gateway's view is there.
-    private mutating func rebuilding(_ beacon: inout FleetBeacon, at end: Instant, _ events: inout [FleetEvent]) -> Bool {
+    private mutating func rebuilding(_ beacon: inout FleetBeacon, at end: CaptureTime, _ events: inout [FleetEvent]) -> Bool {
         guard let restored = restoring[beacon.ref] else { return false }
         let zone = restored.zone, deadline = restored.until ?? end + restoreWarmup
         if let zone, zone != beacon.zone, beacon.views[zone] != nil {
@@ -713,7 +765,7 @@ public struct FleetPresence: Sendable {
 
     /// Whether `gateway` is unheard at `end`: the brain stopped waiting for its late reports,
     /// and its silence is within `unheardBound`.
-    private func unheard(_ gateway: String, at end: Instant) -> Bool {
+    private func unheard(_ gateway: String, at end: CaptureTime) -> Bool {
         guard clock.excluded.contains(gateway), let mark = clock.watermarks[gateway] else { return false }
         return end.seconds(since: mark) <= unheardBound(gateway)
     }
@@ -723,7 +775,7 @@ public struct FleetPresence: Sendable {
     /// are lost). It waits when a gateway of a store with an entrance heard it, no
     /// entrance gateway has an RSSI for it yet, and it was first heard less than
     /// `brain.entranceWait` ago.
-    private func awaitsEntrance(_ e: Evidence, at end: Instant) -> Bool {
+    private func awaitsEntrance(_ e: Evidence, at end: CaptureTime) -> Bool {
         guard !settings.entrances.isEmpty, end.seconds(since: e.firstHeard) < settings.brain.entranceWait else { return false }
         if e.links.contains(where: { settings.entrances.contains($0.key) && $0.value.level != nil }) { return false }
         let withEntrance = Set(settings.entrances.map { settings.stores[$0] })
@@ -731,7 +783,7 @@ public struct FleetPresence: Sendable {
     }
 
     /// Ends the visit when the beacon has been silent long enough; true when it did.
-    private mutating func exitDue(_ e: Evidence, _ beacon: FleetBeacon, at end: Instant, _ events: inout [FleetEvent],
+    private mutating func exitDue(_ e: Evidence, _ beacon: FleetBeacon, at end: CaptureTime, _ events: inout [FleetEvent],
                                   holding held: (BeaconRef, String) -> Bool) -> Bool {
         var latest = e.lastHeard
         for link in e.links.values { latest = max(latest, link.quietSince) }
@@ -777,15 +829,20 @@ public struct FleetPresence: Sendable {
 
     /// Views kept by reports end when their gateway has not heard the beacon for its
     /// `exitTimeout`.
-    private mutating func expireViews(_ beacon: inout FleetBeacon, _ e: Evidence, at end: Instant,
+    private mutating func expireViews(_ beacon: inout FleetBeacon, _ e: Evidence, at end: CaptureTime,
                                       _ events: inout [FleetEvent], holding held: (BeaconRef, String) -> Bool) {
         func expired(_ gateway: String, _ view: GatewayView) -> Bool {
             guard !view.announced, let link = e.links[gateway] else { return false }
             let quiet = end.seconds(since: link.quietSince)
             return quiet >= settings.shortestViewTimeout && quiet >= settings.viewTimeout(gateway)
         }
-        // Sorted (the order of the events) only in the rare step where a view ends.
-        if beacon.views.contains(where: { expired($0.key, $0.value) }) {
+        // No view has ended unless a link has been quiet for the shortest view timeout (most
+        // beacons, most steps): then the views, each copied out to be checked, are not gone
+        // through. Sorted (the order of the events) only in the rare step where a view ends.
+        let quietLink = e.links.values.indices.contains {
+            end.seconds(since: e.links.values[$0].quietSince) >= settings.shortestViewTimeout
+        }
+        if quietLink, beacon.views.contains(where: { expired($0.key, $0.value) }) {
             for (gateway, view) in beacon.views.sorted(by: { $0.key < $1.key }) where expired(gateway, view) {
                 guard !held(beacon.ref, gateway), !unheard(gateway, at: end), beacon.views.count > 1 else { continue }
                 beacon.views[gateway] = nil
@@ -797,23 +854,27 @@ public struct FleetPresence: Sendable {
 
     /// The zone test: another gateway takes the zone when the brain is `zoneConfidence`
     /// sure it hears the beacon louder, `zoneUpdates` steps in a row.
-    private mutating func contest(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: Instant,
+    private mutating func contest(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: CaptureTime,
                                   _ events: inout [FleetEvent]) {
         let brain = settings.brain
-        // The loudest fresh link but the zone's (on equal levels, the first gateway by name).
-        var best: (key: String, value: LinkEstimate)?
-        for (gateway, link) in e.links where gateway != beacon.zone {
-            guard let level = link.level, end.seconds(since: link.lastHeard) <= brain.zoneStaleAfter else { continue }
-            if let current = best, level < current.value.level! || (level == current.value.level! && gateway > current.key) {
+        // The loudest fresh link but the zone's (on equal levels, the first gateway by name);
+        // by its index, so that no link is copied out but the one found.
+        let links = e.links
+        var best: Int?
+        for i in links.keys.indices where links.keys[i] != beacon.zone {
+            guard let level = links.values[i].level, end.seconds(since: links.values[i].lastHeard) <= brain.zoneStaleAfter else { continue }
+            if let current = best, let top = links.values[current].level,
+               level < top || (level == top && links.keys[i] > links.keys[current]) {
                 continue
             }
-            best = (gateway, link)
+            best = i
         }
-        guard let (candidate, challenger) = best else {
+        guard let best else {
             e.challenger = nil
             e.passes = 0
             return
         }
+        let candidate = links.keys[best], challenger = links.values[best]
         // The zone's gateway loses the zone to any that still hears the beacon once its own
         // silence has become telling: as long as it takes to miss `exitSamples / 2`
         // advertisements in a row at the rate it was hearing them (at least `zoneStaleAfter`).
@@ -855,7 +916,7 @@ public struct FleetPresence: Sendable {
     /// while `a`'s level rises against `b`'s (their trends differ by more than half the
     /// difference's standard deviation): the customer walks from `b` towards `a`. `settled`:
     /// each asks `settledMargin` standard deviations more (`zoneSettle`).
-    private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: Instant, settled: Bool = false) -> Bool {
+    private func louder(_ a: LinkEstimate, than b: LinkEstimate, at end: CaptureTime, settled: Bool = false) -> Bool {
         let brain = settings.brain
         guard let c = a.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise),
               let z = b.predicted(at: end, processNoise: brain.rssiProcessNoise, trendNoise: brain.rssiTrendNoise)
@@ -867,7 +928,7 @@ public struct FleetPresence: Sendable {
 
     /// The zone HMM (`ZoneBelief`): the evidence of this step, then another zone takes the
     /// zone once its posterior has passed `zoneSwitch` for `zoneHold` seconds.
-    private mutating func follow(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: Instant,
+    private mutating func follow(_ beacon: inout FleetBeacon, _ e: inout Evidence, at end: CaptureTime,
                                  _ events: inout [FleetEvent]) {
         let brain = settings.brain
         let positions = settings.positions, stores = settings.stores
@@ -912,7 +973,7 @@ public struct FleetPresence: Sendable {
     /// How many standard deviations the trends must differ by to count as walking.
     static let walkingTrend = 0.5
 
-    private mutating func move(_ beacon: inout FleetBeacon, to gateway: String, at time: Instant, _ events: inout [FleetEvent]) {
+    private mutating func move(_ beacon: inout FleetBeacon, to gateway: String, at time: CaptureTime, _ events: inout [FleetEvent]) {
         guard gateway != beacon.zone else { return }
         let from = beacon.zone
         if beacon.views[gateway] == nil, let link = evidence[beacon.ref]?.links[gateway] {
@@ -924,7 +985,7 @@ public struct FleetPresence: Sendable {
     }
 
     /// A beacon heard for `entryWindow`: it enters in the zone of the loudest gateway.
-    private mutating func enter(_ ref: BeaconRef, _ e: Evidence, at end: Instant, _ events: inout [FleetEvent]) {
+    private mutating func enter(_ ref: BeaconRef, _ e: Evidence, at end: CaptureTime, _ events: inout [FleetEvent]) {
         var views: GatewayMap<GatewayView> = [:]
         for (gateway, link) in e.links { views[gateway] = reportView(gateway, link) }
         guard var zone = strongestLink(e.links) ?? views.keys.min() else { return }
@@ -950,7 +1011,7 @@ public struct FleetPresence: Sendable {
 
     /// Whether an update of the zone gateway is due: at most one per its `publishInterval`
     /// (half a step early is on time: steps do not fall on the interval's grid).
-    private func updateDue(_ e: inout Evidence, gateway: String, at end: Instant) -> Bool {
+    private func updateDue(_ e: inout Evidence, gateway: String, at end: CaptureTime) -> Bool {
         if let last = e.lastUpdate, end.seconds(since: last) < settings.updateInterval(gateway) - settings.step / 2 {
             return false
         }
@@ -971,7 +1032,7 @@ public struct FleetPresence: Sendable {
 
     /// After the zone's view ended: the loudest remaining gateway, by its reports if any,
     /// else the strongest view.
-    private mutating func refreshZone(_ beacon: inout FleetBeacon, _ events: inout [FleetEvent], at time: Instant? = nil) {
+    private mutating func refreshZone(_ beacon: inout FleetBeacon, _ events: inout [FleetEvent], at time: CaptureTime? = nil) {
         guard beacon.views[beacon.zone] == nil else { return }
         let links = evidence[beacon.ref]?.links.filter { beacon.views[$0.key] != nil } ?? [:]
         let next = strongestLink(links) ?? beacon.views.values.max { $1.isStronger(than: $0) }?.gateway
@@ -984,7 +1045,7 @@ public struct FleetPresence: Sendable {
                     rssiSmoothed: link.rssiSmoothed, distance: link.distance, announced: false, lastUpdate: link.lastHeard)
     }
 
-    private func announcedView(_ report: GatewayPresenceReport, at now: Instant) -> GatewayView {
+    private func announcedView(_ report: GatewayPresenceReport, at now: CaptureTime) -> GatewayView {
         GatewayView(gateway: report.gateway, zoneName: report.zone, proximity: report.proximity,
                     rssiSmoothed: report.rssiSmoothed, distance: report.distance, announced: true, lastUpdate: now)
     }
@@ -997,7 +1058,7 @@ public struct FleetPresence: Sendable {
         }
     }
 
-    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at time: Instant) {
+    private mutating func record(_ kind: ZoneDecision.Kind, _ beacon: FleetBeacon, from: String?, at time: CaptureTime) {
         if kind == .exit {
             if lastExits.count > 1000 { lastExits = lastExits.filter { time.seconds(since: $0.value) < 600 } }
             lastExits[beacon.ref] = max(lastExits[beacon.ref] ?? time, time)
@@ -1038,10 +1099,10 @@ public struct FleetPresence: Sendable {
 /// A span of capture time one gateway's reports never covered (`FleetPresence.takeGaps`).
 public struct ReportGap: Sendable, Equatable {
     public var gateway: String
-    public var from: Instant
-    public var to: Instant
+    public var from: CaptureTime
+    public var to: CaptureTime
 
-    public init(gateway: String, from: Instant, to: Instant) {
+    public init(gateway: String, from: CaptureTime, to: CaptureTime) {
         self.gateway = gateway
         self.from = from
         self.to = to

@@ -50,7 +50,7 @@ public struct JoinPolicy: Sendable {
     /// store; `presence`: who is where now; `viewStore`: the store a gateway's view of a
     /// beacon comes from; `now`: the wall clock, for proofs of presence.
     public func refusal(client: String, beacon: BeaconRef, store: UInt16?, presence: FleetPresence,
-                        viewStore: (BeaconRef, String) -> UInt16?, at now: Instant = .epoch) -> String? {
+                        viewStore: (BeaconRef, String) -> UInt16?, at now: CaptureTime = .epoch) -> String? {
         guard access != .open else { return nil }
         if let owner = owner(of: beacon) {
             return owner == client ? nil : "beacon \(beacon) belongs to another customer: only its owner may join it"
@@ -75,7 +75,7 @@ public struct JoinPolicy: Sendable {
 
     /// Whether a join of `beacon` proves presence (`proof` access): an iBeacon whose major
     /// is a store with a proof and whose minor is that store's value now.
-    public func proves(_ beacon: BeaconRef, store: UInt16?, at now: Instant) -> Bool {
+    public func proves(_ beacon: BeaconRef, store: UInt16?, at now: CaptureTime) -> Bool {
         guard access == .proof, beacon.eddystone == nil, store == beacon.major,
               let proof = proofs[beacon.major] else { return false }
         return proof.accepts(beacon.minor, store: beacon.major, at: now)

@@ -21,11 +21,11 @@ public struct ObserverJoin: Sendable, Equatable {
     /// The retained join holds a photo; the brain keeps no copy of it.
     public var hasPhoto: Bool
     /// When the brain answered the join.
-    public var since: Instant
+    public var since: CaptureTime
     /// `JoinRequest.fingerprint` of the payload answered.
     public var fingerprint: String
 
-    public init(key: Key, profile: ObserverProfile?, since: Instant, fingerprint: String) {
+    public init(key: Key, profile: ObserverProfile?, since: CaptureTime, fingerprint: String) {
         self.key = key
         name = profile?.name
         favorite = profile?.favorite

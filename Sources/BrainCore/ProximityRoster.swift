@@ -20,9 +20,9 @@ public struct ProximityRoster: Sendable {
         public var client: String
         public var profile: CustomerProfile?
         /// When it entered the roster.
-        public var since: Instant
+        public var since: CaptureTime
 
-        public init(beacon: BeaconRef, client: String, profile: CustomerProfile?, since: Instant) {
+        public init(beacon: BeaconRef, client: String, profile: CustomerProfile?, since: CaptureTime) {
             self.beacon = beacon
             self.client = client
             self.profile = profile
@@ -41,7 +41,7 @@ public struct ProximityRoster: Sendable {
         var visit: Visit?
         /// Since when the beacon has been meeting the condition to change (enter when out,
         /// leave when in); `nil` when it does not.
-        var pending: Instant?
+        var pending: CaptureTime?
     }
 
     /// The settings of every store with a proximity roster.
@@ -92,7 +92,7 @@ public struct ProximityRoster: Sendable {
     /// view, none when it left the fleet; `storeOf`: the store a gateway's view is in).
     /// Returns the roster entries that changed.
     public mutating func observe(_ ref: BeaconRef, owner: String, profile: CustomerProfile?, views: [GatewayView],
-                                 storeOf: (String) -> UInt16?, at now: Instant) -> [RosterBook.Key] {
+                                 storeOf: (String) -> UInt16?, at now: CaptureTime) -> [RosterBook.Key] {
         var changed: [RosterBook.Key] = []
         for (store, settings) in stores.sorted(by: { $0.key < $1.key }) {
             let key = Key(store: store, beacon: ref)
@@ -135,7 +135,7 @@ public struct ProximityRoster: Sendable {
     /// Visits that began `maxAge` seconds ago or more end, as joins do (`brain.joinMaxAge`):
     /// the broker drops their retained entries then anyway (MQTT 5 expiry). A customer still
     /// at the counter enters again, with a fresh entry.
-    public mutating func endVisits(olderThan maxAge: Double, at now: Instant) -> [RosterBook.Key] {
+    public mutating func endVisits(olderThan maxAge: Double, at now: CaptureTime) -> [RosterBook.Key] {
         var ended: [RosterBook.Key] = []
         for (key, state) in states.sorted(by: { $0.key < $1.key }) {
             guard let visit = state.visit, now.seconds(since: visit.since) >= maxAge else { continue }

@@ -41,7 +41,7 @@ public struct RosterBook: Sendable {
     public mutating func update(client: String, store: UInt16, joins: [ObserverJoin], visits: [ProximityRoster.Visit] = [],
                                 topics: Topics) -> Roster.Customer? {
         var latest: ObserverJoin?
-        var first: Instant?
+        var first: CaptureTime?
         for join in joins {
             first = min(first ?? join.since, join.since)
             if let current = latest, (current.since, current.beacon) >= (join.since, join.beacon) { continue }

@@ -16,7 +16,7 @@ struct StalePresence: Sendable {
     /// The most (beacon, gateway) pairs remembered.
     let capacity: Int
     /// The latest `since` each gateway reported, by beacon.
-    private var latest: [BeaconRef: [String: Instant]] = [:]
+    private var latest: [BeaconRef: [String: CaptureTime]] = [:]
     /// The (beacon, gateway) pairs in `latest`.
     private(set) var count = 0
 

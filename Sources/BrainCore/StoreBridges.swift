@@ -19,7 +19,7 @@ public struct StoreBridges: Sendable {
         /// Down, or not seen up yet.
         case unknown
         /// Up again since `since`; waiting for these gateways' statuses.
-        case reconciling(since: Instant, awaiting: Set<String>)
+        case reconciling(since: CaptureTime, awaiting: Set<String>)
     }
 
     /// What a status message led to.
@@ -32,7 +32,7 @@ public struct StoreBridges: Sendable {
         /// Read back after the brain's reconnect: the bridge came back meanwhile.
         case found(UInt16)
         /// The replay is in: drop what it did not confirm since `since`.
-        case reconciled(UInt16, since: Instant)
+        case reconciled(UInt16, since: CaptureTime)
     }
 
     /// Seconds after a bridge's `1` after which the store is reconciled even if not every
@@ -74,7 +74,7 @@ public struct StoreBridges: Sendable {
 
     /// Settling: a store whose retained status says `1` is up; one whose bridge connected
     /// meanwhile is reconciling; any other is unknown.
-    public mutating func settle(at now: Instant) {
+    public mutating func settle(at now: CaptureTime) {
         for major in states.keys.sorted() {
             switch seen[major] {
             case (true, false)?: states[major] = .up
@@ -90,7 +90,7 @@ public struct StoreBridges: Sendable {
     /// retained one, read back after the brain's own reconnect, says the bridge came back
     /// while the brain was away: the broker's retained state, read back with it, is the
     /// store's.
-    public mutating func status(_ major: UInt16, connected: Bool, live: Bool = true, at now: Instant) -> Change {
+    public mutating func status(_ major: UInt16, connected: Bool, live: Bool = true, at now: CaptureTime) -> Change {
         guard let was = states[major] else { return .none }
         readBack?.insert(major)
         guard connected else {
@@ -135,7 +135,7 @@ public struct StoreBridges: Sendable {
     }
 
     /// Reconciles the stores whose replay has taken longer than `reconcileLimit`.
-    public mutating func advance(to now: Instant) -> [Change] {
+    public mutating func advance(to now: CaptureTime) -> [Change] {
         var changes: [Change] = []
         for major in states.keys.sorted() {
             guard case .reconciling(let since, _)? = states[major],

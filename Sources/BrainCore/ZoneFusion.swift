@@ -19,18 +19,18 @@ struct LinkEstimate: Sendable, Equatable {
     var variance: Double
     var covariance = 0.0
     var slopeVariance = 0.0
-    var updated: Instant
+    var updated: CaptureTime
     /// Capture time of the latest advertisement heard (with RSSI or not).
-    var lastHeard: Instant
+    var lastHeard: CaptureTime
     /// The gateway could not report until then (its reports had a gap: its broker or the
     /// brain's was away): what it heard meanwhile is unknown, not silence.
-    var unknownUntil: Instant?
+    var unknownUntil: CaptureTime?
 
     /// Since when the gateway's silence counts.
-    var quietSince: Instant { max(lastHeard, unknownUntil ?? lastHeard) }
+    var quietSince: CaptureTime { max(lastHeard, unknownUntil ?? lastHeard) }
 
     /// Whether the gateway had stopped hearing the beacon `timeout` before `time`.
-    func isStale(at time: Instant, _ timeout: Double) -> Bool { time.seconds(since: quietSince) >= timeout }
+    func isStale(at time: CaptureTime, _ timeout: Double) -> Bool { time.seconds(since: quietSince) >= timeout }
     /// The gateway's own view at its latest report: what the fleet presence lists.
     var rssiSmoothed: Double?
     var distance: Double?
@@ -56,7 +56,7 @@ struct LinkEstimate: Sendable, Equatable {
     static let initialSlopeDeviation = 2.0
 
 
-    init(at time: Instant) {
+    init(at time: CaptureTime) {
         level = nil
         variance = 0
         updated = time
@@ -65,14 +65,14 @@ struct LinkEstimate: Sendable, Equatable {
     }
 
     /// Level and its variance predicted forward to `time`.
-    func predicted(at time: Instant, processNoise: Double, trendNoise: Double) -> (level: Double, variance: Double)? {
+    func predicted(at time: CaptureTime, processNoise: Double, trendNoise: Double) -> (level: Double, variance: Double)? {
         guard let level else { return nil }
         let dt = max(0, time.seconds(since: updated))
         let v = variance + 2 * dt * covariance + dt * dt * slopeVariance + processNoise * dt + trendNoise * dt * dt * dt / 3
         return (level + slope * dt, v)
     }
 
-    mutating func update(mean: Double, count: Int, at time: Instant, processNoise: Double, measurementNoise: Double,
+    mutating func update(mean: Double, count: Int, at time: CaptureTime, processNoise: Double, measurementNoise: Double,
                          trendNoise: Double = 0) {
         let noise = measurementNoise / Double(max(1, count))
         guard let level else {
@@ -111,8 +111,8 @@ struct LinkEstimate: Sendable, Equatable {
 struct Evidence: Sendable, Equatable {
     var links: GatewayMap<LinkEstimate> = [:]
     /// Capture time of the first advertisement of this visit, and of the latest.
-    var firstHeard: Instant
-    var lastHeard: Instant
+    var firstHeard: CaptureTime
+    var lastHeard: CaptureTime
     /// Advertisements per second, all gateways together (an average over about 10 s), and
     /// its value when the beacon was last heard: what the exit's silence is measured against.
     var rate: Double?
@@ -126,10 +126,10 @@ struct Evidence: Sendable, Equatable {
     /// The beacon's UUID, from the reports.
     var uuid: BeaconUUID?
     /// The last "update" (`FleetEvent.update`), capture time.
-    var lastUpdate: Instant?
+    var lastUpdate: CaptureTime?
     /// The decision step of this visit's latest decision there (capture time): an exit is
     /// never dated before it.
-    var lastDecided: Instant?
+    var lastDecided: CaptureTime?
     /// The zone HMM's belief (`brain.zoneModel` `hmm`), from the first decision after entry.
     var belief: ZoneBelief?
     /// Heard in the decision step being processed, and whether what its presence says of a
@@ -139,9 +139,9 @@ struct Evidence: Sendable, Equatable {
     var heardInStep = false
     var viewsChangedInStep = false
     /// When the beacon's zone last changed (or it entered), capture time.
-    var zoneSince: Instant?
+    var zoneSince: CaptureTime?
 
-    init(at time: Instant) {
+    init(at time: CaptureTime) {
         firstHeard = time
         lastHeard = time
     }
@@ -151,10 +151,10 @@ struct Evidence: Sendable, Equatable {
 /// that heard any, over the time since. A beacon heard in one step has shown no rate (0: the
 /// longest silence applies); a fob heard once every 3 s is not read at its first burst.
 struct RateBurst: Sendable, Equatable {
-    private var firstStep: Instant?
+    private var firstStep: CaptureTime?
     private var later = 0
 
-    mutating func count(_ n: Int, at end: Instant) {
+    mutating func count(_ n: Int, at end: CaptureTime) {
         if firstStep == nil {
             if n > 0 { firstStep = end }
         } else {
@@ -162,7 +162,7 @@ struct RateBurst: Sendable, Equatable {
         }
     }
 
-    func bound(_ average: Double, at end: Instant, step: Double) -> Double {
+    func bound(_ average: Double, at end: CaptureTime, step: Double) -> Double {
         guard let firstStep else { return 0 }
         return min(average, Double(later) / max(end.seconds(since: firstStep), step))
     }
@@ -170,14 +170,14 @@ struct RateBurst: Sendable, Equatable {
 
 /// One entry of a gateway's report, waiting for every gateway's report of its moment.
 struct PendingSample: Sendable, Equatable {
-    var time: Instant
+    var time: CaptureTime
     var gateway: String
     var ref: BeaconRef
     var entry: RSSIReport.Entry
     /// Arrival order, to keep equal times in a fixed order.
     var sequence: Int
     /// The gateway's reports after this one had a gap until then (`LinkEstimate.unknownUntil`).
-    var unknownUntil: Instant? = nil
+    var unknownUntil: CaptureTime? = nil
 }
 
 /// The brain's clock for zone decisions: capture time, as far as every gateway has
@@ -204,7 +204,7 @@ struct PendingSample: Sendable, Equatable {
 /// itself stopped or starved: its messages wait unread meanwhile) counts as `longestPause`.
 struct ReportClock: Sendable, Equatable {
     /// Per gateway: reported complete up to this capture time.
-    private(set) var watermarks: [String: Instant] = [:]
+    private(set) var watermarks: [String: CaptureTime] = [:]
     /// Gateways that said `online` (they will report) and have not said `offline`.
     private(set) var online: Set<String> = []
     /// Gateways the brain stopped waiting for (late or silent), until they catch up.
@@ -212,7 +212,7 @@ struct ReportClock: Sendable, Equatable {
     /// Of the gateways waited for, how many stand at each watermark, and how many have none
     /// yet: `time` is read at every report, and a fleet has thousands of gateways. Kept by
     /// `changing`, through which every change of the three sets above goes.
-    private var waitedMarks: [Instant: Int] = [:]
+    private var waitedMarks: [CaptureTime: Int] = [:]
     private var waitedWithout = 0
     /// Gateways whose connection ended (a live `offline` within its grace): the first report
     /// not marked resent after it may start over from an earlier capture time (a restarted
@@ -222,11 +222,11 @@ struct ReportClock: Sendable, Equatable {
     var heldSince: Double?
     /// Until then (wall clock) late gateways are waited for however long
     /// (`FleetPresence.reconnected`).
-    var patientUntil: Instant?
-    var lastTime: Instant?
+    var patientUntil: WallTime?
+    var lastTime: CaptureTime?
     /// The brain's running time, seconds, and the wall-clock time it was last counted at.
     private(set) var running = 0.0
-    private var lastWall: Instant?
+    private var lastWall: WallTime?
     /// Per gateway: running time its last report arrived at; and of any gateway.
     private var heard: [String: Double] = [:]
     private var lastReport: Double?
@@ -242,7 +242,7 @@ struct ReportClock: Sendable, Equatable {
 
     /// Capture time up to which every gateway waited for has reported (`lastTime` while one
     /// of them has not reported yet); `nil` before any report.
-    var time: Instant? {
+    var time: CaptureTime? {
         if waitedWithout > 0 { return lastTime }
         // A handful of keys: windows are aligned, so the gateways stand at a few watermarks.
         if let least = waitedMarks.keys.min() { return least }
@@ -250,7 +250,7 @@ struct ReportClock: Sendable, Equatable {
     }
 
     /// Whether the brain waits for `gateway`, and at which watermark (`.some(nil)`: none yet).
-    private func waited(_ gateway: String) -> Instant?? {
+    private func waited(_ gateway: String) -> CaptureTime?? {
         let mark = watermarks[gateway]
         guard mark != nil || online.contains(gateway), !excluded.contains(gateway) else { return nil }
         return .some(mark)
@@ -276,7 +276,7 @@ struct ReportClock: Sendable, Equatable {
     }
 
     /// The gateway reported up to `mark`, or (`nil`) its reports start over.
-    mutating func setWatermark(_ gateway: String, _ mark: Instant?) {
+    mutating func setWatermark(_ gateway: String, _ mark: CaptureTime?) {
         changing(gateway) { $0.watermarks[gateway] = mark }
     }
 
@@ -286,7 +286,7 @@ struct ReportClock: Sendable, Equatable {
     }
 
     /// Counts the wall-clock time since the last call into `running`.
-    mutating func pass(wall: Instant) {
+    mutating func pass(wall: WallTime) {
         if let last = lastWall { running += min(max(0, wall.seconds(since: last)), Self.longestPause) }
         lastWall = max(lastWall ?? wall, wall)
     }
@@ -298,7 +298,7 @@ struct ReportClock: Sendable, Equatable {
     }
 
     /// A report up to `to` from `gateway`, arrived at `wall`.
-    mutating func reported(_ gateway: String, upTo to: Instant, at wall: Instant) {
+    mutating func reported(_ gateway: String, upTo to: CaptureTime, at wall: WallTime) {
         pass(wall: wall)
         heard[gateway] = running
         lastReport = running
@@ -312,7 +312,7 @@ struct ReportClock: Sendable, Equatable {
     /// Before any time (`time` is `nil`), a gateway that said `online` and has never
     /// reported (its reports are off, an older version) holds the
     /// clock the same way, and is let go the same way.
-    mutating func check(wall: Instant, hold: Double) {
+    mutating func check(wall: WallTime, hold: Double) {
         pass(wall: wall)
         let now = time
         defer { lastTime = now }

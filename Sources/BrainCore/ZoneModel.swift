@@ -70,13 +70,13 @@ struct ZoneBelief: Sendable, Equatable {
     private var scratch: [Double]
     private var observed: [Observation]
     /// Capture time of the last update.
-    private(set) var updated: Instant
+    private(set) var updated: CaptureTime
     /// The zone above the switch threshold that is not the beacon's zone, and since when.
     var leader: String?
-    var leaderSince: Instant?
+    var leaderSince: CaptureTime?
 
     /// A belief over `zones` with `mass` on `zone` and the rest shared equally.
-    init(zones: [String], at time: Instant, concentratedOn zone: String?, mass: Double = 0.6,
+    init(zones: [String], at time: CaptureTime, concentratedOn zone: String?, mass: Double = 0.6,
          adjacency: (String, String) -> Bool = { _, _ in true }) {
         self.zones = []
         posterior = []
@@ -133,7 +133,7 @@ struct ZoneBelief: Sendable, Equatable {
     /// no gateway has a fresh measurement: silence is no evidence, and the prior waits for it.
     /// Returns whether it updated.
     @discardableResult
-    mutating func update(at time: Instant, _ parameters: Parameters, observe: (Int) -> Observation) -> Bool {
+    mutating func update(at time: CaptureTime, _ parameters: Parameters, observe: (Int) -> Observation) -> Bool {
         let n = zones.count
         guard n > 0 else { return false }
         var anyFresh = false

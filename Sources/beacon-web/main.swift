@@ -49,10 +49,10 @@ struct Serve: AsyncParsableCommand {
         --users FILE lists who may log in, one "name:bcrypt-hash" a line (as made by
         `beacon-web hash-password`, or `htpasswd -B`). Failed logins are counted per
         name and per client address: past --login-attempts of either, that name and
-        address wait 1 s, 2 s, 4 s ... (at most 5 min) before the next try; a known
-        and an unknown name take the same time to refuse. After logging in, only a
-        path on this site is followed (?next=/stores/100/greeter); anything else goes
-        to /. Give the broker user with
+        address wait --login-delay (1 s), then twice as long after each further failure
+        (at most 5 min) before the next try; a known and an unknown name take the same
+        time to refuse. After logging in, only a path on this site is followed
+        (?next=/stores/100/greeter); anything else goes to /. Give the broker user with
         --mqtt-user and its password with --mqtt-password-file or
         BEACONBRIDGE_MQTT_PASSWORD: each screen its own login, display-<name>, from
         `beaconctl provision --display NAME`; the login is also its client id, so two
@@ -104,10 +104,16 @@ struct Serve: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("""
         Failed logins allowed per user name and per client address before each further \
-        one makes that name and address wait: 1 s, then twice as long after every \
-        failure, at most 5 min (429 with Retry-After meanwhile).
+        one makes that name and address wait: --login-delay, then twice as long after \
+        every failure, at most 5 min (429 with Retry-After meanwhile).
         """, valueName: "N"))
     var loginAttempts = LoginThrottle.Settings().freeFailures
+
+    @Option(name: .long, help: ArgumentHelp("""
+        The first wait past --login-attempts failures, in seconds (1 to 300); each \
+        further failure doubles it.
+        """, valueName: "SECONDS"))
+    var loginDelay = LoginThrottle.Settings().firstDelay
 
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: LogLevelOption = .info
@@ -116,6 +122,10 @@ struct Serve: AsyncParsableCommand {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port: \(port) is not a port (0-65535)") }
         if loginAttempts < 1 { throw ValidationError("--login-attempts: \(loginAttempts) must be 1 or more") }
+        let longest = LoginThrottle.Settings().maxDelay
+        if !(1...longest).contains(loginDelay) {
+            throw ValidationError("--login-delay: \(loginDelay) must be from 1 to \(Int(longest)) seconds")
+        }
     }
 
     func run() async throws {
@@ -150,6 +160,7 @@ struct Serve: AsyncParsableCommand {
         options.tlsCertificate = tlsCert
         options.tlsKey = tlsKey
         options.loginThrottle.freeFailures = loginAttempts
+        options.loginThrottle.firstDelay = loginDelay
         let logger = Logger(label: "beacon-web")
         for risk in fleet.broker.risks(hasPassword: options.mqttPassword != nil) { logger.warning("\(risk)") }
         do {

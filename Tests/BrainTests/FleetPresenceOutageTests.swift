@@ -20,7 +20,7 @@ import Tracking
         // The door's retained presence enters both beacons; its first report waits for the counter's.
         events += fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0.2))
         events += fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
-        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60), (window, -60)]), receivedAt: t(0.5))
+        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60), (window, -60)]), receivedAt: w(0.5))
         #expect(events.filter { if case .enter = $0 { true } else { false } }.count == 2)
         // The broker is away for 60 s (the door's will is held by the brain, then dropped on the
         // reconnect). The read-back: the door's retained presence of 100/1 (100/2's was deleted
@@ -48,7 +48,7 @@ import Tracking
         var events: [FleetEvent] = []
         for gateway in ["door", "counter"] { events += fleet.gatewayStatus(gateway, online: true) }
         events += fleet.gatewayPresence(presenceReport(window, "door", rssi: -60), retained: false, at: t(0.2))
-        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: t(0.5))
+        events += fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: w(0.5))
         events += fleet.gatewayPresenceDeleted(window, gateway: "door")
         events += feed(&fleet, window, gateways: ["door", "counter"], from: 0.5, to: 20) { _, _ in nil }
         #expect(fleet.takeDecisions().filter { $0.beacon == window }.map(\.kind) == [.enter, .exit], "\(events)")
@@ -69,7 +69,7 @@ import Tracking
             // The door heard 100/2 for 1.5 s; its reports wait for the counter's.
             for from in stride(from: 0.0, to: 6, by: 0.5) {
                 _ = fleet.report(rssiReport("door", from: from, to: from + 0.5, from < 1.5 ? [(window, -60)] : []),
-                                 receivedAt: t(20))
+                                 receivedAt: w(20))
             }
             if deletingEarly { _ = fleet.gatewayPresenceDeleted(window, gateway: "door") }
             _ = feed(&fleet, window, gateways: ["counter"], from: 0, to: 6) { _, _ in nil }
@@ -98,16 +98,16 @@ import Tracking
         func reports(_ from: Double, _ gateways: [String] = ["door", "counter"]) {
             for gateway in gateways {
                 _ = fleet.report(rssiReport(gateway, from: from, to: from + 0.5, [(gateway == "door" ? window : counter, -60)]),
-                                 receivedAt: t(from + 0.5))
+                                 receivedAt: w(from + 0.5))
             }
         }
         for from in stride(from: 0.0, to: 10, by: 0.5) { reports(from) }
         // The door's next report got through, the counter's did not: then nothing for 8 s while
         // the brain ticks on.
         reports(10, ["door"])
-        for tick in stride(from: 10.7, through: 18.5, by: 0.2) { _ = fleet.advance(to: t(tick)) }
+        for tick in stride(from: 10.7, through: 18.5, by: 0.2) { _ = fleet.advance(to: w(tick)) }
         #expect(fleet.reportingGateways.late.isEmpty, "nobody let go while nobody was heard")
-        if brainReconnects { fleet.reconnected(at: t(18.5), patience: 45) }
+        if brainReconnects { fleet.reconnected(at: w(18.5), patience: 45) }
         // The reports again, the door's first in every window.
         for from in stride(from: 18.0, to: 30, by: 0.5) { reports(from) }
         let decisions = fleet.takeDecisions()
@@ -119,7 +119,7 @@ import Tracking
         guard !brainReconnects else { return }
         for from in stride(from: 30.0, to: 34, by: 0.5) {
             reports(from, ["door"])
-            _ = fleet.advance(to: t(from + 0.5))
+            _ = fleet.advance(to: w(from + 0.5))
         }
         #expect(fleet.reportingGateways.late == ["counter"])
     }

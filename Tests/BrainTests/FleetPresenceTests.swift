@@ -20,7 +20,7 @@ func feed(_ fleet: inout FleetPresence, _ ref: BeaconRef = counter, gateways: [S
     while time < to - 1e-9 {
         for gateway in gateways {
             let heard = rssi(gateway, time).map { [(ref, Optional($0))] } ?? []
-            events += fleet.report(rssiReport(gateway, from: time, to: time + 0.5, heard), receivedAt: t(time + 0.5))
+            events += fleet.report(rssiReport(gateway, from: time, to: time + 0.5, heard), receivedAt: w(time + 0.5))
         }
         time += 0.5
     }
@@ -35,7 +35,7 @@ func tick(_ fleet: inout FleetPresence, from: Double, to: Double) -> [FleetEvent
     var events: [FleetEvent] = []
     var time = from
     while time < to + 1e-9 {
-        events += fleet.advance(to: t(time))
+        events += fleet.advance(to: w(time))
         time += 0.2
     }
     return events
@@ -51,8 +51,8 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         var fleet = newFleet()
         for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
         // The door's report arrives first; the brain waits for the till's of the same window.
-        #expect(fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -75)]), receivedAt: t(0.5)).isEmpty)
-        let events = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, -62)], .immediate), receivedAt: t(0.5))
+        #expect(fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -75)]), receivedAt: w(0.5)).isEmpty)
+        let events = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, -62)], .immediate), receivedAt: w(0.5))
         #expect(events.first == .enter(counter))
         #expect(events.contains(.proximity(counter, from: .unknown, to: .immediate)))
         let beacon = try #require(fleet[counter])
@@ -74,7 +74,7 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         var fleet = newFleet()
         for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
         #expect(feed(&fleet, gateways: ["door"], from: 0, to: 2) { _, _ in -60 }.isEmpty, "waits for the till")
-        #expect(fleet.advance(to: t(2)).isEmpty)
+        #expect(fleet.advance(to: w(2)).isEmpty)
         #expect(tick(&fleet, from: 2, to: 3.5).isEmpty, "1.5 s held: under clockHold (2 s)")
         let events = tick(&fleet, from: 3.7, to: 4.1)
         #expect(events.first == .enter(counter))
@@ -94,7 +94,7 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         #expect(try #require(fleet[counter]).zone == "door")
         // The till falls silent; the beacon walks to it, the door loses it. Nothing decides yet.
         feed(&fleet, gateways: ["door"], from: 1, to: 10) { _, time in time < 2 ? -60 : nil }
-        _ = fleet.advance(to: t(10))
+        _ = fleet.advance(to: w(10))
         #expect(fleet[counter] != nil && fleet.reportingGateways.late.isEmpty, "held, not yet let go")
         tick(&fleet, from: 10, to: 12.5)
         #expect(fleet.reportingGateways.late == ["till"])
@@ -133,7 +133,7 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         func step(_ gateways: [String], _ time: Double) -> [FleetEvent] {
             gateways.flatMap { gateway in
                 let entries = [counter, window].compactMap { ref in heard(gateway, ref).map { (ref, Optional($0)) } }
-                return fleet.report(rssiReport(gateway, from: time, to: time + 0.5, entries), receivedAt: t(time + 0.5))
+                return fleet.report(rssiReport(gateway, from: time, to: time + 0.5, entries), receivedAt: w(time + 0.5))
             }
         }
         var time = 0.0
@@ -143,7 +143,7 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         // The till hangs at 2 s; the door goes on. After clockHold the brain goes on without it.
         var events: [FleetEvent] = []
         while time < 12 {
-            events += step(["door"], time) + fleet.advance(to: t(time + 0.5))
+            events += step(["door"], time) + fleet.advance(to: w(time + 0.5))
             time += 0.5
         }
         #expect(fleet.reportingGateways.late == ["till"])
@@ -177,7 +177,7 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
         var time = 2.0
         while time < 20 {
             for gateway in ["door", "till"] {
-                _ = fleet.report(rssiReport(gateway, from: time, to: time + 0.5, []), receivedAt: t(time + 0.5),
+                _ = fleet.report(rssiReport(gateway, from: time, to: time + 0.5, []), receivedAt: w(time + 0.5),
                                  holding: { _, held in held == "till" })
             }
             time += 0.5
@@ -346,8 +346,8 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
     @Test func withoutRSSIProximityClassesDecide() {
         var fleet = newFleet()
         for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
-        _ = fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, nil)], .near), receivedAt: t(0.5))
-        _ = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, nil)], .immediate), receivedAt: t(0.5))
+        _ = fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, nil)], .near), receivedAt: w(0.5))
+        _ = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, nil)], .immediate), receivedAt: w(0.5))
         // Emulated controllers report no RSSI: the closest proximity class enters.
         #expect(fleet[counter]?.zone == "till")
         #expect(fleet[counter]?.proximity == .immediate)
@@ -429,7 +429,7 @@ func zoneChanges(_ events: [FleetEvent]) -> [String] {
     @Test func presencePayloadHasTheDocumentedKeys() throws {
         var fleet = newFleet()
         _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -61.26), retained: false, at: t(0))
-        _ = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, nil)], .unknown), receivedAt: t(0.5))
+        _ = fleet.report(rssiReport("till", from: 0, to: 0.5, [(counter, nil)], .unknown), receivedAt: w(0.5))
         let report = try #require(fleet[counter]?.report)
         let json = JSONValue(text: report.json)
         #expect(json.objectValue?.keys == ["uuid", "major", "minor", "zone", "zoneName", "gateways", "proximity", "since"])

@@ -6,7 +6,9 @@ import Config
 
 /// The pieces that keep the brain's work bounded under floods (docs/brain.md "Floods").
 @Suite struct FloodLimitsTests {
-    static let t0 = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    /// The limits run on the brain's running clock; a join is dated in capture time.
+    static let t0 = WallTime(iso8601: "2026-11-21T09:00:00.000Z")!
+    static let c0 = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
 
     @Test func aRateLimiterAllowsABurstThenOneJoinPerInterval() {
         var limiter = JoinRateLimiter(burst: 3, interval: 2)
@@ -47,13 +49,13 @@ import Config
         let topics = Topics()
         var book = RosterBook()
         let first = ObserverJoin(key: .init(beacon: BeaconRef(major: 100, minor: 1), client: "ada"),
-                                 profile: ObserverProfile(name: "Ada"), since: Self.t0, fingerprint: "a")
+                                 profile: ObserverProfile(name: "Ada"), since: Self.c0, fingerprint: "a")
         let later = ObserverJoin(key: .init(beacon: BeaconRef(major: 100, minor: 2), client: "ada"),
-                                 profile: ObserverProfile(name: "Ada L.", photo: [0xFF, 0xD8, 0xFF]), since: Self.t0 + 5,
+                                 profile: ObserverProfile(name: "Ada L.", photo: [0xFF, 0xD8, 0xFF]), since: Self.c0 + 5,
                                  fingerprint: "b")
         let entry = book.update(client: "ada", store: 100, joins: [later, first], topics: topics)
         #expect(entry?.name == "Ada L.")
-        #expect(entry?.since == Self.t0)
+        #expect(entry?.since == Self.c0)
         #expect(entry?.photo == "beacons/100/2/observers/ada")
         #expect(book.count(of: 100) == 1)
         #expect(book.update(client: "ada", store: 100, joins: [], topics: topics) == nil)

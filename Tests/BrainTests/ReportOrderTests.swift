@@ -25,7 +25,7 @@ import Tracking
         #expect(fleet[counter] == nil, "the visit ended")
         #expect(fleet.takeDecisions().map(\.kind) == [.enter, .exit])
         // The door's window 1.0–1.5 s again, not marked resent.
-        #expect(fleet.report(rssiReport("door", from: 1, to: 1.5, [(counter, -60)]), receivedAt: t(12)).isEmpty)
+        #expect(fleet.report(rssiReport("door", from: 1, to: 1.5, [(counter, -60)]), receivedAt: w(12)).isEmpty)
         let after = Self.visit(&fleet, from: 12, to: 16)
         #expect(!after.contains(.enter(counter)), "a beacon that left re-entered from a late report: \(after)")
         #expect(fleet[counter] == nil)
@@ -38,9 +38,9 @@ import Tracking
     @Test func aBusyWindowsFirstPartsAreNotLate() throws {
         var fleet = newFleet()
         _ = Self.visit(&fleet, to: 1)
-        #expect(fleet.report(rssiReport("door", from: 1, to: 1, [(window, -62)]), receivedAt: t(1.5)).isEmpty)
-        _ = fleet.report(rssiReport("door", from: 1, to: 1.5, [(counter, -60)]), receivedAt: t(1.5))
-        _ = fleet.report(rssiReport("till", from: 1, to: 1.5, []), receivedAt: t(1.5))
+        #expect(fleet.report(rssiReport("door", from: 1, to: 1, [(window, -62)]), receivedAt: w(1.5)).isEmpty)
+        _ = fleet.report(rssiReport("door", from: 1, to: 1.5, [(counter, -60)]), receivedAt: w(1.5))
+        _ = fleet.report(rssiReport("till", from: 1, to: 1.5, []), receivedAt: w(1.5))
         _ = Self.visit(&fleet, from: 1.5, to: 3)
         #expect(fleet[window] != nil, "the first part's beacon was dropped")
         #expect(fleet.staleReports == 0)
@@ -53,20 +53,20 @@ import Tracking
         var fleet = newFleet()
         _ = Self.visit(&fleet, to: 6)
         _ = fleet.takeDecisions()
-        #expect(fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: t(6)).isEmpty)
+        #expect(fleet.report(rssiReport("door", from: 0, to: 0.5, [(window, -60)]), receivedAt: w(6)).isEmpty)
         #expect(fleet.staleReports == 1, "no restart: a late copy")
         fleet.gatewayDisconnected("door")
         var events: [FleetEvent] = []
         var time = 0.0
         while time < 8 {
-            events += fleet.report(rssiReport("door", from: time, to: time + 0.5, [(window, -60)]), receivedAt: t(6 + time))
-            if time >= 6 { events += fleet.report(rssiReport("till", from: time, to: time + 0.5, []), receivedAt: t(6 + time)) }
+            events += fleet.report(rssiReport("door", from: time, to: time + 0.5, [(window, -60)]), receivedAt: w(6 + time))
+            if time >= 6 { events += fleet.report(rssiReport("till", from: time, to: time + 0.5, []), receivedAt: w(6 + time)) }
             time += 0.5
         }
         #expect(fleet.staleReports == 1, "the new run's reports were dropped")
         #expect(events.contains(.enter(window)), "\(events)")
         // Once started over, a copy of its new run's reports is late again.
-        _ = fleet.report(rssiReport("door", from: 1, to: 1.5, [(window, -60)]), receivedAt: t(14))
+        _ = fleet.report(rssiReport("door", from: 1, to: 1.5, [(window, -60)]), receivedAt: w(14))
         #expect(fleet.staleReports == 2)
     }
 
@@ -86,16 +86,16 @@ import Tracking
                     default: time >= 3 && time < 8 ? [(counter, -58)] : []
                     }
                 }
-                _ = fleet.report(rssiReport("door", from: time, to: time + 0.5, heard("door")), receivedAt: t(wall))
+                _ = fleet.report(rssiReport("door", from: time, to: time + 0.5, heard("door")), receivedAt: w(wall))
                 if time == pause {
                     // The brain's timer sees the till late; then the brain stops for 3 s and
                     // its timer runs before it reads the till's report that waited.
-                    _ = fleet.advance(to: t(wall))
+                    _ = fleet.advance(to: w(wall))
                     wall += 3
-                    _ = fleet.advance(to: t(wall))
+                    _ = fleet.advance(to: w(wall))
                     late.formUnion(fleet.reportingGateways.late)
                 }
-                _ = fleet.report(rssiReport("till", from: time, to: time + 0.5, heard("till")), receivedAt: t(wall))
+                _ = fleet.report(rssiReport("till", from: time, to: time + 0.5, heard("till")), receivedAt: w(wall))
                 tick(&fleet, from: wall, to: wall + 0.4)
                 late.formUnion(fleet.reportingGateways.late)
                 time += 0.5
@@ -121,9 +121,9 @@ import Tracking
         // The till's reports come 1.5 s after the door's, every 0.5 s: never silent for 2 s.
         var time = 2.0
         while time < 8 {
-            _ = fleet.report(rssiReport("door", from: time, to: time + 0.5, []), receivedAt: t(time + 0.5))
+            _ = fleet.report(rssiReport("door", from: time, to: time + 0.5, []), receivedAt: w(time + 0.5))
             if time >= 3.5 {
-                _ = fleet.report(rssiReport("till", from: time - 1.5, to: time - 1, []), receivedAt: t(time + 0.5))
+                _ = fleet.report(rssiReport("till", from: time - 1.5, to: time - 1, []), receivedAt: w(time + 0.5))
             }
             tick(&fleet, from: time + 0.5, to: time + 0.9)
             if time >= 3.5 { #expect(fleet.reportingGateways.late.isEmpty, "let go at \(time) s though it reports") }
@@ -131,7 +131,7 @@ import Tracking
         }
         // Then it stops.
         while time < 11 {
-            _ = fleet.report(rssiReport("door", from: time, to: time + 0.5, []), receivedAt: t(time + 0.5))
+            _ = fleet.report(rssiReport("door", from: time, to: time + 0.5, []), receivedAt: w(time + 0.5))
             tick(&fleet, from: time + 0.5, to: time + 0.9)
             time += 0.5
         }
@@ -152,13 +152,13 @@ import Tracking
         // The door stops at 10 s; the till reports on and the brain ticks on.
         var time = 10.0
         while time < 40 {
-            events += fleet.report(rssiReport("till", from: time, to: time + 0.5, []), receivedAt: t(time + 0.5))
+            events += fleet.report(rssiReport("till", from: time, to: time + 0.5, []), receivedAt: w(time + 0.5))
             events += tick(&fleet, from: time + 0.5, to: time + 0.9)
             // From 25 s the door's reports come again, live but 15 s behind.
             if time >= 25 {
                 let behind = time - 15
                 events += fleet.report(rssiReport("door", from: behind, to: behind + 0.5, [(counter, -60)]),
-                                       receivedAt: t(time + 0.5))
+                                       receivedAt: w(time + 0.5))
             }
             time += 0.5
         }
@@ -169,12 +169,12 @@ import Tracking
         // It catches up: its reports reach the brain's time, and the beacon enters once.
         var catchUp = 25.0
         while catchUp < 42 {
-            _ = fleet.report(rssiReport("door", from: catchUp, to: catchUp + 0.5, [(counter, -60)]), receivedAt: t(40.5))
+            _ = fleet.report(rssiReport("door", from: catchUp, to: catchUp + 0.5, [(counter, -60)]), receivedAt: w(40.5))
             catchUp += 0.5
         }
         for late in stride(from: 40.0, to: 44.0, by: 0.5) {
-            _ = fleet.report(rssiReport("till", from: late, to: late + 0.5, []), receivedAt: t(late + 0.5))
-            _ = fleet.report(rssiReport("door", from: late + 2, to: late + 2.5, [(counter, -60)]), receivedAt: t(late + 0.5))
+            _ = fleet.report(rssiReport("till", from: late, to: late + 0.5, []), receivedAt: w(late + 0.5))
+            _ = fleet.report(rssiReport("door", from: late + 2, to: late + 2.5, [(counter, -60)]), receivedAt: w(late + 0.5))
             tick(&fleet, from: late + 0.5, to: late + 0.9)
         }
         #expect(fleet.takeDecisions().map(\.kind) == [.enter], "back in step, the beacon enters once")

@@ -55,6 +55,33 @@ struct ZoneSettleTests {
         #expect(moved.at.seconds(since: t(34.5)) <= 4, "moved \(moved.at.seconds(since: t(34.5))) s after the crossing")
     }
 
+    /// A visit a restarted brain continues (`restore`) at the door: 10 s as before, then the
+    /// till edges ahead by `lead` dB (±2 dB a window) for a minute: the zone moves only for
+    /// a brain that does not count the customer as settled. Every zone it decides.
+    func restoredThenEdged(_ brain: BrainConfig, lead: Double) -> [String] {
+        var fleet = newFleet(brain)
+        for gateway in ["door", "till"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -66), retained: true, at: t(0))
+        _ = fleet.gatewayPresence(presenceReport(counter, "till", rssi: -70), retained: true, at: t(0))
+        fleet.restore(counter, since: t(-600), zone: "door")
+        var generator = SplitMix(seed: 29)
+        let events = feed(&fleet, gateways: ["door", "till"], from: 0, to: 70) { gateway, time in
+            let noise = Double(generator.next() % 5) - 2
+            return (gateway == "door" ? -70 : time < 10 ? -74 : -70 + lead) + noise
+        }
+        return zoneChanges(events)
+    }
+
+    @Test("a visit a restarted brain continues settles from when it is heard again (not only after its first move)")
+    func restoredVisitSettles() {
+        // The same lead moves a customer who has not settled (from 4 dB on, this run):
+        // the check below means something.
+        #expect(restoredThenEdged(BrainConfig(), lead: 5) == ["till"])
+        #expect(restoredThenEdged(settled(5), lead: 5) == [], "a settled customer held his restored zone")
+        // A clear lead still moves him (from 7 dB on, this run).
+        #expect(restoredThenEdged(settled(5), lead: 8) == ["till"])
+    }
+
     @Test("brain.zoneSettle is read from the fleet config, 0 by default, and a negative value is refused")
     func parsed() throws {
         #expect(BrainConfig().zoneSettle == 0)
