@@ -192,8 +192,9 @@ struct PendingSample: Sendable, Equatable {
 ///
 /// The one wall-clock rule: a gateway that has held the clock back for `hold` seconds is
 /// let go (the brain goes on without it until it catches up) only when it has truly gone
-/// silent: no report of it arrived for `hold` seconds while other gateways' reports kept
-/// arriving (the last of theirs at least `hold` seconds after its own). When nobody is heard
+/// silent: no report of it arrived for `hold` seconds while other gateways were heard (a
+/// report of theirs arrived at least `hold` seconds after its last, or theirs cover `hold`
+/// seconds of capture time beyond its own). When nobody is heard
 /// the silence is the path's, not the gateway's (the brain's connection dead before it
 /// notices, a paused broker, one store's bridge carrying every gateway): nobody is let go,
 /// for a gateway let go there and taken back later left the others' reports to decide its
@@ -332,8 +333,12 @@ struct ReportClock: Sendable, Equatable {
                 continue
             }
             guard let now, mark <= now else { continue }
+            // Silent that long, while others were heard: in the brain's running time after its
+            // last report, or in capture time beyond it (their reports, however they arrived,
+            // cover `hold` seconds it does not).
             let quiet = heard[gateway] ?? since
-            if running - max(quiet, since) >= hold, let last = lastReport, last - quiet >= hold { exclude(gateway) }
+            let othersHeard = (lastReport.map { $0 - quiet >= hold } ?? false) || furthest.seconds(since: mark) >= hold
+            if running - max(quiet, since) >= hold, othersHeard { exclude(gateway) }
         }
     }
 
