@@ -23,10 +23,6 @@ public typealias CaptureTime = TimePoint<CaptureClock>
 /// The service's own time (`ServiceClock.now()`, health, command replies, log lines).
 public typealias WallTime = TimePoint<ServiceWallClock>
 
-/// The capture time's first name, from before the two times were apart. Modules not yet
-/// moved to `CaptureTime` still write it; it is the same type.
-public typealias Instant = CaptureTime
-
 /// A point in time, nanoseconds since 1970-01-01T00:00:00Z, tagged with the clock that read it.
 ///
 /// One generic type rather than two structs: the arithmetic, the ISO-8601 form and its parser

@@ -163,7 +163,7 @@ public struct GatewayPresenceReport: Sendable, Equatable {
         var s = JSONScanner(payload)
         let r = PayloadReader(path: "")
         var major: UInt16?, minor: UInt16?, uuid: BeaconUUID??, gateway: String?, zone: String?, proximity: Proximity?
-        var rssi: Double??, distance: Double??, since: Instant??
+        var rssi: Double??, distance: Double??, since: CaptureTime??
         guard s.take(UInt8(ascii: "{")), !s.take(UInt8(ascii: "}")) else { return nil }
         repeat {
             guard let key = s.key() else { return nil }

@@ -52,7 +52,7 @@ public struct BenchmarkWorkload: Sendable, Equatable {
     }
 
     /// The events as a btsnoop capture (H4), `interval` seconds apart from `start`.
-    public func capture(start: Instant, interval: Double) -> BtsnoopWriter {
+    public func capture(start: CaptureTime, interval: Double) -> BtsnoopWriter {
         var writer = BtsnoopWriter(datalink: .h4)
         for (index, event) in events().enumerated() {
             writer.appendEvent(event, at: start + Double(index) * interval)

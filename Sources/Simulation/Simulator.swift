@@ -49,7 +49,7 @@ public struct StoreSimulation: Sendable {
     public var rate: Double
     public var gateways: [Gateway]
     public var seed: UInt64
-    public var start: Instant
+    public var start: CaptureTime
     /// Transmit power at 1 m (dBm) and the path-loss exponent of the simulated air.
     public var measuredPower: Double = -59
     public var pathLossExponent: Double = 2.2
@@ -63,12 +63,12 @@ public struct StoreSimulation: Sendable {
     public static let defaultUUID = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
     /// When a simulation begins unless told otherwise: a fixed morning, so that a seed
     /// gives the same captures on every run.
-    public static let defaultStart = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    public static let defaultStart = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
 
     public init(uuid: BeaconUUID = StoreSimulation.defaultUUID, store: UInt16 = 100, customers: Int = 5,
                 duration: Double = 120, rate: Double = 2,
                 gateways: [Gateway] = [Gateway(id: "door", position: 0), Gateway(id: "counter", position: 12)],
-                seed: UInt64 = 1, start: Instant = StoreSimulation.defaultStart) {
+                seed: UInt64 = 1, start: CaptureTime = StoreSimulation.defaultStart) {
         self.uuid = uuid
         self.store = store
         self.customers = customers

@@ -434,7 +434,7 @@ extension BenchRun {
                 }
             case .decision?:
                 guard case .object(let o)? = try? JSONParser().parse(record.text),
-                      let ts = o["ts"]?.stringValue.flatMap(Instant.init(iso8601:)) else { break }
+                      let ts = o["ts"]?.stringValue.flatMap(CaptureTime.init(iso8601:)) else { break }
                 let latency = record.time - (start + ts.seconds(since: replay.origin))
                 decisionLatency.append(latency)
                 if o["event"]?.stringValue == "exit" { exitLatency.append(latency) }

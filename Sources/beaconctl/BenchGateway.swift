@@ -122,7 +122,7 @@ extension BenchRun {
     func replay(_ workload: BenchmarkWorkload, interval: Double, speed: Double, raw: Bool, expected: Int,
                 latency: Bool) async throws -> PipelineResult {
         let capture = directory + "/\(unique("capture")).log"
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         try FileSystem.write(capture, workload.capture(start: start, interval: interval).bytes)
         let latencyFile = directory + "/\(unique("latency")).txt"
         var arguments = ["sub", "--port", String(broker.port), "--count", String(expected), "--idle", "3"]
@@ -218,7 +218,7 @@ extension BenchRun {
             // `count` beacons heard within the first second, then silence until the last frame.
             let workload = BenchmarkWorkload(count: count, beacons: max(count, 1))
             var writer = BtsnoopWriter(datalink: .h4)
-            let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+            let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
             for (i, event) in workload.events().enumerated() { writer.appendEvent(event, at: start + Double(i) * 1e-4) }
             writer.appendEvent(HCIEventBuilder.commandComplete(0x0C03), at: start + 3000)
             let capture = directory + "/\(unique("memory")).log"

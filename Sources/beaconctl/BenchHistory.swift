@@ -111,7 +111,7 @@ struct BenchHistory: AsyncParsableCommand {
     }
 
     /// Each page's query (a day, a week, the last day) on a year of one store, `runs` times.
-    func pages(_ busy: any HistoryKeeping, start: Instant) async throws -> [Page] {
+    func pages(_ busy: any HistoryKeeping, start: CaptureTime) async throws -> [Page] {
         let options = HistoryFigures.Options(counterZones: ["counter"], queueZones: ["queue"])
         let midnight = start - 8 * 3600
         let end = midnight + Double(days) * 86_400
@@ -141,7 +141,7 @@ struct BenchHistory: AsyncParsableCommand {
     func run() async throws {
         let directory = try FileSystem.temporaryDirectory(prefix: "beaconctl-bench-history")
         defer { try? FileSystem.removeTree(directory) }
-        let start = Instant(iso8601: "2025-11-24T08:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2025-11-24T08:00:00.000Z")!
         let pseudonyms = Pseudonymizer(key: Array("bench-history".utf8))
         func say(_ text: String) { if !json { printLine(text) } }
         do {
@@ -195,7 +195,7 @@ struct BenchHistory: AsyncParsableCommand {
     }
 
     /// Sections 3 to 5 on PostgreSQL.
-    func measurePostgres(_ address: PostgresAddress, events: [HistoryEvent], year: [HistoryEvent], start: Instant,
+    func measurePostgres(_ address: PostgresAddress, events: [HistoryEvent], year: [HistoryEvent], start: CaptureTime,
                          pseudonyms: Pseudonymizer, say: (String) -> Void,
                          pagesJSON: ([Page]) -> JSONValue) async throws -> JSONValue {
         let password = Environment.value("BEACONBRIDGE_HISTORY_PASSWORD")

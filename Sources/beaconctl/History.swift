@@ -136,7 +136,7 @@ struct Report: AsyncParsableCommand {
     }
 
     /// The visits, or why not (the database is closed before either is used).
-    static func visits(_ database: any HistoryKeeping, store: UInt16?, from: Instant, to: Instant) async -> Result<[Visit], HistoryStoreError> {
+    static func visits(_ database: any HistoryKeeping, store: UInt16?, from: CaptureTime, to: CaptureTime) async -> Result<[Visit], HistoryStoreError> {
         do { return .success(try await database.visits(store: store, from: from, to: to)) } catch { return .failure(error) }
     }
 
@@ -177,15 +177,15 @@ struct Report: AsyncParsableCommand {
     }
 
     /// The store's midnight that began the day `t` is in.
-    static func midnight(of t: Instant, offset: Int) -> Instant {
+    static func midnight(of t: CaptureTime, offset: Int) -> CaptureTime {
         let local = t.seconds + Double(offset * 60)
-        return Instant(seconds: (local / 86_400).rounded(.down) * 86_400 - Double(offset * 60))
+        return CaptureTime(seconds: (local / 86_400).rounded(.down) * 86_400 - Double(offset * 60))
     }
 
     /// `YYYY-MM-DD` (the store's midnight) or an ISO-8601 time.
-    static func time(_ text: String, offset: Int, option: String) throws -> Instant {
-        if text.count == 10, let day = Instant(iso8601: text + "T00:00:00Z") { return day - Double(offset * 60) }
-        if let time = Instant(iso8601: text) { return time }
+    static func time(_ text: String, offset: Int, option: String) throws -> CaptureTime {
+        if text.count == 10, let day = CaptureTime(iso8601: text + "T00:00:00Z") { return day - Double(offset * 60) }
+        if let time = CaptureTime(iso8601: text) { return time }
         throw ValidationError("\(option) \"\(text)\" is not a date (YYYY-MM-DD) or an ISO-8601 time (2026-11-21T09:00:00Z)")
     }
 }

@@ -89,7 +89,7 @@ struct HistoryAccuracy {
 
     /// The brain's decisions as visits, read directly (the reference the history must match).
     static func visits(of decisions: [ZoneDecision], store: UInt16) -> [Visit] {
-        var moves: [String: (since: Instant, ended: Instant?, moves: [Visit.Move])] = [:]
+        var moves: [String: (since: CaptureTime, ended: CaptureTime?, moves: [Visit.Move])] = [:]
         for d in decisions {
             let key = "\(d.beacon) \(d.since.nanoseconds)"
             var entry = moves[key] ?? (d.since, nil, [])
@@ -104,7 +104,7 @@ struct HistoryAccuracy {
     /// Stores the decisions in a new history in `directory` and reads it back: in this
     /// process, or (`process`) through a real `beacon-history` subscribed to a Mosquitto of
     /// its own, to which the decisions are published as the brain publishes them.
-    static func kept(_ decisions: [ZoneDecision], config: FleetConfig, configText: String, window: (Instant, Instant),
+    static func kept(_ decisions: [ZoneDecision], config: FleetConfig, configText: String, window: (CaptureTime, CaptureTime),
                      directory: String, process: Bool) async throws -> [Visit] {
         try FileSystem.makeDirectories(directory)
         var fleet = config

@@ -95,7 +95,7 @@ final class RadioState: Sendable {
         }
     }
 
-    func advance(to now: Instant) {
+    func advance(to now: CaptureTime) {
         observer.withLock { apply($0.advance(to: now)) }
     }
 

@@ -149,8 +149,8 @@ final class RangeView: Sendable {
     private struct State {
         var monitor: RangeMonitor
         var display: RangeDisplay
-        var nextReport: Instant?
-        var stopAt: Instant?
+        var nextReport: CaptureTime?
+        var stopAt: CaptureTime?
         var done = false
     }
 
@@ -180,7 +180,7 @@ final class RangeView: Sendable {
 
     /// Reports every whole second of source time up to `now`: the first a second after the
     /// source's first sign of life.
-    func advance(to now: Instant) {
+    func advance(to now: CaptureTime) {
         state.withLock { s in
             if s.nextReport == nil {
                 s.nextReport = now + 1
@@ -232,7 +232,7 @@ struct RangeDisplay: Sendable {
         if !terminal { writeStandardError("beaconctl range: \(text)\n") }
     }
 
-    func show(_ lines: [RangeLine], at time: Instant) {
+    func show(_ lines: [RangeLine], at time: CaptureTime) {
         guard terminal else {
             // hh:mm:ss (UTC) of the report, so the lines of one second read as one group.
             let clock = time.iso8601.dropFirst(11).prefix(8)

@@ -16,7 +16,7 @@ struct StoreRun {
     var calibration: [String: CalibrationRecord] = [:]
 
     /// The brain's zone over time, per beacon.
-    func timelines(start: Instant) -> [UInt32: ZoneTimeline] {
+    func timelines(start: CaptureTime) -> [UInt32: ZoneTimeline] {
         var out: [UInt32: ZoneTimeline] = [:]
         for decision in decisions.sorted(by: { $0.at < $1.at }) {
             let key = PresenceScore.key(decision.beacon.major, decision.beacon.minor)
@@ -46,7 +46,7 @@ enum InProcessStore {
         var calibrator = Calibrator(config: config)
         presence.zoneNames = Dictionary(config.gateways.map { ($0.id, $0.zone ?? $0.id) }, uniquingKeysWith: { a, _ in a })
         var gateways: [GatewayState] = []
-        var frames: [(time: Instant, gateway: Int, event: [UInt8])] = []
+        var frames: [(time: CaptureTime, gateway: Int, event: [UInt8])] = []
         for (id, writer) in simulation.captures().sorted(by: { $0.key < $1.key }) {
             guard let gateway = config.gateway(id: id) else { continue }
             gateways.append(GatewayState(id: id, settings: gateway.tracker, tracker: Tracker(settings: gateway.tracker),

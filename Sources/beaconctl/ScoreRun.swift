@@ -27,16 +27,16 @@ struct ProcessStore {
         struct State {
             var decisions: [ZoneDecision] = []
             var sightings: [ZoneBaseline.Sighting] = []
-            var reported: [String: Instant] = [:]
+            var reported: [String: CaptureTime] = [:]
             var open: Set<BeaconRef> = []
             var brainSettled = false
             var malformed = 0
         }
         let state = Mutex(State())
-        let start: Instant
+        let start: CaptureTime
         let topics = Topics()
 
-        init(start: Instant) { self.start = start }
+        init(start: CaptureTime) { self.start = start }
 
         func take(_ message: MQTTMessage) {
             switch topics.parse(message.topic) {

@@ -7,7 +7,7 @@ import Wire
 @Suite("AutoObserver: join the nearest at immediate, leave after the ad, far or gone")
 struct AutoObserverTests {
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
-    static let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+    static let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
 
     /// RSSI for a distance with P1m -59 dBm and n = 2: -40 is 0.11 m, -62 is 1.4 m, -85 is 20 m.
     static func event(minor: UInt16, rssi: Int8?) -> [UInt8] {

@@ -42,8 +42,8 @@ struct CaptureTests {
         #expect(summary.reports.first?.data == bytes("0201060AFF0D0007065009040B00"))
         // The Apple advert is manufacturer data of company 0x004C, type 0x0C: not an iBeacon.
         #expect(summary.reports.contains { $0.data == bytes("02011A13FF4C000C0E00F60FA7EC74A0C3225578F5B49A") })
-        #expect(summary.first == Instant(iso8601: "2015-10-14T07:59:27.890Z")! + 0.000118)
-        #expect(summary.last == Instant(iso8601: "2016-01-21T19:37:38.738Z")! + 0.000833)
+        #expect(summary.first == CaptureTime(iso8601: "2015-10-14T07:59:27.890Z")! + 0.000118)
+        #expect(summary.last == CaptureTime(iso8601: "2016-01-21T19:37:38.738Z")! + 0.000833)
     }
 
     /// mauricelam/btsnoop-rs `src/testdata/btsnoop_hci_android.log`: an Android H4 log (2023)
@@ -63,8 +63,8 @@ struct CaptureTests {
         #expect(Set(summary.reports.map(\.address)) == [BluetoothAddress("4D:AB:43:2A:3F:10")!])
         #expect(summary.reports.map(\.rssi) == [-68, -67, -66, -67, -62, -62, -62, -61, -66, -66, -66, -66])
         #expect(summary.reports.first?.data == bytes("0201020303F3FE"))
-        #expect(summary.first == Instant(iso8601: "2023-01-28T02:48:36.395Z")! + 0.000644)
-        #expect(summary.last == Instant(iso8601: "2023-01-28T02:48:46.974Z")! + 0.000644)
+        #expect(summary.first == CaptureTime(iso8601: "2023-01-28T02:48:36.395Z")! + 0.000644)
+        #expect(summary.last == CaptureTime(iso8601: "2023-01-28T02:48:46.974Z")! + 0.000644)
     }
 
     /// mauricelam/btsnoop-rs `src/testdata/btsnoop_btmon.log`: `btmon -w` output (datalink 2001,
@@ -79,7 +79,7 @@ struct CaptureTests {
         #expect(summary.records == 554)
         #expect(summary.counters == .expect(events: 56, otherEvents: 56))
         #expect(summary.reports.isEmpty)
-        #expect(summary.first == Instant(iso8601: "2023-10-02T00:32:01.350Z")! + 0.000268)
+        #expect(summary.first == CaptureTime(iso8601: "2023-10-02T00:32:01.350Z")! + 0.000268)
 
         var opcodes: [UInt16: Int] = [:]
         var indexes: [UInt16: Int] = [:]
@@ -145,13 +145,13 @@ struct CaptureTests {
     func writerRoundTrip(_ datalink: Btsnoop.Datalink) throws {
         let events = [HCIEventTests.iBeaconEvent, HCIEventTests.twoReports, HCIEventTests.extendedEvent,
                       bytes("0E0401030C00")]
-        let times = [Instant(iso8601: "2026-11-21T09:30:00.125Z")!, Instant(nanoseconds: 0),
-                     Instant(iso8601: "1999-12-31T23:59:59.999Z")! + 0.000999, Instant(nanoseconds: 1_800_000_000_000_001_000)]
+        let times = [CaptureTime(iso8601: "2026-11-21T09:30:00.125Z")!, CaptureTime(nanoseconds: 0),
+                     CaptureTime(iso8601: "1999-12-31T23:59:59.999Z")! + 0.000999, CaptureTime(nanoseconds: 1_800_000_000_000_001_000)]
         var writer = BtsnoopWriter(datalink: datalink)
         for (event, time) in zip(events, times) { writer.appendEvent(event, at: time) }
         writer.append([0x01, 0x03, 0x0C, 0x00], flags: datalink == .monitor ? 2 : 0x2, at: times[0])
 
-        var read: [([UInt8], Instant, UInt32)] = []
+        var read: [([UInt8], CaptureTime, UInt32)] = []
         var readDatalink: Btsnoop.Datalink?
         var tail = true
         try writer.bytes.withUnsafeBytes { raw in
@@ -175,7 +175,7 @@ struct CaptureTests {
 
     @Test func writerRecordLayout() {
         var writer = BtsnoopWriter(datalink: .h4)
-        writer.appendEvent([0x0E, 0x01, 0x00], at: Instant(nanoseconds: 1_500_000))
+        writer.appendEvent([0x0E, 0x01, 0x00], at: CaptureTime(nanoseconds: 1_500_000))
         // original length 4, included length 4, flags 3 (received event), drops 0,
         // timestamp 0x00DCDDB30F2F8000 + 1500 µs, then the H4 type and the event.
         #expect(Array(writer.bytes.dropFirst(16)) == bytes("00000004 00000004 00000003 00000000 00DCDDB30F2F85DC 04 0E0100"))

@@ -9,7 +9,7 @@ import Wire
 /// the messages to publish out, in order. The process around it is tested end to end in
 /// IntegrationTests; here every decision is checked without a broker or a clock.
 @Suite struct GatewayEngineTests {
-    static let t0 = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    static let t0 = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
     /// The gateway's own clock at `t0`: a live gateway dates its captures by it.
     static let w0 = WallTime(iso8601: "2026-11-21T09:00:00.000Z")!
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
@@ -143,10 +143,10 @@ import Wire
         #expect(back.lastIndex { $0.topic == "gateways/door/rssi" }! < back.firstIndex { $0.topic.hasPrefix("beacons/") }!,
                 "every report before the sightings and presence")
         // Capture-time order, contiguous, and only the latest 120 s.
-        let windows = try reports.map { message -> (Instant, Instant) in
+        let windows = try reports.map { message -> (CaptureTime, CaptureTime) in
             let o = try JSONParser().parse(message.payload)
             guard case .string(let from)? = o["from"], case .string(let to)? = o["to"],
-                  let a = Instant(iso8601: from), let b = Instant(iso8601: to) else { throw Failure() }
+                  let a = CaptureTime(iso8601: from), let b = CaptureTime(iso8601: to) else { throw Failure() }
             return (a, b)
         }
         #expect(zip(windows, windows.dropFirst()).allSatisfy { $0.1 == $1.0 }, "contiguous")

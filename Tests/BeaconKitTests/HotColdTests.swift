@@ -7,7 +7,7 @@ import Testing
 @Suite("Hot/cold: words from distance and trend, range reports")
 struct HotColdTests {
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
-    static let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+    static let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
 
     @Test("the words", arguments: [
         // (proximity, distance, previous) -> word

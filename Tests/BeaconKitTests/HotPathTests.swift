@@ -12,7 +12,7 @@ import Testing
 /// `HCIEventBuilder` and `BenchmarkWorkload`, the generators the benchmarks use.
 @Suite struct HotPathTests {
     static let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
-    static let t0 = Instant(iso8601: "2026-11-21T09:30:00.125Z")!
+    static let t0 = CaptureTime(iso8601: "2026-11-21T09:30:00.125Z")!
 
     // MARK: JSONWriter
 
@@ -68,8 +68,8 @@ import Testing
         #expect(BeaconUUID(high: 0, low: 0x0A).description == "00000000-0000-0000-0000-00000000000A")
         #expect(BluetoothAddress(rawValue: 0xC0FF_EE01_02AB).description == "C0:FF:EE:01:02:AB")
         #expect(Self.t0.iso8601 == "2026-11-21T09:30:00.125Z")
-        #expect(Instant.epoch.iso8601 == "1970-01-01T00:00:00.000Z")
-        #expect(Instant(nanoseconds: -1).iso8601 == "1969-12-31T23:59:59.999Z")
+        #expect(CaptureTime.epoch.iso8601 == "1970-01-01T00:00:00.000Z")
+        #expect(CaptureTime(nanoseconds: -1).iso8601 == "1969-12-31T23:59:59.999Z")
         var text = "at "
         Self.t0.appendISO8601(to: &text)
         #expect(text == "at 2026-11-21T09:30:00.125Z")

@@ -6,7 +6,7 @@ import Testing
 /// writer writes decodes to its case and its value; what is not the contract's, too large, or
 /// not a payload of its topic is refused with the reason.
 @Suite struct InboundTests {
-    static let at = Instant(seconds: 1_700_000_000)
+    static let at = CaptureTime(seconds: 1_700_000_000)
     static let counter = BeaconRef(major: 100, minor: 1)
     static let eddystone = BeaconRef(namespace: EddystoneNamespace(hex: "0102030405060708090a")!,
                                      instance: EddystoneInstance(hex: "0b0c0d0e0f10")!)

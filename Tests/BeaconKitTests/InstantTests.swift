@@ -1,7 +1,7 @@
 import BeaconKit
 import Testing
 
-@Suite("Instant")
+@Suite("CaptureTime")
 struct InstantTests {
     @Test(arguments: [
         (0, "1970-01-01T00:00:00.000Z"),
@@ -27,8 +27,8 @@ struct InstantTests {
         (Int64.max, "2262-04-11T23:47:16.854Z"),
     ] as [(Int64, String)])
     func formats(nanoseconds: Int64, text: String) {
-        #expect(Instant(nanoseconds: nanoseconds).iso8601 == text)
-        #expect(Instant(nanoseconds: nanoseconds).description == text)
+        #expect(CaptureTime(nanoseconds: nanoseconds).iso8601 == text)
+        #expect(CaptureTime(nanoseconds: nanoseconds).description == text)
     }
 
     @Test(arguments: [
@@ -36,14 +36,14 @@ struct InstantTests {
         "1900-03-01T00:00:00.000Z", "2026-11-21T09:30:00.125Z", "2100-12-31T23:59:59.999Z", "1677-09-22T00:00:00.000Z",
     ])
     func roundTrip(_ text: String) throws {
-        let instant = try #require(Instant(iso8601: text))
+        let instant = try #require(CaptureTime(iso8601: text))
         #expect(instant.iso8601 == text)
     }
 
     @Test func parsesWithoutMilliseconds() {
-        #expect(Instant(iso8601: "2026-11-21T09:30:00Z") == Instant(iso8601: "2026-11-21T09:30:00.000Z"))
-        #expect(Instant(iso8601: "1970-01-01T00:00:01Z") == Instant(nanoseconds: 1_000_000_000))
-        #expect(Instant(iso8601: "1969-12-31T23:59:59Z") == Instant(nanoseconds: -1_000_000_000))
+        #expect(CaptureTime(iso8601: "2026-11-21T09:30:00Z") == CaptureTime(iso8601: "2026-11-21T09:30:00.000Z"))
+        #expect(CaptureTime(iso8601: "1970-01-01T00:00:01Z") == CaptureTime(nanoseconds: 1_000_000_000))
+        #expect(CaptureTime(iso8601: "1969-12-31T23:59:59Z") == CaptureTime(nanoseconds: -1_000_000_000))
     }
 
     @Test(arguments: [
@@ -59,24 +59,24 @@ struct InstantTests {
         "1677-09-21T00:12:43.144Z",
     ])
     func rejects(_ text: String) {
-        #expect(Instant(iso8601: text) == nil)
+        #expect(CaptureTime(iso8601: text) == nil)
     }
 
     @Test func theLastRepresentableMillisecond() {
-        #expect(Instant(iso8601: "2262-04-11T23:47:16.854Z") == Instant(nanoseconds: 9_223_372_036_854_000_000))
+        #expect(CaptureTime(iso8601: "2262-04-11T23:47:16.854Z") == CaptureTime(nanoseconds: 9_223_372_036_854_000_000))
     }
 
     @Test func arithmetic() {
-        let t = Instant(iso8601: "2026-11-21T09:30:00.000Z")!
+        let t = CaptureTime(iso8601: "2026-11-21T09:30:00.000Z")!
         #expect((t + 1.5).iso8601 == "2026-11-21T09:30:01.500Z")
         #expect((t - 0.25).iso8601 == "2026-11-21T09:29:59.750Z")
         #expect((t + 0.000000001).nanoseconds == t.nanoseconds + 1)
         #expect((t + 2.5).seconds(since: t) == 2.5)
         #expect(t.seconds(since: t + 2.5) == -2.5)
-        #expect(Instant(seconds: 1.5) == Instant(nanoseconds: 1_500_000_000))
-        #expect(Instant(seconds: -0.000000001).nanoseconds == -1)
-        #expect(Instant.epoch.seconds == 0)
-        #expect(Instant(nanoseconds: 1) > .epoch)
+        #expect(CaptureTime(seconds: 1.5) == CaptureTime(nanoseconds: 1_500_000_000))
+        #expect(CaptureTime(seconds: -0.000000001).nanoseconds == -1)
+        #expect(CaptureTime.epoch.seconds == 0)
+        #expect(CaptureTime(nanoseconds: 1) > .epoch)
     }
 }
 
@@ -103,7 +103,7 @@ struct TimeKindTests {
         let wall = WallTime(nanoseconds: 1_795_253_400_125_000_001)
         #expect(wall.asCaptureTime().nanoseconds == wall.nanoseconds)
         #expect(wall.asCaptureTime().asWallTime() == wall)
-        #expect(Instant.self == CaptureTime.self)
+        #expect(CaptureTime.self == CaptureTime.self)
     }
 
     @Test func aProofReadsEitherClockAlike() {

@@ -152,7 +152,7 @@ struct OriginalAppsConfigTests {
         tracker.uuidCalibration = [Self.marker: -70]
         let id = BeaconID(uuid: Self.marker, major: 7, minor: 42)
         let update = tracker.observe(id, address: BluetoothAddress(rawValue: 1), rssi: -70, measuredPower: -59, txPower: -59,
-                                     at: Instant(seconds: 0))
+                                     at: CaptureTime(seconds: 0))
         #expect(update.track.distance.map { ($0 * 100).rounded() / 100 } == 1.0, "-70 dBm at -70 dBm calibrated is 1 m")
     }
 

@@ -325,7 +325,7 @@ struct PayloadsTests {
 
     /// `beaconctl decode` output lines (README, "Decoding").
     @Test func decodedLines() {
-        func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: Instant?)? = nil) -> String? {
+        func line(_ data: [UInt8], report: (address: BluetoothAddress, rssi: Int8?, ts: CaptureTime?)? = nil) -> String? {
             guard case .beacon(let beacon) = decodeBeacon(data) else { return nil }
             return DecodedLine.text(beacon, report: report)
         }

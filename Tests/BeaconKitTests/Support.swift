@@ -65,11 +65,11 @@ struct CaptureSummary: Equatable {
     var truncatedTail = false
     var counters = DecodeCounters()
     var reports: [CopiedReport] = []
-    var first: Instant?
-    var last: Instant?
+    var first: CaptureTime?
+    var last: CaptureTime?
 
     init(_ capture: [UInt8]) throws {
-        var (datalink, records, truncated, first, last) = (Btsnoop.Datalink.h4, 0, false, Instant?.none, Instant?.none)
+        var (datalink, records, truncated, first, last) = (Btsnoop.Datalink.h4, 0, false, CaptureTime?.none, CaptureTime?.none)
         var decoder = AdvertisementDecoder()
         var reports: [CopiedReport] = []
         try capture.withUnsafeBytes { raw in

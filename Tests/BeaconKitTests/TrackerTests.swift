@@ -6,7 +6,7 @@ import Simulation
 import Foundation
 import Testing
 
-let t0 = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+let t0 = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
 let beaconA = BeaconID(uuid: airLocate, major: 100, minor: 1)
 let beaconB = BeaconID(uuid: airLocate, major: 100, minor: 2)
 let addressA = BluetoothAddress(rawValue: 0xC000_0064_0001)   // C0:00:00:64:00:01, as the simulator numbers them
@@ -127,7 +127,7 @@ struct RangingTests {
 @Suite("Tracker")
 struct TrackerTests {
     static func observe(_ tracker: inout Tracker, _ id: BeaconID = beaconA, rssi: Int8?, power: Int8? = -59,
-                        at time: Instant) -> TrackUpdate {
+                        at time: CaptureTime) -> TrackUpdate {
         tracker.observe(id, address: addressA, rssi: rssi, measuredPower: power, txPower: power, at: time)
     }
 
@@ -187,7 +187,7 @@ struct TrackerTests {
         }
         #expect(from == .near && track.proximity == .unknown && track.distance == nil)
         #expect(tracker.nextDeadline == deadline)
-        #expect(tracker.advance(to: Instant(nanoseconds: deadline.nanoseconds - 1)).isEmpty)
+        #expect(tracker.advance(to: CaptureTime(nanoseconds: deadline.nanoseconds - 1)).isEmpty)
         let exit = tracker.advance(to: deadline)
         #expect(exit.count == 1)
         guard case .exit(let gone, let at) = exit.first else {
@@ -367,17 +367,17 @@ struct TrackerTests {
             }
         }
         #expect(seen == 5)
-        _ = tracker.advance(to: Instant(nanoseconds: .max))
-        #expect(Instant(nanoseconds: .max) + 10 == Instant(nanoseconds: .max))
-        #expect(Instant(nanoseconds: .min) - 10 == Instant(nanoseconds: .min))
-        #expect(Instant(nanoseconds: .max).seconds(since: Instant(nanoseconds: .min)) > 1.8e10)
-        #expect(Instant(seconds: 1e300) == Instant(nanoseconds: .max))
+        _ = tracker.advance(to: CaptureTime(nanoseconds: .max))
+        #expect(CaptureTime(nanoseconds: .max) + 10 == CaptureTime(nanoseconds: .max))
+        #expect(CaptureTime(nanoseconds: .min) - 10 == CaptureTime(nanoseconds: .min))
+        #expect(CaptureTime(nanoseconds: .max).seconds(since: CaptureTime(nanoseconds: .min)) > 1.8e10)
+        #expect(CaptureTime(seconds: 1e300) == CaptureTime(nanoseconds: .max))
     }
 
     // MARK: Determinism
 
     struct Sighting {
-        var time: Instant
+        var time: CaptureTime
         var id: BeaconID
         var address: BluetoothAddress
         var rssi: Int8?

@@ -83,7 +83,7 @@ struct BeaconHealthTests {
         h.advance(to: t(100))
         record = try #require(h.retainedJSON(topic))
         #expect(record["present"] == .bool(false))
-        let left = try #require(record["lastSeen"]?.stringValue.flatMap { Instant(iso8601: $0) })
+        let left = try #require(record["lastSeen"]?.stringValue.flatMap { CaptureTime(iso8601: $0) })
         #expect(left > t(1) && left <= t(100), "\(record)")
 
         // A restarted brain keeps it, and reports the beacon missing once, 600 s after it was last seen.

@@ -16,11 +16,11 @@ struct Harness {
     let topics: Topics
 
     /// A brain that starts on `retained` state and settles at `now`.
-    init(config: FleetConfig = testConfig(), stores: Set<UInt16> = [], retained: [String: String] = [:], at now: Instant = t(0)) {
+    init(config: FleetConfig = testConfig(), stores: Set<UInt16> = [], retained: [String: String] = [:], at now: CaptureTime = t(0)) {
         self.init(core: BrainCore(config: config, stores: stores), retained: retained, at: now)
     }
 
-    init(core: BrainCore, retained: [String: String] = [:], at now: Instant = t(0)) {
+    init(core: BrainCore, retained: [String: String] = [:], at now: CaptureTime = t(0)) {
         self.core = core
         topics = core.topics
         self.retained = retained
@@ -31,7 +31,7 @@ struct Harness {
     }
 
     /// The same broker with a new brain (the old one crashed or was restarted).
-    func restarted(config: FleetConfig? = nil, at now: Instant) -> Harness {
+    func restarted(config: FleetConfig? = nil, at now: CaptureTime) -> Harness {
         Harness(config: config ?? core.config, stores: core.stores, retained: retained, at: now)
     }
 
@@ -44,45 +44,45 @@ struct Harness {
     }
 
     /// Someone else publishes.
-    mutating func publish(_ topic: String, _ payload: String, retain: Bool = false, at now: Instant) {
+    mutating func publish(_ topic: String, _ payload: String, retain: Bool = false, at now: CaptureTime) {
         if retain { retained[topic] = payload.isEmpty ? nil : payload }
         apply(core.receive(topic: topic, payload: Array(payload.utf8), retained: false, at: now))
     }
 
-    mutating func publish(_ topic: String, bytes: [UInt8], at now: Instant) {
+    mutating func publish(_ topic: String, bytes: [UInt8], at now: CaptureTime) {
         apply(core.receive(topic: topic, payload: bytes, retained: false, at: now))
     }
 
-    mutating func advance(to now: Instant) { apply(core.advance(to: now)) }
+    mutating func advance(to now: CaptureTime) { apply(core.advance(to: now)) }
 
     // Shorthands for what gateways and observers do.
     /// A gateway's report of the half second before `now`: it heard `ref`.
-    mutating func see(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
+    mutating func see(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: CaptureTime) {
         publish(topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: now - 0.5, to: now, [(ref, rssi)], proximity).json,
                 at: now)
     }
 
     /// A gateway's report that it heard nothing from `start` (its last report's end) up to
     /// `now`: capture time passes (a silent beacon exits, a view ends).
-    mutating func quiet(_ gateway: String, from start: Instant, until now: Instant) {
+    mutating func quiet(_ gateway: String, from start: CaptureTime, until now: CaptureTime) {
         publish(topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: start, to: now, []).json, at: now)
     }
 
-    mutating func announce(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: Instant) {
+    mutating func announce(_ ref: BeaconRef, by gateway: String, rssi: Double?, _ proximity: Proximity = .near, at now: CaptureTime) {
         // The gateway began hearing the beacon now (its `since`, in capture time).
         publish(topics.presence(of: ref, seenBy: gateway), presenceJSON(ref, gateway, rssi: rssi, proximity, since: now),
                 retain: true, at: now)
     }
 
-    mutating func withdraw(_ ref: BeaconRef, by gateway: String, at now: Instant) {
+    mutating func withdraw(_ ref: BeaconRef, by gateway: String, at now: CaptureTime) {
         publish(topics.presence(of: ref, seenBy: gateway), "", retain: true, at: now)
     }
 
-    mutating func join(_ client: String, _ ref: BeaconRef, _ payload: String = joinJSON(), at now: Instant) {
+    mutating func join(_ client: String, _ ref: BeaconRef, _ payload: String = joinJSON(), at now: CaptureTime) {
         publish(topics.observer(client, of: ref), payload, retain: true, at: now)
     }
 
-    mutating func leave(_ client: String, _ ref: BeaconRef, at now: Instant) {
+    mutating func leave(_ client: String, _ ref: BeaconRef, at now: CaptureTime) {
         publish(topics.observer(client, of: ref), "", retain: true, at: now)
     }
 

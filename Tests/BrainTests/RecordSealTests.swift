@@ -65,7 +65,7 @@ import Tracking
         #expect(RecordSeal().open(record, topic: "x") == record, "no key: as before")
     }
 
-    func brain(_ seal: RecordSeal, retained: [String: String] = [:], at now: Instant) -> Harness {
+    func brain(_ seal: RecordSeal, retained: [String: String] = [:], at now: CaptureTime) -> Harness {
         var core = BrainCore(config: testConfig(rules: Self.rules))
         core.recordSeal = seal
         return Harness(core: core, retained: retained, at: now)

@@ -39,7 +39,7 @@ import BrainCore
 
     /// The broker comes back (with or without its retained state); the brain reconnects and
     /// reads the retained state back.
-    func reconnect(_ h: inout Harness, persistence: Bool, at now: Instant) {
+    func reconnect(_ h: inout Harness, persistence: Bool, at now: CaptureTime) {
         if !persistence { h.retained = [:] }
         h.apply(h.core.reconnect(at: now))
         for (topic, payload) in h.retained.sorted(by: { $0.key < $1.key }) {

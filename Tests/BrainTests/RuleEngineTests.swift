@@ -9,7 +9,7 @@ import Tracking
     let counterEntry = BeaconEntry(id: BeaconID(uuid: storeUUID, major: 100, minor: 1), name: "counter")
     let scope = RuleEngine.Scope(beacon: counter)
 
-    func context(_ trigger: Rule.Trigger, since: Instant = t(0), rssi: Double? = -60,
+    func context(_ trigger: Rule.Trigger, since: CaptureTime = t(0), rssi: Double? = -60,
                  ref: BeaconRef = counter, entry: BeaconEntry? = nil) -> RuleEngine.Context {
         RuleEngine.Context(trigger: trigger, beacon: ref, uuid: storeUUID, entry: entry ?? counterEntry, rssi: rssi, since: since)
     }

@@ -6,7 +6,7 @@ import BrainCore
 import Foundation
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).
-func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
+func t(_ seconds: Double) -> CaptureTime { CaptureTime(seconds: 1_795_251_600 + seconds) }
 /// `t(seconds)` on a service's own clock (health, replies).
 func w(_ seconds: Double) -> WallTime { WallTime(seconds: 1_795_251_600 + seconds) }
 
@@ -28,7 +28,7 @@ func rssiReport(_ gateway: String, from: Double, to: Double, _ heard: [(BeaconRe
     rssiReport(gateway, from: t(from), to: t(to), heard, proximity, n: n)
 }
 
-func rssiReport(_ gateway: String, from: Instant, to: Instant, _ heard: [(BeaconRef, Double?)],
+func rssiReport(_ gateway: String, from: CaptureTime, to: CaptureTime, _ heard: [(BeaconRef, Double?)],
                 _ proximity: Proximity = .near, n: Int = 2) -> RSSIReport {
     RSSIReport(gateway: gateway, from: from, to: to, entries: heard.map { ref, rssi in
         RSSIReport.Entry(beacon: ref, uuid: ref.eddystone == nil ? storeUUID : nil, count: n, rssi: rssi,
@@ -59,7 +59,7 @@ func sightingJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximit
 
 /// A gateway's presence payload as `Payloads.gatewayPresence` writes it.
 func presenceJSON(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proximity: Proximity = .near,
-                  zone: String? = nil, since: Instant = t(0)) -> String {
+                  zone: String? = nil, since: CaptureTime = t(0)) -> String {
     var writer = JSONWriter()
     writer.object { o in
         o("uuid", storeUUID.description)

@@ -16,7 +16,7 @@ struct BtsnoopSourceTests {
     final class Collected: Sendable {
         let outputs = Mutex<[SourceOutput]>([])
         var frames: [HCIFrame] { outputs.withLock { $0.compactMap { if case .frame(let f) = $0 { f } else { nil } } } }
-        var ticks: [Instant] { outputs.withLock { $0.compactMap { if case .tick(let t) = $0 { t } else { nil } } } }
+        var ticks: [CaptureTime] { outputs.withLock { $0.compactMap { if case .tick(let t) = $0 { t } else { nil } } } }
     }
 
     func replay(speed: Double, loop: Bool = false, until: (@Sendable (Collected) -> Bool)? = nil) async throws -> Collected {
@@ -41,7 +41,7 @@ struct BtsnoopSourceTests {
         #expect(paced.frames.last?.time.iso8601 == "2015-10-14T07:59:32.905Z")
         // Ticks (when the replay had time to send any between frames) report time in order
         // between the frames, never past a frame still to come.
-        let times = paced.outputs.withLock { $0 }.compactMap { output -> Instant? in
+        let times = paced.outputs.withLock { $0 }.compactMap { output -> CaptureTime? in
             switch output {
             case .frame(let frame): frame.time
             case .tick(let time): time
@@ -56,7 +56,7 @@ struct BtsnoopSourceTests {
     func longPause() async throws {
         let dir = try TemporaryDirectory("btsnoop-pause")
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2015-10-14T08:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2015-10-14T08:00:00.000Z")!
         let event = HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue)
         writer.appendEvent(event, at: start)
         writer.appendEvent(event, at: start + 90 * 86_400)
@@ -81,7 +81,7 @@ struct BtsnoopSourceTests {
     func quietStretchInStep() async throws {
         let dir = try TemporaryDirectory("btsnoop-quiet")
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         let event = HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue)
         for second in [0, 0.5, 15] { writer.appendEvent(event, at: start + second) }
         let path = try dir.write("quiet.log", bytes: writer.bytes)
@@ -109,7 +109,7 @@ struct BtsnoopSourceTests {
     }
 
     /// Three events a second apart from `start`.
-    func threeSeconds(_ dir: TemporaryDirectory, start: Instant) throws -> String {
+    func threeSeconds(_ dir: TemporaryDirectory, start: CaptureTime) throws -> String {
         var writer = BtsnoopWriter(datalink: .h4)
         let event = HCIEventBuilder.commandComplete(HCIOpcode.reset.rawValue)
         for second in 0..<3 { writer.appendEvent(event, at: start + Double(second)) }
@@ -119,7 +119,7 @@ struct BtsnoopSourceTests {
     @Test("ticks fall on a grid of capture time (tickInterval × speed from the first frame), the same on every run")
     func ticksOnAGrid() async throws {
         let dir = try TemporaryDirectory("btsnoop-grid")
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         let path = try threeSeconds(dir, start: start)
         for _ in 0..<2 {
             let collected = Collected()
@@ -132,7 +132,7 @@ struct BtsnoopSourceTests {
     @Test("--start-at: the first frame plays at the given wall-clock time, not before")
     func startsAt() async throws {
         let dir = try TemporaryDirectory("btsnoop-start")
-        let path = try threeSeconds(dir, start: Instant(iso8601: "2026-11-21T09:00:00.000Z")!)
+        let path = try threeSeconds(dir, start: CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!)
         let startsAt = WallClock.now() + 1.5
         let firstFrame = Mutex<WallTime?>(nil)
         try await BtsnoopSource(path: path, speed: 10, startsAt: startsAt).run { output in

@@ -279,12 +279,12 @@ import Testing
             """, database: "v1")
         let db = try await PostgresHistory(address, password: nil)
         #expect(try await db.appliedMigrations() == PostgresHistory.versions.sorted())
-        let visits = try await db.visits(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 60))
+        let visits = try await db.visits(store: 100, from: CaptureTime(seconds: 0), to: CaptureTime(seconds: 60))
         // Its segments moved into the visit's row (v5), in time order.
         #expect(visits.count == 1 && visits.first?.segments.map(\.zoneName) == ["Entrance", "Counter"]
-                && visits.first?.segments.map(\.left) == [Instant(seconds: 2), Instant(seconds: 5)])
+                && visits.first?.segments.map(\.left) == [CaptureTime(seconds: 2), CaptureTime(seconds: 5)])
         #expect(try await db.counts() == HistoryCounts(visits: 1, segments: 2, visitors: 1))
-        #expect(try await db.daily(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 86_400)).isEmpty)
+        #expect(try await db.daily(store: 100, from: CaptureTime(seconds: 0), to: CaptureTime(seconds: 86_400)).isEmpty)
         // The migrated keys still make the decisions' natural keys: once, then duplicates.
         let config = try historyFleet()
         #expect(try await db.ingest(events(day(), config: config), pseudonyms: testKey) == .init(stored: 10, duplicates: 0))
@@ -308,9 +308,9 @@ import Testing
         }
         let db = try HistoryDatabase(path: path)
         #expect(try db.appliedMigrations() == HistoryDatabase.versions.sorted())
-        let visits = try db.visits(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 60))
-        #expect(visits.count == 1 && visits.first?.segments.first?.left == Instant(seconds: 5))
-        #expect(try db.daily(store: 100, from: Instant(seconds: 0), to: Instant(seconds: 86_400)).isEmpty)
+        let visits = try db.visits(store: 100, from: CaptureTime(seconds: 0), to: CaptureTime(seconds: 60))
+        #expect(visits.count == 1 && visits.first?.segments.first?.left == CaptureTime(seconds: 5))
+        #expect(try db.daily(store: 100, from: CaptureTime(seconds: 0), to: CaptureTime(seconds: 86_400)).isEmpty)
     }
 
     @Test func aReadOnlyFileSaysSoAndLosesNothing() throws {

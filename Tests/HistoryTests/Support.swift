@@ -8,7 +8,7 @@ import TestSupport
 import Testing
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z, a Saturday).
-func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
+func t(_ seconds: Double) -> CaptureTime { CaptureTime(seconds: 1_795_251_600 + seconds) }
 
 /// Store 100 with a door, a queue and a counter; store 200 beside it.
 func historyFleet(_ history: String = "", broker: String = "mqtt://127.0.0.1:1883") throws -> FleetConfig {

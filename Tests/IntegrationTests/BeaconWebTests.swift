@@ -110,7 +110,7 @@ struct BeaconWebTests {
         try await Self.publish(broker, "beacons/100/1/observers/ana", file: join, in: dir)
         try await Self.publish(broker, "stores/100/roster", text: Roster(store: 100, name: "Main Street", customers: [
             .init(client: "ana", name: "Ana", favorite: "flat white", photo: "beacons/100/1/observers/ana",
-                  beacon: BeaconRef(major: 100, minor: 1), since: Instant(iso8601: "2026-11-21T09:00:00.000Z")!),
+                  beacon: BeaconRef(major: 100, minor: 1), since: CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!),
         ]).json(at: nil), in: dir)
         try await Self.publish(broker, "beacons/100/1/presence", text: """
             {"uuid":null,"major":100,"minor":1,"zone":"door","zoneName":"Entrance","gateways":[{"gateway":"door","zone":"Entrance","proximity":"near","rssiSmoothed":-60.0,"distance":1.0}],"proximity":"near","since":"2026-11-21T09:00:00.000Z"}
@@ -427,7 +427,7 @@ struct BeaconWebTests {
         let tag = EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: "00112233445566778899")!,
                                instance: EddystoneInstance(hex: "aabbccddeeff")!)
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         for i in 0..<80 {
             let t = Double(i) * 0.25, jitter = Int8((i * 7) % 5) - 2
             writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 1, txPower: -59),
@@ -626,7 +626,7 @@ struct BeaconWebTests {
     static func dropOutCapture() -> [UInt8] {
         var writer = BtsnoopWriter(datalink: .h4)
         // Dated now, as a live radio's reports are: the brain dates a visit in capture time.
-        let start = Instant(seconds: Date().timeIntervalSince1970.rounded(.down))
+        let start = CaptureTime(seconds: Date().timeIntervalSince1970.rounded(.down))
         for i in 0..<56 {
             let t = Double(i) * 0.25, jitter = Int8((i * 7) % 5) - 2
             writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 1, txPower: -59),

@@ -161,7 +161,7 @@ struct BrokerOutageTests {
     // MARK: - One run of the store
 
     /// Capture time of both captures' second 0.
-    static let captureStart = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+    static let captureStart = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
 
     static func capture(_ visits: [(minor: UInt16, from: Double, to: Double)]) -> [UInt8] {
         var writer = BtsnoopWriter(datalink: .h4)
@@ -239,7 +239,7 @@ struct BrokerOutageTests {
                                                             "--major", "100", "--minor", "3", "--profile", profile], in: dir,
                                             environment: environment))
             // Both replays' second 0 plays at one wall-clock instant, once both have connected.
-            let startAt = Instant(seconds: (Date().timeIntervalSince1970 + 4).rounded()).iso8601
+            let startAt = CaptureTime(seconds: (Date().timeIntervalSince1970 + 4).rounded()).iso8601
             var parts = ["beacon-brain": processes[0]]
             for id in ["door", "counter"] {
                 parts[id] = try startProgram("beacon-gateway", ["--config", config, "--id", id, "--start-at", startAt,

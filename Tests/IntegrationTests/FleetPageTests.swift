@@ -134,7 +134,7 @@ struct FleetPageTests {
                     {"namespace": "00112233445566778899", "instance": "aabbccddeeff", "name": "till tag", "store": 100}],
         "brain": {"lowBattery": 3000, "missingAfter": 3600}
         """)
-        let lastSeen = Instant(seconds: (WallClock.now().seconds - 3 * 3600 - 300).rounded(.down))
+        let lastSeen = CaptureTime(seconds: (WallClock.now().seconds - 3 * 3600 - 300).rounded(.down))
         let record = #"{"beacon":{"major":100,"minor":9},"name":"spare","lastSeen":"\#(lastSeen.iso8601)","present":false,"#
             + #""battery":null,"batteryLow":false,"missing":false}"#
         try await BeaconWebTests.publish(broker, "brain/beacons/100/9", text: record, in: dir)

@@ -82,7 +82,7 @@ struct GatewayOperationsTests {
         let dir = try TemporaryDirectory("gateway-allow")
         let broker = try await MosquittoBroker.start(in: dir)
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         for i in 0..<20 {
             writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.uuid, major: 7, minor: 1, txPower: -59),
                                                 address: 1, rssi: -60), at: start + Double(i) * 0.2)

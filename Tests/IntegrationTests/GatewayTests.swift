@@ -99,7 +99,7 @@ struct GatewayTests {
     /// A capture with iBeacons of the given minors seen over time ranges (seconds), one
     /// advertisement every `step`, RSSI walking so that proximity changes.
     static func capture(beacons: [(minor: UInt16, seen: ClosedRange<Double>)], step: Double,
-                        start: Instant = Instant(iso8601: "2026-11-21T10:00:00.000Z")!) -> BtsnoopWriter {
+                        start: CaptureTime = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!) -> BtsnoopWriter {
         var writer = BtsnoopWriter(datalink: .h4)
         var t = 0.0
         var tick = 0

@@ -14,7 +14,7 @@ import Testing
 /// file, its Prometheus gauges, and beacon-web's analytics page in headless Chromium.
 @Suite("history: beacon-history, report, forget, analytics page", .serialized)
 struct HistoryEndToEndTests {
-    static let day = Instant(iso8601: "2026-11-21T00:00:00.000Z")!
+    static let day = CaptureTime(iso8601: "2026-11-21T00:00:00.000Z")!
 
     /// Store 100: five visits (three reach the counter, two queue); store 200: three.
     static func decisions() -> [ZoneDecision] {

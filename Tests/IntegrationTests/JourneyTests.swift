@@ -62,7 +62,7 @@ struct JourneyTests {
         let join = try #require(watch.records.first { $0.topic.hasSuffix("/observers/phone1") && !$0.payload.isEmpty })
         let minor = try #require(UInt16(join.topic.split(separator: "/")[2]))
         let joinedAt = Date().timeIntervalSince1970
-        let slot = Instant(seconds: joinedAt)
+        let slot = CaptureTime(seconds: joinedAt)
         #expect(proof.accepts(minor, store: 9, at: slot) || proof.accepts(minor, store: 9, at: slot - 30),
                 "the advertised minor is the store's proof value: \(minor)")
         // "receive the brain's ad, then leave the channel"
@@ -73,7 +73,7 @@ struct JourneyTests {
 
         // Nobody elsewhere: a phone without the radio quoting the seed's fixed minor 6, a
         // made-up value, or the value of two slots ago.
-        let stale = proof.value(store: 9, slot: proof.slot(at: Instant(seconds: Date().timeIntervalSince1970)) - 2)
+        let stale = proof.value(store: 9, slot: proof.slot(at: CaptureTime(seconds: Date().timeIntervalSince1970)) - 2)
         let forged = minor &+ 1
         for (client, quoted) in [("phone2", UInt16(6)), ("phone3", forged), ("phone4", stale)] {
             let remote = try startProgram("beaconctl", ["observe", "--broker", broker.url, "--client", client,
@@ -123,7 +123,7 @@ struct JourneyTests {
         ], in: dir)
         let brain = try startProgram("beacon-brain", ["--config", config], in: dir)
         #expect(await shop.waitFor(topic: "brain/status", text: "online", timeout: 30) != nil, "\(brain.diagnostics)")
-        let value = proof.value(store: 9, at: Instant(seconds: Date().timeIntervalSince1970))
+        let value = proof.value(store: 9, at: CaptureTime(seconds: Date().timeIntervalSince1970))
         let beacon = try await Advertiser.start(.h4Unix(path: btvirt.lePath),
                                                 beacon: IBeacon(uuid: Self.smartUUID, major: 9, minor: value, txPower: -59),
                                                 intervalMs: 100, retrigger: 0.3)
@@ -221,7 +221,7 @@ struct JourneyTests {
         // The walk: the hider heard at 10 m (-80 dBm at -60 measured), 2 m (-66) and 0.2 m (-46),
         // four advertisements a second for 4 s each, then not at all.
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         let steps: [Int8] = Array(repeating: -80, count: 16) + Array(repeating: -66, count: 16) + Array(repeating: -46, count: 16)
         for (i, rssi) in steps.enumerated() {
             writer.appendEvent(advertisingEvent(IBeacon(uuid: Self.hotColdUUID, major: 0, minor: 0, txPower: -60),
@@ -287,7 +287,7 @@ struct JourneyTests {
         // the entrance beacon (1/1) from 6 s: far 4 s, immediate 3 s, right up to it (-20 dBm)
         // 4 s, near 7 s, immediate 3 s.
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(seconds: Date().timeIntervalSince1970.rounded(.down))
+        let start = CaptureTime(seconds: Date().timeIntervalSince1970.rounded(.down))
         let walk: [(Double, Int8)] = [(4, -80), (3, -45), (4, -20), (7, -66), (3, -45)]
         var entrance: [Int8?] = Array(repeating: nil, count: 24)
         for (seconds, rssi) in walk { entrance += Array(repeating: rssi, count: Int(seconds * 4)) }

@@ -21,7 +21,7 @@ struct OriginalAppsTests {
     @Test("beaconctl range --words original says the original app's words for each proximity class, with its dB line")
     func originalWords() async throws {
         let dir = try TemporaryDirectory("beaconctl-range-words")
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         var writer = BtsnoopWriter(datalink: .h4)
         // From 10 m (-79 dBm with n = 2 and P1m -59) to 0.1 m, four advertisements a second.
         let steps: [Int8] = [-79, -79, -79, -79, -62, -62, -62, -62, -62, -62, -62, -62, -40, -40, -40, -40, -40, -40, -40, -40]
@@ -55,7 +55,7 @@ struct OriginalAppsTests {
         let broker = try await MosquittoBroker.start(in: dir)
         let marker = BeaconUUID("B9407F30-F5F8-466E-AFF9-25556B57FE6D")!
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         for i in 0..<20 {
             writer.appendEvent(advertisingEvent(IBeacon(uuid: marker, major: 7, minor: 42, txPower: -59),
                                                 address: 0xD0_00_00_00_00_2A, rssi: -70), at: start + Double(i) * 0.25)
@@ -202,7 +202,7 @@ struct OriginalAppsTests {
         let beacon = EddystoneUID(txPower: -18, namespace: EddystoneNamespace(hex: namespace)!,
                                   instance: EddystoneInstance(hex: instance)!)
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         for i in 0..<40 {
             writer.appendEvent(HCIEventBuilder.legacyReport([.init(address: BluetoothAddress(rawValue: 0xE0_00_00_00_00_01),
                                                                    data: AdvertisingData.eddystoneUID(beacon), rssi: -60)]),

@@ -16,7 +16,7 @@ struct ProximityRosterLoopTests {
     /// not heard), for `seconds`.
     static func capture(seconds: Double, _ rssi: (Double) -> Int8?) -> [UInt8] {
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         var i = 0
         while Double(i) * 0.25 < seconds {
             let t = Double(i) * 0.25

@@ -15,7 +15,7 @@ struct PushedConfigTests {
         let dir = try TemporaryDirectory("pushed-config")
         let broker = try await MosquittoBroker.start(in: dir)
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         let uuid = BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!
         for i in 0..<40 {
             writer.appendEvent(advertisingEvent(IBeacon(uuid: uuid, major: 100, minor: 1, txPower: -59),

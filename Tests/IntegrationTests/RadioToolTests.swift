@@ -95,7 +95,7 @@ struct RadioToolTests {
     @Test("beaconctl range on a capture with known RSSI: the numbers, the words and the last line")
     func rangeOnCapture() async throws {
         let dir = try TemporaryDirectory("beaconctl-range-capture")
-        let start = Instant(iso8601: "2026-11-21T10:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T10:00:00.000Z")!
         var writer = BtsnoopWriter(datalink: .h4)
         // A customer walks up to the counter: -79 dBm (10 m with n = 2, P1m -59) to -40
         // dBm, four advertisements a second, then leaves; another UUID is filtered out.

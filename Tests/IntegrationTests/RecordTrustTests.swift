@@ -19,7 +19,7 @@ struct RecordTrustTests {
 
     /// One gateway's report of one second in which it heard `minor` at `rssi`.
     static func report(_ gateway: String, second: Double, minor: Int, rssi: Double) -> String {
-        let start = Instant(seconds: 1_795_251_600 + second)
+        let start = CaptureTime(seconds: 1_795_251_600 + second)
         return RSSIReport(gateway: gateway, from: start, to: start + 1, entries: [
             RSSIReport.Entry(beacon: BeaconRef(major: 100, minor: UInt16(minor)), uuid: BeaconUUID(Self.uuid), count: 4,
                              rssi: rssi, at: 0.5, rssiSmoothed: rssi, distance: nil, proximity: .near),

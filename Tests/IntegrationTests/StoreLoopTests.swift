@@ -14,7 +14,7 @@ struct StoreLoopTests {
     /// A capture of beacon 100/1 heard every 0.25 s for `seconds`, at about `rssi` dBm.
     static func capture(rssi: Int8, seconds: Double = 20) -> [UInt8] {
         var writer = BtsnoopWriter(datalink: .h4)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         var t = 0.0
         var i = 0
         while t < seconds {

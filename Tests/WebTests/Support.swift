@@ -7,7 +7,7 @@ import Tracking
 import WebDisplay
 
 /// Seconds after a fixed test epoch (2026-11-21T09:00:00Z).
-func t(_ seconds: Double) -> Instant { Instant(seconds: 1_795_251_600 + seconds) }
+func t(_ seconds: Double) -> CaptureTime { CaptureTime(seconds: 1_795_251_600 + seconds) }
 /// `t(seconds)` on a service's own clock (health, replies).
 func w(_ seconds: Double) -> WallTime { WallTime(seconds: 1_795_251_600 + seconds) }
 

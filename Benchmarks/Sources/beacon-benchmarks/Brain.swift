@@ -15,7 +15,7 @@ extension Workloads {
         let config: FleetConfig
         do { config = try FleetConfig.parse(text) } catch { fatalError("brain config: \(error)") }
         let workload = BenchmarkWorkload(count: count, beacons: beacons)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         var tracker = Tracker()
         let topics = Topics()
         // The gateway's own sightings for these advertisements (raw mode: one per advert).

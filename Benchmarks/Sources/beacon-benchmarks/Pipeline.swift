@@ -21,7 +21,7 @@ extension Workloads {
     /// is handed on, up to the call into the MQTT client.
     static func pipeline(beacons: Int, adverts: Int, raw: Bool, runs: Int) -> Measurement {
         let workload = BenchmarkWorkload(count: adverts, beacons: beacons)
-        let start = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         let frames = workload.events().enumerated().map { i, event in
             HCIFrame(time: start + Double(i) * 0.001, event: event)
         }

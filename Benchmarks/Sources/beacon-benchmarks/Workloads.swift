@@ -81,7 +81,7 @@ enum Workloads {
         let addresses = (0..<beacons).map { workload.address(ofBeacon: $0) }
         let step = 1.0 / Double(beacons)
         var tracker = Tracker()
-        var time = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        var time = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         // Everyone in range before the clock starts.
         for b in 0..<beacons {
             _ = tracker.observe(ids[b], address: addresses[b], rssi: -60, measuredPower: -59, txPower: -59, at: time)
@@ -110,7 +110,7 @@ enum Workloads {
         var tracker = Tracker()
         let uuid = StoreSimulation.defaultUUID
         let id = BeaconID(uuid: uuid, major: 100, minor: 7)
-        var time = Instant(iso8601: "2026-11-21T09:00:00.000Z")!
+        var time = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         var update = tracker.observe(id, address: BluetoothAddress(rawValue: 0xC0FFEE_000007), rssi: -63,
                                      measuredPower: -59, txPower: -59, at: time)
         time = time + 0.25
