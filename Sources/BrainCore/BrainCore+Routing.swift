@@ -53,8 +53,11 @@ extension BrainCore {
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])
                 event(gap.json)
             }
-            for entry in report.entries where presence[entry.beacon]?.views[gateway] != nil {
-                recovery.confirmView(entry.beacon, gateway: gateway, live: true)
+            // Each entry a look-up of its beacon, copied out: only while views wait for it.
+            if recovery.awaitsViews {
+                for entry in report.entries where presence[entry.beacon]?.views[gateway] != nil {
+                    recovery.confirmView(entry.beacon, gateway: gateway, live: true)
+                }
             }
 
         case .gatewayPresence(let ref, let gateway, let body):

@@ -69,6 +69,10 @@ public struct ConnectionRecovery: Sendable {
 
     public init(settings: Settings = .init()) { self.settings = settings }
 
+    /// Whether any view waits to be confirmed (after a reconnect): else `confirmView` has
+    /// nothing to do, and the brain skips it for every entry of every report.
+    public var awaitsViews: Bool { !unconfirmedViews.isEmpty }
+
     /// Views and joins waiting to be confirmed.
     public var pending: (views: Int, joins: Int) { (unconfirmedViews.values.reduce(0) { $0 + $1.count }, unconfirmedJoins.count) }
 

@@ -561,17 +561,15 @@ public struct FleetPresence: Sendable {
     private mutating func process(upTo end: CaptureTime, _ events: inout [FleetEvent],
                                   holding held: (BeaconRef, String) -> Bool) {
         let brain = settings.brain
-        var due: [PendingSample] = []
-        pending.removeAll { sample in
-            guard sample.time < end else { return false }
-            due.append(sample)
-            return true
-        }
-        // In capture time, arrival order on equal times: the keys are sorted, not the samples
-        // (a few hundred bytes each, which the sort moved about).
+        // The samples before `end`, in capture time, arrival order on equal times: their keys
+        // are sorted, not the samples (a few hundred bytes each, which the sort moved about),
+        // and they are read where they wait in `pending` (nothing adds to it or takes from it
+        // until they have all been taken), then dropped from it at once.
         var order: [(time: Int64, sequence: Int, index: Int)] = []
-        order.reserveCapacity(due.count)
-        for (index, sample) in due.enumerated() { order.append((sample.time.nanoseconds, sample.sequence, index)) }
+        order.reserveCapacity(pending.count)
+        for index in pending.indices where pending[index].time < end {
+            order.append((pending[index].time.nanoseconds, pending[index].sequence, index))
+        }
         order.sort { ($0.time, $0.sequence) < ($1.time, $1.sequence) }
         // Each beacon heard is marked in its evidence (`heardInStep`), and so is one whose presence
         // report changed in what it says of a view (its proximity or zone name) or in its UUID
@@ -585,7 +583,7 @@ public struct FleetPresence: Sendable {
         // Beacons whose evidence this step begins, to be put in `evidenceOrder`.
         var begun: [BeaconRef] = []
         for key in order {
-            let sample = due[key.index]
+            let sample = pending[key.index]
             let ref = sample.ref
             // Looked up once, and not through `subscript(_:default:)`: its default (a closure
             // holding the sample) was allocated and freed for every sample.
@@ -611,6 +609,7 @@ public struct FleetPresence: Sendable {
                 }
             }
         }
+        if !order.isEmpty { pending.removeAll { $0.time < end } }
         evidenceOrder = Self.merged(evidenceOrder, begun)
         // The beacons whose evidence outlives the step, in order: the next step's.
         var kept: [BeaconRef] = []

@@ -38,6 +38,29 @@ public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible
         }
     }
 
+    /// What a `Dictionary` or `Set` of `BeaconRef` hashes an iBeacon by: its one word mixed
+    /// with the table's seed and a key drawn once per process by SplitMix64's finaliser (a
+    /// bijection of 64 bits, each output bit depending on every input bit), instead of SipHash
+    /// through a `Hasher` (a seed, the word, a finalisation: about 160 of the 320 instructions
+    /// a look-up cost, and the brain looks beacons up several times per sample and per step).
+    /// The key comes from `Hasher`, so it is random per process as SipHash's is (fixed under
+    /// `SWIFT_DETERMINISTIC_HASHING`): a sender who picks majors and minors cannot aim them at
+    /// one bucket without knowing it. Eddystone beacons keep SipHash.
+    public func _rawHashValue(seed: Int) -> Int {
+        if let eddystone { return eddystone._rawHashValue(seed: seed) }
+        var x = (UInt64(major) << 16 | UInt64(minor)) ^ (Self.hashKey &+ UInt64(truncatingIfNeeded: seed))
+        x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: x ^ (x >> 31))
+    }
+
+    /// This process's key for `_rawHashValue(seed:)`: SipHash's of a constant.
+    private static let hashKey: UInt64 = {
+        var hasher = Hasher()
+        hasher.combine(0xB1EA_C0DE as UInt64)
+        return UInt64(truncatingIfNeeded: hasher.finalize())
+    }()
+
     /// iBeacons first, by major and minor; then Eddystone beacons.
     public static func < (lhs: BeaconRef, rhs: BeaconRef) -> Bool {
         switch (lhs.eddystone, rhs.eddystone) {
