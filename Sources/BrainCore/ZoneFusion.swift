@@ -192,7 +192,13 @@ struct PendingSample: Sendable, Equatable {
 ///
 /// The one wall-clock rule: a gateway that has held the clock back for `hold` seconds is
 /// let go (the brain goes on without it until it catches up) only when it has truly gone
-/// silent: no report of it arrived for `hold` seconds. A gateway whose reports keep coming,
+/// silent: no report of it arrived for `hold` seconds while other gateways were heard (a
+/// report of theirs arrived at least `hold` seconds after its last, or theirs cover `hold`
+/// seconds of capture time beyond its own). When nobody is heard
+/// the silence is the path's, not the gateway's (the brain's connection dead before it
+/// notices, a paused broker, one store's bridge carrying every gateway): nobody is let go,
+/// for a gateway let go there and taken back later left the others' reports to decide its
+/// beacons past their exitTimeout meanwhile (issue 22). A gateway whose reports keep coming,
 /// late (a busy machine, a starved process, replays at full speed racing each other), is
 /// waited for, however far behind in capture time. Those seconds are the
 /// brain's *running* time: a gap between two calls longer than `longestPause` (the brain
@@ -222,8 +228,9 @@ struct ReportClock: Sendable, Equatable {
     /// The brain's running time, seconds, and the wall-clock time it was last counted at.
     private(set) var running = 0.0
     private var lastWall: WallTime?
-    /// Per gateway: running time its last report arrived at.
+    /// Per gateway: running time its last report arrived at; and of any gateway.
     private var heard: [String: Double] = [:]
+    private var lastReport: Double?
 
     /// Longest wall-clock gap between two of the brain's calls that counts in full, s: the
     /// brain ticks every 0.2 s; a longer gap is the brain paused, not its gateways silent.
@@ -295,12 +302,14 @@ struct ReportClock: Sendable, Equatable {
     mutating func reported(_ gateway: String, upTo to: CaptureTime, at wall: WallTime) {
         pass(wall: wall)
         heard[gateway] = running
+        lastReport = running
         setWatermark(gateway, max(watermarks[gateway] ?? to, to))
         if excluded.contains(gateway), let time, to >= time { changing(gateway) { $0.excluded.remove(gateway) } }
     }
 
     /// Wall-clock time passes: a gateway holding the clock back for `hold` seconds while
-    /// others have reported further, and silent that long, is no longer waited for.
+    /// others have reported further, and silent that long while others were heard, is no
+    /// longer waited for.
     /// Before any time (`time` is `nil`), a gateway that said `online` and has never
     /// reported (its reports are off, an older version) holds the
     /// clock the same way, and is let go the same way.
@@ -324,7 +333,12 @@ struct ReportClock: Sendable, Equatable {
                 continue
             }
             guard let now, mark <= now else { continue }
-            if running - max(heard[gateway] ?? since, since) >= hold { exclude(gateway) }
+            // Silent that long, while others were heard: in the brain's running time after its
+            // last report, or in capture time beyond it (their reports, however they arrived,
+            // cover `hold` seconds it does not).
+            let quiet = heard[gateway] ?? since
+            let othersHeard = (lastReport.map { $0 - quiet >= hold } ?? false) || furthest.seconds(since: mark) >= hold
+            if running - max(quiet, since) >= hold, othersHeard { exclude(gateway) }
         }
     }
 

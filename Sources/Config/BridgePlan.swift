@@ -16,6 +16,17 @@ import Contract
 /// are stale by the time it is back). Everything retained crosses at QoS 1 with a persistent
 /// session on both sides, so the transitions made during an outage are queued in the store
 /// and delivered in order afterwards.
+///
+/// At a NATS centre every QoS 1 `in` topic is a JetStream consumer replicated on the nodes
+/// (one per topic line and bridge, kept between connections; a clean session makes the same
+/// consumers at every connection), which is what kept 100 bridged stores from running
+/// (docs/PERFORMANCE.md section 6). There the retained state the brain keeps at the centre
+/// (fleet presence, ads, rosters and customers, the fleet config) and the gateways' commands
+/// come in at QoS 0: the bridge subscribes again at every connection and the centre hands it
+/// the retained state then, so what is lost while it is away is a deletion (a customer who
+/// left meanwhile stays on the store's copy of his presence until it is next written) and a
+/// command sent meanwhile. Joins, the apps' inboxes and the rules' publishes stay QoS 1
+/// .
 public struct BridgePlan: Sendable, Equatable {
     public enum Direction: String, Sendable, Equatable { case out, `in`, both }
 
@@ -102,21 +113,25 @@ public struct BridgePlan: Sendable, Equatable {
         for m in majors.sorted() {
             add(t.observer(any, of: .ofStore(m)), .both, 1, "joins out; the brain's deletion of a dead app's join in")
         }
+        // Retained state and commands in at QoS 0 at a NATS centre (see the type).
+        let state = centre == .nats ? 0 : 1
+        let stateNote = centre == .nats ? "; QoS 0 at a NATS centre: no JetStream consumer, a deletion made while the bridge is away is missed" : ""
         for m in majors.sorted() {
-            add(t.presence(of: .ofStore(m)), .in, 1, "the brain's fleet presence, for local displays")
-            add(t.ad(of: .ofStore(m)), .in, 1, "standing ads")
+            add(t.presence(of: .ofStore(m)), .in, state, "the brain's fleet presence, for local displays" + stateNote)
+            add(t.ad(of: .ofStore(m)), .in, state, "standing ads" + stateNote)
         }
         // Eddystone beacons belong to a store only by the registry: named one by one.
         for e in eddystones.sorted(by: { BeaconRef($0).recordLevels < BeaconRef($1).recordLevels }) {
             add(t.observer(any, of: .eddystone(e)), .both, 1, "joins of a registry Eddystone beacon of the store")
-            add(t.presence(of: .eddystone(e)), .in, 1, "the brain's fleet presence of it")
-            add(t.ad(of: .eddystone(e)), .in, 1, "its standing ad")
+            add(t.presence(of: .eddystone(e)), .in, state, "the brain's fleet presence of it" + stateNote)
+            add(t.ad(of: .eddystone(e)), .in, state, "its standing ad" + stateNote)
         }
-        add(t.rosterFilter(ofStore: major), .in, 1, "the greeter's roster and its customers")
-        add(t.customersFilter(ofStore: major), .in, 1, "the greeter's roster and its customers")
+        add(t.rosterFilter(ofStore: major), .in, state, "the greeter's roster and its customers" + stateNote)
+        add(t.customersFilter(ofStore: major), .in, state, "the greeter's roster and its customers" + stateNote)
         add(t.inbox(of: any), .in, 1, "replies to apps connected in the store")
-        add(t.fleetConfig, .in, 1, "the fleet config, pushed at the centre")
-        for g in levels { add(t.commands(ofGateway: g), .in, 1, "operator commands") }
+        add(t.fleetConfig, .in, state, "the fleet config, pushed at the centre" + stateNote)
+        let commandNote = centre == .nats ? "; QoS 0 at a NATS centre: one sent while the bridge is away is lost" : ""
+        for g in levels { add(t.commands(ofGateway: g), .in, state, "operator commands" + commandNote) }
         for pattern in Self.ruleTopics(config, store: major) {
             list.append(Topic(pattern: t.topic(pattern), direction: .in, qos: 1, note: "what the rules publish for this store"))
         }

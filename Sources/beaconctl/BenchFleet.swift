@@ -277,8 +277,9 @@ extension BenchRun {
                 storeBrokers.append(try await BenchBroker.start(in: directory, extra: bridge))
             }
         }
-        // A NATS centre makes 11 replicated JetStream consumers per bridge as it connects:
-        // seconds each on a loaded machine (docs/PERFORMANCE.md section 6).
+        // A NATS centre makes a replicated JetStream consumer of each QoS 1 subscription a
+        // bridge makes as it connects (2 for these stores since the bridges take the retained
+        // state at QoS 0; 11 before): seconds each on a loaded machine (docs/PERFORMANCE.md section 6).
         try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores) * (kind == .nats && !direct ? 6 : 1)) {
             Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
         }

@@ -43,6 +43,32 @@ struct NATSCentreTests {
         #expect(text.contains("\nbridge_cafile /etc/beaconbridge/ca.crt\n"))
     }
 
+    /// A NATS centre makes a replicated JetStream consumer of every QoS 1 subscription (issue 22
+    /// item 4): its bridges subscribe at QoS 1 only to what must not be lost while they are
+    /// away (joins, the apps' inboxes, the rules' publishes) and take the retained state and
+    /// the gateways' commands at QoS 0; what goes out is as at a Mosquitto centre, and both
+    /// sides keep their sessions (QoS 1 for the store is queued at the centre meanwhile).
+    @Test func aBridgeToTheClusterSubscribesAtQoS1OnlyToWhatMustNotBeLost() throws {
+        let nats = try FleetConfig.parse(Self.chain)
+        var mosquitto = nats
+        mosquitto.centre = CentreConfig()
+        let toCluster = try BridgePlan(config: nats, store: 12), toMosquitto = try BridgePlan(config: mosquitto, store: 12)
+        func subscribed(_ plan: BridgePlan, qos: Int) -> [String] {
+            plan.topics.filter { $0.direction != .out && $0.qos == qos }.map(\.pattern)
+        }
+        #expect(subscribed(toCluster, qos: 1) == ["beacons/12/+/observers/+", "observers/+/inbox", "displays/12/+"])
+        #expect(subscribed(toCluster, qos: 0) == ["beacons/12/+/presence", "beacons/12/+/ad", "stores/12/roster",
+                                                  "stores/12/customers/+", "fleet/config", "gateways/door-12/cmd"])
+        #expect(subscribed(toMosquitto, qos: 0).isEmpty, "a Mosquitto centre queues everything for the store")
+        #expect(subscribed(toMosquitto, qos: 1).count == 9)
+        #expect(toCluster.topics.filter { $0.direction == .out }.map { "\($0.pattern) \($0.qos)" }
+                == toMosquitto.topics.filter { $0.direction == .out }.map { "\($0.pattern) \($0.qos)" })
+        let text = toCluster.mosquittoConfiguration(password: nil)
+        #expect(text.contains("\ncleansession false\n") && text.contains("\nlocal_cleansession false\n"))
+        #expect(text.contains("\ntopic fleet/config in 0\n") && text.contains("\ntopic observers/+/inbox in 1\n"))
+        #expect(text.contains("a deletion made while the bridge is away is missed"), "the generated file says what QoS 0 costs")
+    }
+
     /// No node carries every bridge: the i-th bridged store lists node i mod 3 first, and the
     /// others after it in the cluster's order; a store without a broker of its own counts not.
     @Test func eachBridgedStoreListsTheNextNodeFirst() throws {

@@ -1,6 +1,7 @@
 import BeaconKit
 import Contract
 import BrainCore
+import Config
 import Testing
 import Tracking
 
@@ -80,5 +81,46 @@ import Tracking
         #expect(live.map(\.kind) == [.enter, .exit])
         #expect(run(deletingEarly: true) == live)
         #expect(live.last.map { $0.at > t(1.5) } == true, "dated by the silence after 1.5 s: \(live)")
+    }
+
+    /// Every gateway's reports stop at once: the brain's own path died before it noticed (a
+    /// node cut off, a paused broker; it then reconnects), or the one path they share did (a
+    /// store's bridge). The gateway whose report had not come yet used to be let go after
+    /// `clockHold` as if it alone had stopped, and when the reports came back, the other
+    /// gateway's first, they decided its beacons past their exitTimeout: an exit, and an
+    /// enter with its next reports (issue 22: NATSNodeFaultTests' cuts, "100/1 ended at
+    /// 7.25 s"). Nobody heard, nobody is let go: the span is unknown, decided as such.
+    @Test(arguments: [true, false])
+    func whenNoGatewayIsHeardNoneIsLetGoAndTheSilenceEndsNoVisit(brainReconnects: Bool) {
+        var fleet = FleetPresence(settings: .init(BrainConfig(), defaultViewTimeout: 3, step: 0.5))
+        for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        // 100/2 at the door, 100/1 at the counter, throughout.
+        func reports(_ from: Double, _ gateways: [String] = ["door", "counter"]) {
+            for gateway in gateways {
+                _ = fleet.report(rssiReport(gateway, from: from, to: from + 0.5, [(gateway == "door" ? window : counter, -60)]),
+                                 receivedAt: w(from + 0.5))
+            }
+        }
+        for from in stride(from: 0.0, to: 10, by: 0.5) { reports(from) }
+        // The door's next report got through, the counter's did not: then nothing for 8 s while
+        // the brain ticks on.
+        reports(10, ["door"])
+        for tick in stride(from: 10.7, through: 18.5, by: 0.2) { _ = fleet.advance(to: w(tick)) }
+        #expect(fleet.reportingGateways.late.isEmpty, "nobody let go while nobody was heard")
+        if brainReconnects { fleet.reconnected(at: w(18.5), patience: 45) }
+        // The reports again, the door's first in every window.
+        for from in stride(from: 18.0, to: 30, by: 0.5) { reports(from) }
+        let decisions = fleet.takeDecisions()
+        #expect(decisions.filter { $0.beacon == counter }.map(\.kind) == [.enter], "100/1 never left: \(decisions)")
+        #expect(decisions.filter { $0.beacon == window }.map(\.kind) == [.enter], "100/2 never left: \(decisions)")
+        #expect(fleet.decidedUntil == t(30))
+        // The counter alone silent while the door is heard is let go, as before (after a
+        // reconnect, only once the reconnect's patience is over).
+        guard !brainReconnects else { return }
+        for from in stride(from: 30.0, to: 34, by: 0.5) {
+            reports(from, ["door"])
+            _ = fleet.advance(to: w(from + 0.5))
+        }
+        #expect(fleet.reportingGateways.late == ["counter"])
     }
 }
