@@ -24,8 +24,8 @@ import Testing
 ///
 /// A cut is worse for what the brain decides than a kill: nothing tells the clients on the
 /// cut-off node. The brain notices by its link timeout (`broker.linkTimeout`, here 1.5 s,
-/// below the fleet's 3 s exitTimeout, which it no longer needs to be: while nobody is heard
-/// no gateway is let go, so no visit ends for the silence), the store's bridge only by its
+/// below the fleet's 3 s exitTimeout: visits the brain ends for the silence are not begun
+/// again when the reports come back, docs/fleet.md), the store's bridge only by its
 /// keepalive (Mosquitto 2.0.11 has nothing shorter: about 21 s), and the wills of the parts
 /// on it are never seen (docs/fleet.md has the figures).
 ///
