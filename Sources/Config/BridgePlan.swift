@@ -25,8 +25,7 @@ import Contract
 /// come in at QoS 0: the bridge subscribes again at every connection and the centre hands it
 /// the retained state then, so what is lost while it is away is a deletion (a customer who
 /// left meanwhile stays on the store's copy of his presence until it is next written) and a
-/// command sent meanwhile. Joins, the apps' inboxes and the rules' publishes stay QoS 1
-/// .
+/// command sent meanwhile. Joins, the apps' inboxes and the rules' publishes stay QoS 1.
 public struct BridgePlan: Sendable, Equatable {
     public enum Direction: String, Sendable, Equatable { case out, `in`, both }
 
