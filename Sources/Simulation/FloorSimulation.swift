@@ -252,8 +252,8 @@ public struct FloorSimulation: Sendable {
     public func radioAnswers() -> (loudest: [UInt32: ZoneTimeline], standsAveraged: [UInt32: ZoneTimeline]) {
         var random = SplitMix64(seed: seed ^ 0xA5A5_A5A5)
         let visits = self.visits
-        var levels: [Int: [(time: Double, means: [Double])]] = [:]
-        _ = sightings(of: visits, random: &random) { visit, time, means in levels[visit, default: []].append((time, means)) }
+        var levels = [[(time: Double, means: [Double])]](repeating: [], count: visits.count)
+        _ = sightings(of: visits, random: &random) { visit, time, means in levels[visit].append((time, means)) }
         func loudest(_ means: [Double]) -> String { layout.gateways[means.indices.max { means[$0] < means[$1] } ?? 0].id }
         var each: [UInt32: ZoneTimeline] = [:], averaged: [UInt32: ZoneTimeline] = [:]
         /// Appends a visit's zones at its samples' times, then its departure.
@@ -266,7 +266,7 @@ public struct FloorSimulation: Sendable {
             out[key] = ZoneTimeline((out[key]?.changes ?? []) + timeline.changes)
         }
         for (index, visit) in visits.enumerated() {
-            let samples = levels[index] ?? []
+            let samples = levels[index]
             let key = PresenceScore.key(store, visit.minor)
             var zones = samples.map { loudest($0.means) }
             append(zones, of: samples, departure: visit.departure, to: &each, key: key)
