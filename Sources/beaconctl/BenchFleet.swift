@@ -27,8 +27,14 @@ final class CentreLog: Sendable {
     func append(_ message: MQTTMessage) {
         let now = WallClock.monotonic()
         let record = Record(time: now, topic: message.topic, empty: message.payload.isEmpty,
-                            text: message.payload.count <= 8 || message.topic.hasSuffix("/events") ? message.text : "")
+                            text: message.payload.count <= 8 || Self.isDecision(message.topic) ? message.text : "")
         records.withLock { $0.append(record) }
+    }
+
+    /// `beacons/<major>/<minor>/events`: kept whole, to read the decision's capture time.
+    static func isDecision(_ topic: String) -> Bool {
+        if case .beacon(_, .zoneEvents)? = Topics().parse(topic) { return true }
+        return false
     }
 
     var count: Int { records.withLock { $0.count } }
@@ -281,7 +287,10 @@ extension BenchRun {
         // bridge makes as it connects (2 for these stores since the bridges take the retained
         // state at QoS 0; 11 before): seconds each on a loaded machine (docs/PERFORMANCE.md section 6).
         try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores) * (kind == .nats && !direct ? 6 : 1)) {
-            Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
+            Set(log.all.compactMap { record -> UInt16? in
+                guard case .bridgeStatus(let store)? = topics.parse(record.topic), record.text == "1" else { return nil }
+                return store
+            }).count == stores
         }
 
         // A client on each node but the C subscriber's, connected now, to probe with (below).
