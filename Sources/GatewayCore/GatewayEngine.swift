@@ -283,15 +283,14 @@ public struct GatewayEngine: Sendable {
                 continue
             }
             // Older than any report made from now on: they wait in the backlog, first.
-            if let value = try? JSONParser().parse(message.payload), case .string(let text)? = value["to"],
-               let to = CaptureTime(iso8601: text) {
-                kept.append((to, message))
+            if let json = try? JSONParser().parse(message.payload), let report = try? RSSIReport(parsing: json, topic: gatewayID) {
+                kept.append((report.to, message))
             }
         }
         // Never sent: not a resend, whether or not a disconnect already kept them as one.
         let payloads = Set(kept.map(\.message.payload))
         recentReports.removeAll { payloads.contains($0.message.payload) }
-        reportBacklog.removeAll { payloads.contains(Self.unmarked($0.message.payload)) }
+        reportBacklog.removeAll { payloads.contains(RSSIReport.unmarked($0.message.payload)) }
         reportBacklog = Self.inCaptureOrder(kept + reportBacklog)
         keepRecentReports()
     }
@@ -301,23 +300,12 @@ public struct GatewayEngine: Sendable {
         guard !recentReports.isEmpty else { return }
         let resent = recentReports.map { report -> (to: CaptureTime, message: MQTTMessage) in
             var message = report.message
-            message.payload = Array(message.payload.dropLast()) + Self.resentEnding
+            message.payload = RSSIReport.markedResent(message.payload)
             return (report.to, message)
         }
         recentReports.removeAll()
         reportBacklog = Self.inCaptureOrder(resent + reportBacklog)
     }
-
-    /// A resent report's payload as first sent.
-    static func unmarked(_ payload: [UInt8]) -> [UInt8] {
-        guard payload.count > resentEnding.count, payload.suffix(resentEnding.count).elementsEqual(resentEnding) else {
-            return payload
-        }
-        return Array(payload.dropLast(resentEnding.count)) + [UInt8(ascii: "}")]
-    }
-
-    /// How a resent report's JSON object ends: the mark replaces its closing brace.
-    static let resentEnding = Array(#","resent":true}"#.utf8)
 
     /// Reports by the capture time each is complete to, the order they were made in kept for
     /// equal times (a busy window's parts).
