@@ -195,4 +195,41 @@ import Tracking
             #expect(dropped.decisions.first { $0.beacon == window && $0.kind == .exit }.map { $0.at >= t(14) } == true)
         }
     }
+
+    /// The broker paused at the first effects: the counter's presence of 100/9 (since 0 s) had
+    /// entered it before any report of it was decided; after the outage the counter's client
+    /// sends at once the QoS 1 deletion it was handed meanwhile, and its reports only when the
+    /// brain asks. The deletion waits for them (`resendWait`): 100/9 is one visit, ended by the
+    /// reports' silence, as without the outage (it was enter, exit at 0 s, enter, exit).
+    @Test func aDeletionThatComesBeforeTheReportsAfterTheBrainsReconnectWaitsForThem() {
+        let nine = BeaconRef(major: 100, minor: 9)
+        func run(outage: Bool) -> [ZoneDecision] {
+            var fleet = FleetPresence(settings: .init(BrainConfig(), defaultViewTimeout: 3, step: 0.5))
+            for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+            _ = fleet.gatewayPresence(presenceReport(nine, "counter", rssi: -62, zone: "counter"), retained: false, at: t(0.2))
+            func reports(_ gateway: String, from: Double, to: Double, at wall: Double) {
+                for start in stride(from: from, to: to, by: 0.5) {
+                    let heard: [(BeaconRef, Double?)] = gateway == "door" ? [(counter, -60)] : (start < 0.5 ? [(nine, -62)] : [])
+                    _ = fleet.report(rssiReport(gateway, from: start, to: start + 0.5, heard), receivedAt: w(wall))
+                }
+            }
+            _ = fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60)]), receivedAt: w(0.5))
+            if outage {
+                fleet.reconnected(at: w(10), patience: 45)
+                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                reports("counter", from: 0, to: 10, at: 10.1)
+                reports("door", from: 0.5, to: 10, at: 10.1)
+            } else {
+                reports("counter", from: 0, to: 5, at: 5)
+                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                reports("counter", from: 5, to: 10, at: 10)
+                reports("door", from: 0.5, to: 10, at: 10)
+            }
+            for tick in stride(from: 10.2, through: 25, by: 0.2) { _ = fleet.advance(to: w(tick)) }
+            return fleet.takeDecisions().filter { $0.beacon == nine }
+        }
+        let undisturbed = run(outage: false)
+        #expect(undisturbed.map(\.kind) == [.enter, .exit], "\(undisturbed)")
+        #expect(run(outage: true) == undisturbed)
+    }
 }
