@@ -42,6 +42,12 @@ public struct MQTTClientOptions: Sendable {
     /// they are read wait as one message, not as a queue (the older ones are dropped
     /// unread and counted: `MQTTClient.supersededMessages`).
     public var newestOnly: Set<String> = []
+    /// The highest QoS a retained message goes out at (nil: as the message says). The brain
+    /// sets 0 at a NATS centre: nats-server 2.9 acknowledges a QoS 1 retained publish only
+    /// once JetStream has stored it on the replicas, one at a time per connection, so a
+    /// connection's retained QoS 1 publishes queue behind each other (docs/fleet.md, "What
+    /// the brain's output costs at a NATS centre"). The broker stores a QoS 0 one alike.
+    public var retainedQoS: Int?
 
     /// The link timeout for a connection to `host` (s); 0 when off.
     public func linkTimeout(to host: String) -> Double {

@@ -177,6 +177,13 @@ public final class BrainService: Service, Sendable {
         var mqtt = MQTTClientOptions(config.broker, identity: BrokerIdentity.brain, clientID: options.clientID,
                                      password: password)
         mqtt.reconnectDelay = options.reconnectDelay
+        // At a NATS centre its retained state (presence, visits, rosters) goes out at QoS 0:
+        // nats-server 2.9 acknowledges a retained QoS 1 publish only once JetStream has stored
+        // it on the replicas, one at a time per connection, and at 20 bridged stores the
+        // brain's queued behind each other for 8-33 s (docs/fleet.md). The node stores a QoS 0
+        // one alike; one lost with a dying connection is written again when the brain reads
+        // the retained state back after reconnecting (`RetainedMirror`).
+        if config.centre.kind == .nats { mqtt.retainedQoS = 0 }
         if !options.isStandIn { mqtt.will = core.offlineMessage }
         client = try MQTTClient(mqtt)
         host = CoreHost(State(brain: core), client: client, logger: logger, clock: options.clock,

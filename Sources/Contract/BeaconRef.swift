@@ -77,6 +77,19 @@ public struct BeaconRef: Hashable, Comparable, Sendable, CustomStringConvertible
         eddystone.map { "eddystone/\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)"
     }
 
+    /// The beacon `recordLevels` names (`100/7`, `eddystone/<namespace>/<instance>`), with the
+    /// numbers and hex digits topics accept; `nil` for anything else.
+    public init?(recordLevels text: String) {
+        let s = text.split(separator: "/", omittingEmptySubsequences: false)
+        if s.count == 3, s[0] == "eddystone", let key = Topics.eddystone(s[1], s[2]) {
+            self.init(key)
+        } else if s.count == 2, let ref = Topics.ibeacon(s[0], s[1]) {
+            self = ref
+        } else {
+            return nil
+        }
+    }
+
     /// `major/minor`, or `namespace/instance`, as in the topics.
     public var description: String { eddystone.map { "\($0.namespace)/\($0.instance)" } ?? "\(major)/\(minor)" }
 

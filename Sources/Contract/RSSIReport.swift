@@ -58,7 +58,7 @@ public struct RSSIReport: Sendable, Equatable {
 
     /// `{"gateway","from","to","beacons":[{"major","minor"|"namespace","instance","uuid"?,"n","rssi","at",
     /// "rssiSmoothed","distance","proximity"}…],"resent"?}` (`resent` only when true: the
-    /// gateway marks the bytes it already sent the same way, see `GatewayEngine`).
+    /// gateway marks the bytes it already sent the same way: `markedResent`).
     public var json: String {
         var writer = JSONWriter(capacity: 96 + 160 * entries.count)
         writer.object { o in
@@ -79,6 +79,22 @@ public struct RSSIReport: Sendable, Equatable {
         }
         return writer.text
     }
+
+    /// A report's payload as sent again after a disconnect: `"resent":true` in place of its
+    /// closing brace, which is what `json` writes for the report with `resent` set (the
+    /// gateway marks the bytes it sent rather than writing the report again).
+    public static func markedResent(_ payload: [UInt8]) -> [UInt8] { Array(payload.dropLast()) + resentEnding }
+
+    /// A resent report's payload as first sent; any other payload as it is.
+    public static func unmarked(_ payload: [UInt8]) -> [UInt8] {
+        guard payload.count > resentEnding.count, payload.suffix(resentEnding.count).elementsEqual(resentEnding) else {
+            return payload
+        }
+        return Array(payload.dropLast(resentEnding.count)) + [UInt8(ascii: "}")]
+    }
+
+    /// How a resent report's JSON object ends.
+    private static let resentEnding = Array(#","resent":true}"#.utf8)
 
     /// Most entries in one message; a busier window goes out in several, the last one
     /// carrying the window's `to` (the others repeat `from`: they do not move time on).

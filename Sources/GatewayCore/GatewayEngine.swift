@@ -230,10 +230,22 @@ public struct GatewayEngine: Sendable {
 
     /// The brain asked for what this gateway kept while away (or `brainWaitSeconds` passed):
     /// the reports first, then what was queued, then current presence. Nothing unless the
-    /// gateway waits for it.
-    public mutating func brainReady(timedOut: Bool = false) -> GatewayOutput {
+    /// gateway waits for it, or the brain names the capture time it has this gateway's reports
+    /// up to (`resendingAfter`): its own connection was down while ours was not, so the
+    /// reports sent meanwhile reached no one (QoS 0, and the brain's session is clean). Those
+    /// of them still in `recentReports` (the last `resendSeconds`) go out again, marked
+    /// resent, in capture order; the brain waits for them before deciding past its gap
+    /// (`FleetPresence`, "resend").
+    public mutating func brainReady(timedOut: Bool = false, resendingAfter after: CaptureTime? = nil) -> GatewayOutput {
         var out = GatewayOutput()
-        guard awaitsBrain else { return out }
+        guard awaitsBrain else {
+            guard let after, isConnected else { return out }
+            let again = recentReports.filter { $0.to > after }.map { Self.markedResent($0.message) }
+            out.messages += again
+            out.log.append(LogEntry(.info, "the brain asked for the reports sent while it was away; sent again",
+                                    ["after": after.iso8601, "reports": "\(again.count)"]))
+            return out
+        }
         awaitsBrain = false
         isConnected = true
         sendKept(&out)
@@ -283,15 +295,14 @@ public struct GatewayEngine: Sendable {
                 continue
             }
             // Older than any report made from now on: they wait in the backlog, first.
-            if let value = try? JSONParser().parse(message.payload), case .string(let text)? = value["to"],
-               let to = CaptureTime(iso8601: text) {
-                kept.append((to, message))
+            if let json = try? JSONParser().parse(message.payload), let report = try? RSSIReport(parsing: json, topic: gatewayID) {
+                kept.append((report.to, message))
             }
         }
         // Never sent: not a resend, whether or not a disconnect already kept them as one.
         let payloads = Set(kept.map(\.message.payload))
         recentReports.removeAll { payloads.contains($0.message.payload) }
-        reportBacklog.removeAll { payloads.contains(Self.unmarked($0.message.payload)) }
+        reportBacklog.removeAll { payloads.contains(RSSIReport.unmarked($0.message.payload)) }
         reportBacklog = Self.inCaptureOrder(kept + reportBacklog)
         keepRecentReports()
     }
@@ -299,25 +310,17 @@ public struct GatewayEngine: Sendable {
     /// The recently sent reports back into the backlog, marked as resent (`recentReports`).
     private mutating func keepRecentReports() {
         guard !recentReports.isEmpty else { return }
-        let resent = recentReports.map { report -> (to: CaptureTime, message: MQTTMessage) in
-            var message = report.message
-            message.payload = Array(message.payload.dropLast()) + Self.resentEnding
-            return (report.to, message)
-        }
+        let resent = recentReports.map { (to: $0.to, message: Self.markedResent($0.message)) }
         recentReports.removeAll()
         reportBacklog = Self.inCaptureOrder(resent + reportBacklog)
     }
 
-    /// A resent report's payload as first sent.
-    static func unmarked(_ payload: [UInt8]) -> [UInt8] {
-        guard payload.count > resentEnding.count, payload.suffix(resentEnding.count).elementsEqual(resentEnding) else {
-            return payload
-        }
-        return Array(payload.dropLast(resentEnding.count)) + [UInt8(ascii: "}")]
+    /// A report as sent again (`RSSIReport.markedResent`).
+    static func markedResent(_ report: MQTTMessage) -> MQTTMessage {
+        var message = report
+        message.payload = RSSIReport.markedResent(message.payload)
+        return message
     }
-
-    /// How a resent report's JSON object ends: the mark replaces its closing brace.
-    static let resentEnding = Array(#","resent":true}"#.utf8)
 
     /// Reports by the capture time each is complete to, the order they were made in kept for
     /// equal times (a busy window's parts).

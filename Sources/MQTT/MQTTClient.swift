@@ -208,6 +208,8 @@ public final class MQTTClient: Sendable {
         guard message.payload.count <= 268_435_455 else {
             throw MQTTError(operation: "publish", code: Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue))
         }
+        var message = message
+        if message.retain, let highest = options.retainedQoS, message.qos > highest { message.qos = highest }
         try calls.withLock { destroyed throws(MQTTError) in
             guard !destroyed else { throw .noConnection("publish") }
             var mid: Int32 = 0

@@ -27,8 +27,14 @@ final class CentreLog: Sendable {
     func append(_ message: MQTTMessage) {
         let now = WallClock.monotonic()
         let record = Record(time: now, topic: message.topic, empty: message.payload.isEmpty,
-                            text: message.payload.count <= 8 || message.topic.hasSuffix("/events") ? message.text : "")
+                            text: message.payload.count <= 8 || Self.isDecision(message.topic) ? message.text : "")
         records.withLock { $0.append(record) }
+    }
+
+    /// `beacons/<major>/<minor>/events`: kept whole, to read the decision's capture time.
+    static func isDecision(_ topic: String) -> Bool {
+        if case .beacon(_, .zoneEvents)? = Topics().parse(topic) { return true }
+        return false
     }
 
     var count: Int { records.withLock { $0.count } }
@@ -281,7 +287,10 @@ extension BenchRun {
         // bridge makes as it connects (2 for these stores since the bridges take the retained
         // state at QoS 0; 11 before): seconds each on a loaded machine (docs/PERFORMANCE.md section 6).
         try await waitFor("every store's bridge to connect", timeout: 60 + Double(stores) * (kind == .nats && !direct ? 6 : 1)) {
-            Set(log.all.filter { $0.topic.hasSuffix("/bridge") && $0.text == "1" }.map(\.topic)).count == stores
+            Set(log.all.compactMap { record -> UInt16? in
+                guard case .bridgeStatus(let store)? = topics.parse(record.topic), record.text == "1" else { return nil }
+                return store
+            }).count == stores
         }
 
         // A client on each node but the C subscriber's, connected now, to probe with (below).
@@ -346,7 +355,7 @@ extension BenchRun {
 
         // The replay, at real speed.
         let cpuBefore = (brain: brain.cpuSeconds ?? 0, sub: everything.cpuSeconds ?? 0, central: central.cpuSeconds)
-        var firstMessage: [String: Double] = [:]
+        var firstMessage: [BeaconRef: Double] = [:]
         var gatewayPublished: [String: [Double]] = [:]
         var sightings = 0
         var published = 0
@@ -367,15 +376,15 @@ extension BenchRun {
             let at = WallClock.monotonic()
             published += 1
             lag.append(at - start - entry.time)
-            guard let topic = FleetTopic(entry.message.topic) else { continue }
-            switch topic {
-            case .sighting(let beacon):
+            guard case .beacon(let beacon, let about)? = topics.parse(entry.message.topic) else { continue }
+            switch about {
+            case .sighting:
                 sightings += 1
                 if firstMessage[beacon] == nil { firstMessage[beacon] = at }
-            case .gatewayPresence(let beacon):
+            case .gatewayPresence:
                 if firstMessage[beacon] == nil, !entry.message.payload.isEmpty { firstMessage[beacon] = at }
                 gatewayPublished[entry.message.topic, default: []].append(at)
-            case .brainPresence, .decision:
+            default:
                 break
             }
         }
@@ -423,22 +432,23 @@ extension BenchRun {
         var enterLatency: [Double] = []
         var decisionLatency: [Double] = []
         var exitLatency: [Double] = []
-        var zoned = Set<String>()
+        var zoned = Set<BeaconRef>()
         for record in records {
-            switch FleetTopic(record.topic) {
-            case .gatewayPresence?:
+            guard case .beacon(let beacon, let about)? = topics.parse(record.topic) else { continue }
+            switch about {
+            case .gatewayPresence:
                 arrived[record.topic, default: []].append(record.time)
-            case .brainPresence(let beacon)?:
+            case .fleetPresence:
                 if !record.empty, !zoned.contains(beacon), let first = firstMessage[beacon] {
                     zoned.insert(beacon)
                     enterLatency.append(record.time - first)
                 }
-            case .decision?:
-                guard case .object(let o)? = try? JSONParser().parse(record.text),
-                      let ts = o["ts"]?.stringValue.flatMap(CaptureTime.init(iso8601:)) else { break }
-                let latency = record.time - (start + ts.seconds(since: replay.origin))
+            case .zoneEvents:
+                guard let value = try? JSONParser().parse(record.text),
+                      let decision = try? ZoneDecision(parsing: value, topic: beacon) else { break }
+                let latency = record.time - (start + decision.at.seconds(since: replay.origin))
                 decisionLatency.append(latency)
-                if o["event"]?.stringValue == "exit" { exitLatency.append(latency) }
+                if decision.kind == .exit { exitLatency.append(latency) }
             default:
                 break
             }

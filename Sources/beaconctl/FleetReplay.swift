@@ -83,26 +83,3 @@ struct FleetReplay {
         return JSONValue.object(document).jsonText
     }
 }
-
-/// Splits `beacons/<major>/<minor>[/presence[/<gateway>]]` (no topic prefix): the beacon
-/// as `major/minor` and what the topic is about.
-enum FleetTopic: Equatable {
-    case sighting(String)
-    case brainPresence(String)
-    case gatewayPresence(String)
-    /// `beacons/<major>/<minor>/events`: the brain's decisions.
-    case decision(String)
-
-    init?(_ topic: String) {
-        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count >= 3, parts[0] == "beacons" else { return nil }
-        let beacon = "\(parts[1])/\(parts[2])"
-        switch parts.count {
-        case 3: self = .sighting(beacon)
-        case 4 where parts[3] == "presence": self = .brainPresence(beacon)
-        case 4 where parts[3] == "events": self = .decision(beacon)
-        case 5 where parts[3] == "presence": self = .gatewayPresence(beacon)
-        default: return nil
-        }
-    }
-}

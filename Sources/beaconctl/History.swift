@@ -218,7 +218,7 @@ struct Forget: AsyncParsableCommand {
 
     func run() async throws {
         let fleet = try options.load()
-        guard case let .beacon(ref, .sighting)? = fleet.topics.parse(fleet.topics.topic(beacon.hasPrefix("eddystone/") ? beacon : "beacons/" + beacon)) else {
+        guard let ref = BeaconRef(recordLevels: beacon) else {
             throw ValidationError("--beacon \"\(beacon)\" is not MAJOR/MINOR (e.g. 100/7) or eddystone/NAMESPACE/INSTANCE "
                                   + "(20 and 12 lower-case hex digits)")
         }

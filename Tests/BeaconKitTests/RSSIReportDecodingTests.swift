@@ -48,6 +48,18 @@ struct RSSIReportDecodingTests {
         #expect(entries > 1_000)
     }
 
+    /// The gateway marks a report it sends again by its bytes: the mark is what the report
+    /// writes with `resent` set, and taking it off gives the bytes first sent.
+    @Test func aResentMarkIsTheReportWrittenWithResent() throws {
+        var report = try #require(Self.parsed(Array(Self.plain.utf8), topic: "door"))
+        let sent = Array(report.json.utf8)
+        report.resent = true
+        #expect(RSSIReport.markedResent(sent) == Array(report.json.utf8))
+        #expect(Self.parsed(RSSIReport.markedResent(sent), topic: "door")?.resent == true)
+        #expect(RSSIReport.unmarked(RSSIReport.markedResent(sent)) == sent)
+        #expect(RSSIReport.unmarked(sent) == sent)
+    }
+
     static let plain = #"{"gateway":"door","from":"2026-11-21T09:00:00.000Z","to":"2026-11-21T09:00:00.500Z","beacons":[{"major":100,"minor":1,"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","n":3,"rssi":-60.5,"at":0.125,"rssiSmoothed":-61.2,"distance":1.5,"proximity":"near"},{"major":100,"minor":2,"uuid":"E2C56DB5-DFFB-48D2-B060-D0F5A71096E0","n":1,"rssi":null,"at":0,"rssiSmoothed":null,"distance":null,"proximity":"unknown"}]}"#
 
     /// Variants of a report: each is read the same both ways, or left to the general parse;

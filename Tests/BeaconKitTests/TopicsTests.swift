@@ -143,6 +143,19 @@ struct TopicsTests {
         #expect(Topics().parse(topic) == nil)
     }
 
+    /// `beaconctl forget --beacon` takes a beacon as the record topics name it.
+    @Test func aBeaconIsReadBackFromItsRecordLevels() throws {
+        let eddystone = BeaconRef(namespace: try #require(EddystoneNamespace(hex: "00112233445566778899")),
+                                  instance: try #require(EddystoneInstance(hex: "aabbccddeeff")))
+        for ref in [BeaconRef(major: 100, minor: 7), BeaconRef(major: 0, minor: 65535), eddystone] {
+            #expect(BeaconRef(recordLevels: ref.recordLevels) == ref)
+        }
+        for text in ["100", "100/07", "100/65536", "100/7/x", "beacons/100/7", "/100/7", "eddystone/00112233445566778899",
+                     "eddystone/00112233445566778899/AABBCCDDEEFF", "00112233445566778899/aabbccddeeff", ""] {
+            #expect(BeaconRef(recordLevels: text) == nil, "\(text)")
+        }
+    }
+
     /// Levels are split on the byte `/`, as a broker splits them, even where a combining mark
     /// follows (one `Character` with the slash); names are checked as `problem(withSegment:)` does.
     @Test func levelsSplitAsABrokerSplitsThem() {

@@ -257,7 +257,8 @@ struct NATSClusterTests {
         var watchers: [MosquittoSubscriber] = []
         do {
             let watcher = try await MosquittoSubscriber.start(port: ports[2], filters: statuses + ["beacons/100/1/presence", "fleet/config",
-                                                                                                  "stores/100/roster"], in: dir)
+                                                                                                  "stores/100/roster", "beacons/100/1/events"],
+                                                              in: dir)
             watchers.append(watcher)
             processes.append(try startProgram("beacon-brain", ["--config", fleet, "--broker", url(from: 1)], in: dir))
             processes.append(try startProgram("beacon-gateway", ["--config", fleet, "--id", "door", "--broker", url(from: 0)], in: dir))
@@ -270,6 +271,24 @@ struct NATSClusterTests {
             #expect(await watcher.waitFor(topic: "beacons/100/1/presence", timeout: 60) != nil, "the brain's fleet presence")
             #expect(await watcher.waitFor(timeout: 60) { $0.topic == "stores/100/roster" && $0.text.contains("ana") } != nil,
                     "the roster with Ana's join\n\(diagnostics())")
+            // The brain's retained state goes out at QoS 0, its decisions at QoS 1: nats-server
+            // 2.9 acknowledges a retained QoS 1 publish only once JetStream has stored it on the
+            // replicas, one at a time per connection, and the brain's queued for seconds behind
+            // each other (docs/fleet.md, "What the brain's output costs at a NATS centre"). A
+            // message is delivered at the lower of its publish's QoS and the subscription's (1
+            // here): mosquitto_sub's -d lines say which.
+            #expect(await watcher.waitFor(topic: "beacons/100/1/events", timeout: 60) != nil, "the brain's enter\n\(diagnostics())")
+            let deliveries = watcher.process.stdout.split(separator: "\n").filter { $0.contains("received PUBLISH") }
+            func delivered(_ topic: String) -> [String] {
+                deliveries.filter { $0.contains("'\(topic)'") }.compactMap { line in
+                    line.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("q") }
+                }
+            }
+            for topic in ["beacons/100/1/presence", "stores/100/roster"] {
+                #expect(!delivered(topic).isEmpty && delivered(topic).allSatisfy { $0 == "q0" }, "\(topic): \(delivered(topic))")
+            }
+            #expect(!delivered("beacons/100/1/events").isEmpty && delivered("beacons/100/1/events").allSatisfy { $0 == "q1" },
+                    "beacons/100/1/events: \(delivered("beacons/100/1/events"))")
             let push = try startProgram("beaconctl", ["config", "push", fleet, "--broker", url(from: 1)], in: dir)
             #expect(await push.waitForExit(timeout: 60) == 0, "\(push.diagnostics)")
             #expect(await watcher.waitFor(topic: "fleet/config", timeout: 30) != nil)

@@ -1,5 +1,6 @@
 import BeaconKit
 import Config
+import Contract
 import GatewayCore
 import BrainCore
 import Simulation
@@ -28,6 +29,7 @@ extension Workloads {
         let start = StoreSimulation.defaultStart
         var timeline: [(time: Double, message: MQTTMessage)] = []
         var sightings = 0
+        let topics = Topics()
         for major in majors {
             let gateways = names.enumerated().map { k, name in
                 StoreSimulation.Gateway(id: "\(name)-\(major)", position: 12 * Double(k) / Double(names.count - 1))
@@ -42,8 +44,8 @@ extension Workloads {
                                                           start: start, duration: duration)
                 } catch { fatalError("replay of \(id): \(error)") }
                 for (time, message) in decided {
-                    // The brain reads no sightings (`beacons/<major>/<minor>`): three levels.
-                    if message.topic.hasPrefix("beacons/"), message.topic.utf8.count(where: { $0 == UInt8(ascii: "/") }) == 2 {
+                    // The brain reads no sightings.
+                    if case .beacon(_, .sighting)? = topics.parse(message.topic) {
                         sightings += 1
                         continue
                     }
