@@ -20,15 +20,27 @@ struct GatewayOperationsTests {
         let config = try writeFleet(dir, broker: broker, gateways: [
             #"{"id": "door", "source": "btsnoop:\#(capture)?loop", "raw": true, "queueLimit": 10, "healthInterval": 1}"#,
         ])
-        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door"], in: dir)
+        // Its metrics show the outage while the broker cannot carry its health.
+        let metricsPort = try FreePort.allocate()
+        let gateway = try startProgram("beacon-gateway", ["--config", config, "--id", "door",
+                                                          "--metrics", "127.0.0.1:\(metricsPort)"], in: dir)
         let first = try await MosquittoSubscriber.start(broker: broker, filters: ["beacons/7/1/presence/door"], in: dir)
         let present = await first.waitFor(topic: "beacons/7/1/presence/door", timeout: 15)
         try #require(present != nil, "\(gateway.diagnostics)")
         await first.stop()
 
-        // The broker dies and loses its retained messages (persistence is off).
+        // The broker dies and loses its retained messages (persistence is off). The outage
+        // lasts until the gateway has seen it and its queue has overflowed (its metrics say
+        // both; not a time), and it is still running then.
         await broker.kill()
-        try await Task.sleep(nanoseconds: 2_000_000_000)
+        let metrics = "http://127.0.0.1:\(metricsPort)/metrics"
+        let connected = #"beaconbridge_gateway_broker_connected{gateway="door"}"#
+        let dropped = #"beaconbridge_gateway_dropped_total{gateway="door"}"#
+        let during = try await MetricsTests.scrape(metrics, in: dir) {
+            MetricsTests.value(connected, in: $0) == 0 && (MetricsTests.value(dropped, in: $0) ?? 0) > 0
+        }
+        #expect(MetricsTests.value(connected, in: during) == 0 && (MetricsTests.value(dropped, in: during) ?? 0) > 0,
+                "\(during)\n\(gateway.diagnostics)")
         #expect(gateway.isRunning, "the gateway must survive a broker outage\n\(gateway.diagnostics)")
         try await broker.restart()
 
