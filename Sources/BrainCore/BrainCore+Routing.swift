@@ -122,8 +122,12 @@ extension BrainCore {
                 handle(presence.gatewayStatus(gateway, online: true), at: now)
                 // A gateway back after an outage waits for us, subscribed, to ask for the
                 // reports it kept (GatewayEngine.connected); retained, it is one we read back
-                // after our own reconnect. A gateway that does not wait ignores it.
-                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway), text: GatewayCommand.sendReports.json,
+                // after our own reconnect: we name the capture time we have its reports up
+                // to, and a gateway that stayed connected sends again those it sent after it,
+                // to no one while we were away (FleetPresence.resendAfter). A gateway that
+                // neither waits nor is asked for anything ignores it.
+                let request = GatewayCommand.sendReports(after: presence.resendAfter(gateway))
+                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway), text: request.json,
                                                 qos: 1, retain: false))
             case .value(.offline) where isSettled && retained:
                 // Read back after a reconnect: perhaps the mass will of a broker's shutdown.

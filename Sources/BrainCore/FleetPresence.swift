@@ -213,6 +213,20 @@ public struct FleetPresence: Sendable {
     /// Shortest gap in a gateway's reports that is reported (`takeGaps`), seconds: a lost
     /// window or two changes no decision worth telling.
     public static let reportedGap = 2.0
+    /// After the brain's own reconnect (`reconnected`): the gateways whose reports it had, and
+    /// until when (the brain's running clock) it waits for them to send again what they sent
+    /// while it was away (`resendAfter`, `{"reports":{"after":…}}`): a gateway whose own
+    /// connection stayed up published those reports to no one. Meanwhile a live report of one
+    /// of them that leaves a hole after what the brain has (`from` past its watermark) waits
+    /// in `resendHeld` for the resent ones to fill it, instead of making the hole a gap;
+    /// and its retained presence read back is taken as a live one (the reports will say).
+    private var awaitingResend: Set<String> = []
+    private var resendUntil: WallTime?
+    private var resendHeld: [String: [RSSIReport]] = [:]
+    /// How long the brain waits for the reports sent again after its reconnect, at most
+    /// (running seconds): one round trip of a command normally; a gateway of an older
+    /// version sends none, and its held reports are then taken with the hole as a gap.
+    static let resendWait = 10.0
     /// Visits a restarted brain continues (`restore`), with the zone it restored: until
     /// `restoreWarmup` seconds of capture time have been decided, the evidence rebuilds
     /// silently and the zone holds (no zone decisions from a few samples after a restart).
@@ -284,6 +298,14 @@ public struct FleetPresence: Sendable {
             clock.exclude(report.gateway)
         }
         if !report.resent { clock.restarted.remove(report.gateway) }
+        var events = endResendWait(at: wall, holding: held)
+        if awaitingResend.contains(report.gateway), !report.resent, let mark = clock.watermarks[report.gateway],
+           report.from > mark {
+            var waiting = report
+            waiting.entries.removeAll { !accepts($0.beacon) }
+            resendHeld[report.gateway, default: []].append(waiting)
+            return events
+        }
         if let mark = clock.watermarks[report.gateway], report.from > mark {
             gap(report.gateway, from: mark, to: report.from)
             if report.from.seconds(since: mark) >= Self.reportedGap {
@@ -313,8 +335,34 @@ public struct FleetPresence: Sendable {
         }
         if late { behindReports += 1 }
         clock.reported(report.gateway, upTo: report.to, at: wall)
-        var events: [FleetEvent] = []
         decide(&events, holding: held)
+        // Reports held for a hole the resent ones have now filled (or covered: then stale).
+        while let next = resendHeld[report.gateway]?.first, let mark = clock.watermarks[report.gateway], next.from <= mark {
+            resendHeld[report.gateway]?.removeFirst()
+            events += self.report(next, receivedAt: wall, holding: held)
+        }
+        return events
+    }
+
+    /// The capture time to ask `gateway` to send its reports again after (`GatewayCommand
+    /// .sendReports(after:)`): the brain's last of it, while it waits for them after its own
+    /// reconnect; `nil` otherwise (a plain request).
+    public func resendAfter(_ gateway: String) -> CaptureTime? {
+        awaitingResend.contains(gateway) ? clock.watermarks[gateway] : nil
+    }
+
+    /// Past `resendUntil`, the wait for resent reports ends: the reports still held are taken
+    /// in order, their hole a gap (decided as unknown, `gap`), as without the wait.
+    private mutating func endResendWait(at wall: WallTime, holding held: (BeaconRef, String) -> Bool) -> [FleetEvent] {
+        guard let until = resendUntil, wall >= until else { return [] }
+        resendUntil = nil
+        awaitingResend = []
+        let waiting = resendHeld
+        resendHeld = [:]
+        var events: [FleetEvent] = []
+        for gateway in waiting.keys.sorted() {
+            for report in waiting[gateway] ?? [] { events += self.report(report, receivedAt: wall, holding: held) }
+        }
         return events
     }
 
@@ -376,7 +424,7 @@ public struct FleetPresence: Sendable {
         // after the brain's last exit of it (else it is the late echo of a visit the reports
         // already ended).
         guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }) else { return [] }
-        if !retained, let mark = clock.watermarks[report.gateway] {
+        if !retained || awaitingResend.contains(report.gateway), let mark = clock.watermarks[report.gateway] {
             guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
                   lastExits[ref].map({ since > $0 }) ?? true else { return [] }
         }
@@ -443,6 +491,8 @@ public struct FleetPresence: Sendable {
         offlineGateways.insert(gateway)
         clock.remove(gateway)
         pending.removeAll { $0.gateway == gateway }
+        awaitingResend.remove(gateway)
+        resendHeld[gateway] = nil
         var events: [FleetEvent] = []
         for ref in evidence.keys.sorted() where evidence[ref]?.links[gateway] != nil {
             evidence[ref]?.links[gateway] = nil
@@ -471,6 +521,9 @@ public struct FleetPresence: Sendable {
     public mutating func reconnected(at wall: WallTime, patience: Double) {
         clock.patientUntil = wall + patience
         clock.heldSince = nil
+        // The gateways' reports sent while the brain was away (`awaitingResend`).
+        awaitingResend = Set(clock.watermarks.keys)
+        resendUntil = wall + min(patience, Self.resendWait)
     }
 
     /// The brain's running clock passes (`WallTime`, not capture time: capture time advances
@@ -483,8 +536,12 @@ public struct FleetPresence: Sendable {
     /// has reached, read as the pace it runs at (`CaptureTime.asWallTime()` at the caller).
     public mutating func advance(to wall: WallTime,
                                  holding held: (BeaconRef, GatewayView) -> Bool = { _, _ in false }) -> [FleetEvent] {
-        clock.check(wall: wall, hold: settings.brain.clockHold)
         var events: [FleetEvent] = []
+        if let until = resendUntil, wall >= until {
+            let beacons = self.beacons
+            events = endResendWait(at: wall, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
+        }
+        clock.check(wall: wall, hold: settings.brain.clockHold)
         let beacons = self.beacons
         decide(&events, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
         return events

@@ -294,11 +294,14 @@ public struct BeaconTelemetry: Sendable, Equatable {
 
 /// What the gateway takes on `gateways/<id>/cmd` (README "MQTT contract"): a JSON object of
 /// one key, `{"scan":"pause"|"resume"}`, `{"reload":true}`, `{"advertise":false|true|{…}}`,
-/// or the brain's `{"reports":"send"}`.
+/// or the brain's `{"reports":"send"}` / `{"reports":{"after":"<capture time>"}}`.
 public enum GatewayCommand: Sendable, Equatable {
     /// `{"reports":"send"}`: the brain, subscribed again after an outage, asks for the
-    /// reports the gateway kept.
-    case sendReports
+    /// reports the gateway kept. `{"reports":{"after":"…"}}` (`after` set): the same, and a
+    /// gateway that stayed connected sends again the reports it sent that are complete after
+    /// that capture time, the brain's last of it: they went out while the brain's own
+    /// connection was down (docs/brain.md, "Broker outages").
+    case sendReports(after: CaptureTime? = nil)
     /// `{"scan":"pause"}` or `{"scan":"resume"}`.
     case scan(paused: Bool)
     /// `{"reload":true}`: read the config file again.
@@ -333,7 +336,11 @@ public enum GatewayCommand: Sendable, Equatable {
 
     public var json: String {
         switch self {
-        case .sendReports: return #"{"reports":"send"}"#
+        case .sendReports(nil): return #"{"reports":"send"}"#
+        case .sendReports(let after?):
+            var writer = JSONWriter()
+            writer.object { o in o("reports", JSONValue.object(["after": .string(after.iso8601)])) }
+            return writer.text
         case .scan(let paused): return paused ? #"{"scan":"pause"}"# : #"{"scan":"resume"}"#
         case .reload: return #"{"reload":true}"#
         case .advertise(let advertise):
@@ -359,7 +366,10 @@ public enum GatewayCommand: Sendable, Equatable {
               object.members.count == 1, let (key, value) = object.members.first
         else { throw PayloadError(Self.expected) }
         switch (key, value) {
-        case ("reports", .string("send")): self = .sendReports
+        case ("reports", .string("send")): self = .sendReports()
+        case ("reports", .object(let o)) where o.members.count == 1:
+            guard case .string(let text)? = o["after"], let after = CaptureTime(iso8601: text) else { self = .unknown(key); return }
+            self = .sendReports(after: after)
         case ("scan", .string("pause")): self = .scan(paused: true)
         case ("scan", .string("resume")): self = .scan(paused: false)
         case ("reload", .bool(true)): self = .reload

@@ -25,10 +25,11 @@ extension GatewayService {
             return
         }
         switch command {
-        case .sendReports:
+        case .sendReports(let after):
             // The brain, subscribed again after an outage, asks for what this gateway kept
-            // (GatewayEngine.connected): no reply, it is the brain's own handshake.
-            input { $0.brainReady() }
+            // (GatewayEngine.connected), or for what it sent after `after` while the brain's
+            // own connection was down: no reply, it is the brain's own handshake.
+            input { $0.brainReady(resendingAfter: after) }
         case .scan(let paused):
             let enable = !paused
             host.withLock { $0.core.engine.setScanningPaused(!enable) }

@@ -230,10 +230,22 @@ public struct GatewayEngine: Sendable {
 
     /// The brain asked for what this gateway kept while away (or `brainWaitSeconds` passed):
     /// the reports first, then what was queued, then current presence. Nothing unless the
-    /// gateway waits for it.
-    public mutating func brainReady(timedOut: Bool = false) -> GatewayOutput {
+    /// gateway waits for it, or the brain names the capture time it has this gateway's reports
+    /// up to (`resendingAfter`): its own connection was down while ours was not, so the
+    /// reports sent meanwhile reached no one (QoS 0, and the brain's session is clean). Those
+    /// of them still in `recentReports` (the last `resendSeconds`) go out again, marked
+    /// resent, in capture order; the brain waits for them before deciding past its gap
+    /// (`FleetPresence`, "resend").
+    public mutating func brainReady(timedOut: Bool = false, resendingAfter after: CaptureTime? = nil) -> GatewayOutput {
         var out = GatewayOutput()
-        guard awaitsBrain else { return out }
+        guard awaitsBrain else {
+            guard let after, isConnected else { return out }
+            let again = recentReports.filter { $0.to > after }.map { Self.markedResent($0.message) }
+            out.messages += again
+            out.log.append(LogEntry(.info, "the brain asked for the reports sent while it was away; sent again",
+                                    ["after": after.iso8601, "reports": "\(again.count)"]))
+            return out
+        }
         awaitsBrain = false
         isConnected = true
         sendKept(&out)
@@ -298,13 +310,16 @@ public struct GatewayEngine: Sendable {
     /// The recently sent reports back into the backlog, marked as resent (`recentReports`).
     private mutating func keepRecentReports() {
         guard !recentReports.isEmpty else { return }
-        let resent = recentReports.map { report -> (to: CaptureTime, message: MQTTMessage) in
-            var message = report.message
-            message.payload = RSSIReport.markedResent(message.payload)
-            return (report.to, message)
-        }
+        let resent = recentReports.map { (to: $0.to, message: Self.markedResent($0.message)) }
         recentReports.removeAll()
         reportBacklog = Self.inCaptureOrder(resent + reportBacklog)
+    }
+
+    /// A report as sent again (`RSSIReport.markedResent`).
+    static func markedResent(_ report: MQTTMessage) -> MQTTMessage {
+        var message = report
+        message.payload = RSSIReport.markedResent(message.payload)
+        return message
     }
 
     /// Reports by the capture time each is complete to, the order they were made in kept for

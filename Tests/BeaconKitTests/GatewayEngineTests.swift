@@ -1,6 +1,7 @@
 import BeaconKit
 import Foundation
 import Config
+import Contract
 import GatewayCore
 import Testing
 import Wire
@@ -199,6 +200,35 @@ import Wire
         let aloneBack = alone.connected(at: Self.w0 + 3).messages
         #expect(aloneBack.count > 1 && aloneBack[1].topic == "gateways/door/rssi")
         #expect(!alone.awaitsBrain)
+    }
+
+    /// The brain's own connection dropped while ours stayed up: the reports we sent meanwhile
+    /// reached no one. Asked with the capture time it has our reports up to
+    /// (`{"reports":{"after":…}}`), a connected gateway sends again those of its recent
+    /// reports complete after it, marked resent, in order; the plain request sends nothing.
+    @Test func aBrainBackFromItsOwnOutageGetsTheReportsSentMeanwhileAgain() throws {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.w0)
+        engine.brainStatus(online: true)
+        var sent: [MQTTMessage] = []
+        for i in 0...40 { sent += engine.handle(Self.frame(minor: 1, at: Double(i) * 0.25)).messages }
+        let reports = sent.filter { $0.topic == "gateways/door/rssi" }
+        #expect(reports.count > 30)
+        #expect(engine.brainReady().messages.isEmpty, "not waiting, no capture time named: nothing")
+
+        let after = Self.t0 + 4
+        let again = engine.brainReady(resendingAfter: after).messages
+        let expected = try reports.filter { report in
+            try RSSIReport(parsing: JSONParser().parse(report.payload), topic: "door").to > after
+        }
+        #expect(!expected.isEmpty && again.count == expected.count, "\(again.count) of \(expected.count)")
+        #expect(again.map { RSSIReport.unmarked($0.payload) } == expected.map(\.payload), "the same reports, in order")
+        #expect(again.allSatisfy { $0.text.hasSuffix(#","resent":true}"#) && $0.qos == 0 && !$0.retain })
+        #expect(!engine.awaitsBrain && engine.reportsWaiting == 0)
+
+        // Disconnected, it has nothing to send yet: what it kept waits for its own reconnect.
+        _ = engine.disconnected(reason: "connection lost")
+        #expect(engine.brainReady(resendingAfter: after).messages.isEmpty)
     }
 
     @Test func sightingsBeyondTheQueueLimitDropTheOldestAndCountThem() {

@@ -42,7 +42,7 @@ import Testing
         ("gateways/door-1/cmd", #"{"scan":"pause"}"#, false, .gatewayCommand("door-1", .value(.scan(paused: true)))),
         ("gateways/door-1/cmd", #"{"scan":"resume"}"#, false, .gatewayCommand("door-1", .value(.scan(paused: false)))),
         ("gateways/door-1/cmd", #"{"reload":true}"#, false, .gatewayCommand("door-1", .value(.reload))),
-        ("gateways/door-1/cmd", #"{"reports":"send"}"#, false, .gatewayCommand("door-1", .value(.sendReports))),
+        ("gateways/door-1/cmd", #"{"reports":"send"}"#, false, .gatewayCommand("door-1", .value(.sendReports()))),
         ("gateways/door-1/cmd", #"{"advertise":false}"#, false, .gatewayCommand("door-1", .value(.advertise(.stop)))),
         ("gateways/door-1/cmd", #"{"advertise":true}"#, false, .gatewayCommand("door-1", .value(.advertise(.configured)))),
         ("gateways/door-1/cmd", #"{"advertise":{"major":100,"minor":9}}"#, false,
@@ -189,7 +189,8 @@ import Testing
     }
 
     /// What the gateway is sent is what it reads back.
-    @Test(arguments: [GatewayCommand.sendReports, .scan(paused: true), .scan(paused: false), .reload, .advertise(.stop),
+    @Test(arguments: [GatewayCommand.sendReports(), .sendReports(after: CaptureTime(iso8601: "2026-11-21T09:00:10.250Z")!),
+                      .scan(paused: true), .scan(paused: false), .reload, .advertise(.stop),
                       .advertise(.configured), .advertise(.settings(.object(["major": .number(100)]))), .unknown("reboot")])
     func commandsRoundTrip(_ command: GatewayCommand) throws {
         let read = try GatewayCommand(parsing: Array(command.json.utf8))
@@ -198,7 +199,10 @@ import Testing
         } else {
             #expect(read == command)
         }
-        #expect(GatewayCommand.sendReports.json == #"{"reports":"send"}"#)
+        #expect(GatewayCommand.sendReports().json == #"{"reports":"send"}"#)
+        #expect(GatewayCommand.sendReports(after: CaptureTime(iso8601: "2026-11-21T09:00:10.250Z")!).json
+            == #"{"reports":{"after":"2026-11-21T09:00:10.250Z"}}"#)
+        #expect(try GatewayCommand(parsing: Array(#"{"reports":{"after":"yesterday"}}"#.utf8)) == .unknown("reports"))
     }
 
     /// The reason a message gives, at whatever level it refused.

@@ -198,6 +198,8 @@ struct NATSNodeFaultTests {
             print("NATS node fault: \(who) again \(String(format: "%.2f", back)) s after node \(victim + 1) was killed")
         }
         // Not yet met (docs/fleet.md, "What each failure looks like"); recorded, not hidden.
+        // Killing the brain's node, three runs after the brain asked the gateways for the
+        // reports it missed (81f1eb9) met everything but `back` (5.06, 5.10, 11.3 s).
         // nats-server 2.9 holds retained publishes (the brain's `online`, the bridge's `1`) 4 s
         // each while JetStream elects a new leader for MQTT's retained messages, and drops from
         // the retained store what it could not store. Seen besides, not fixed yet: a rule effect

@@ -8,11 +8,11 @@ import Testing
 /// beacon (`brain.joins: open`) unless `extra` has a `brain` object: who may join is tested
 /// on its own (BrainTests' JoinPolicyTests, ProvisionTests).
 func writeFleet(_ directory: TemporaryDirectory, broker: MosquittoBroker, gateways: [String],
-                extra: String = "", defaults: String = #"{"exitTimeout": 10}"#) throws -> String {
+                extra: String = "", defaults: String = #"{"exitTimeout": 10}"#, keepalive: Int = 5) throws -> String {
     let brain = extra.contains(#""brain""#) ? "" : #""brain": { "joins": "open" },"#
     let text = """
     {
-      "broker": { "url": "\(broker.url)", "keepalive": 5 },\(brain)
+      "broker": { "url": "\(broker.url)", "keepalive": \(keepalive) },\(brain)
       "defaults": \(defaults),
       "gateways": [\(gateways.joined(separator: ",\n"))]\(extra.isEmpty ? "" : ",\n" + extra)
     }
