@@ -30,23 +30,36 @@
 ///
 /// Bounded: past `limit` waiting, a new message is refused (`push` returns false) unless it
 /// is a barrier.
+///
+/// Inlinable, so the service that holds it (`BrainService`, a lane of its own `Arrival`s)
+/// gets code specialised for its element: across the module boundary a generic type runs
+/// unspecialised, looking its element's metadata and value witnesses up at run time, which
+/// was 4 % of the live brain's instructions (docs/PERFORMANCE.md, section 11).
 public struct InboundLanes<Element> {
+    @usableFromInline
     struct Entry {
-        var element: Element
-        var observer: String?
+        @usableFromInline var element: Element
+        @usableFromInline var observer: String?
+
+        @inlinable
+        init(element: Element, observer: String?) {
+            self.element = element
+            self.observer = observer
+        }
     }
 
-    private var first = LaneQueue<Entry>()
+    @usableFromInline var first = LaneQueue<Entry>()
     /// The deferred lane by arrival number; `oldest` and `newest` bound the numbers in it.
-    private var deferred: [Int: Entry] = [:]
-    private var oldest = 0
-    private var newest = -1
+    @usableFromInline var deferred: [Int: Entry] = [:]
+    @usableFromInline var oldest = 0
+    @usableFromInline var newest = -1
     /// Each observer's deferred arrival numbers, oldest first.
-    private var waiting: [String: LaneQueue<Int>] = [:]
+    @usableFromInline var waiting: [String: LaneQueue<Int>] = [:]
     public let limit: Int
     public let deferAbove: Int
     public let newestFirstAbove: Int
 
+    @inlinable
     public init(limit: Int, deferAbove: Int = 64, newestFirstAbove: Int = 64) {
         self.limit = max(1, limit)
         self.deferAbove = max(0, deferAbove)
@@ -54,13 +67,15 @@ public struct InboundLanes<Element> {
     }
 
     /// Messages waiting in both lanes.
+    @inlinable
     public var count: Int { first.count + deferred.count }
     /// Messages waiting in the deferred lane.
+    @inlinable
     public var deferredCount: Int { deferred.count }
 
     /// Queues `element` in the lane it asks for, or behind what must come before it.
     /// `observer`: the observer it belongs to (a join, a leave, a status), if any.
-    @discardableResult
+    @discardableResult @inlinable
     public mutating func push(_ element: Element, lane: InboundLane, observer: String? = nil) -> Bool {
         guard lane == .barrier || count < limit else { return false }
         let entry = Entry(element: element, observer: observer)
@@ -88,6 +103,7 @@ public struct InboundLanes<Element> {
 
     /// The message to handle next: the oldest of the first lane; else (`takingDeferred`) the
     /// oldest deferred, or under a backlog the oldest of the observer that arrived last.
+    @inlinable
     public mutating func next(takingDeferred: Bool = true) -> Element? {
         if let entry = first.removeFirst() { return entry.element }
         guard takingDeferred, !deferred.isEmpty else { return nil }
@@ -130,19 +146,24 @@ extension InboundLanes.Entry: Sendable where Element: Sendable {}
 
 /// A queue over an array: appends at the end, takes from a moving head, and compacts once
 /// the taken part is the larger half, so a long flood costs no per-message shifting.
-private struct LaneQueue<Item> {
-    private var items: [Item] = []
-    private var head = 0
+@usableFromInline
+struct LaneQueue<Item> {
+    @usableFromInline var items: [Item] = []
+    @usableFromInline var head = 0
 
-    var count: Int { items.count - head }
-    var isEmpty: Bool { head == items.count }
+    @inlinable init() {}
+
+    @inlinable var count: Int { items.count - head }
+    @inlinable var isEmpty: Bool { head == items.count }
     /// The item `removeFirst` would return.
-    var peek: Item? { head < items.count ? items[head] : nil }
+    @inlinable var peek: Item? { head < items.count ? items[head] : nil }
 
+    @inlinable
     mutating func append(_ item: Item) {
         items.append(item)
     }
 
+    @inlinable
     mutating func removeFirst() -> Item? {
         guard head < items.count else { return nil }
         let item = items[head]

@@ -272,7 +272,7 @@ public struct Inbound: Sendable, Equatable {
 
 /// What `eddystone/<namespace>/<instance>/telemetry` carries (retained, the gateway that
 /// heard the beacon last): `{"gateway","batteryMv":mV|null,"temperatureC":°C|null,
-/// "advertCount":n,"uptimeSeconds":s,"ts"}` (GatewayCore's `Payloads.telemetry` writes it).
+/// "advertCount":n,"uptimeSeconds":s,"ts"}` (written by `json(_:gateway:at:)`).
 /// Read leniently but for the battery, which the brain's beacon health takes: the other
 /// figures are passed to Home Assistant as they are.
 public struct BeaconTelemetry: Sendable, Equatable {
@@ -280,6 +280,21 @@ public struct BeaconTelemetry: Sendable, Equatable {
     public var batteryMillivolts: Int?
 
     public init(batteryMillivolts: Int?) { self.batteryMillivolts = batteryMillivolts }
+
+    /// The payload of an Eddystone-TLM frame a gateway heard at `time`, as agreed with Home
+    /// Assistant discovery; an unknown battery or temperature is `null`, never 0.
+    public static func json(_ tlm: EddystoneTLM, gateway: String, at time: CaptureTime) -> String {
+        var writer = JSONWriter(capacity: 160)
+        writer.object { o in
+            o("gateway", gateway)
+            o("batteryMv", tlm.battery.map(Int.init))
+            o("temperatureC", tlm.temperature, places: 2)
+            o("advertCount", Int(tlm.advertisingCount))
+            o("uptimeSeconds", Double(tlm.uptimeDeciseconds) / 10, places: 1)
+            o("ts", time)
+        }
+        return writer.text
+    }
 
     public init(parsing value: JSONValue) throws(PayloadError) {
         let r = PayloadReader(path: "")

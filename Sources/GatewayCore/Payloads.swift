@@ -17,20 +17,9 @@ public enum Payloads {
     }
 
     /// `eddystone/<namespace>/<instance>/telemetry` (retained): an Eddystone-TLM frame of the
-    /// beacon, as agreed with Home Assistant discovery:
-    /// `{"gateway","batteryMv":mV|null,"temperatureC":°C|null,"advertCount":n,"uptimeSeconds":s,"ts"}`;
-    /// an unknown battery or temperature is `null`, never 0.
+    /// beacon (Contract's `BeaconTelemetry`, which reads it back).
     public static func telemetry(_ tlm: EddystoneTLM, gateway: String, at time: CaptureTime) -> String {
-        var writer = JSONWriter(capacity: 160)
-        writer.object { o in
-            o("gateway", gateway)
-            o("batteryMv", tlm.battery.map(Int.init))
-            o("temperatureC", tlm.temperature, places: 2)
-            o("advertCount", Int(tlm.advertisingCount))
-            o("uptimeSeconds", Double(tlm.uptimeDeciseconds) / 10, places: 1)
-            o("ts", time)
-        }
-        return writer.text
+        BeaconTelemetry.json(tlm, gateway: gateway, at: time)
     }
 
     /// A gateway's retained view on `beacons/<major>/<minor>/presence/<gateway>` (Contract's

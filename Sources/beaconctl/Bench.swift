@@ -121,6 +121,12 @@ struct Bench: AsyncParsableCommand {
     var fleetDirect = false
 
     @Option(name: .long, help: ArgumentHelp(
+        "Brains at the centre, each with a contiguous slice of the stores (`beacon-brain --stores`) and a connection "
+            + "of its own: at a NATS centre one connection's retained publishes are stored one at a time "
+            + "(docs/fleet.md), so a chain shards its brains. CPU and memory are the brains' sums.", valueName: "N"))
+    var fleetBrains = 1
+
+    @Option(name: .long, help: ArgumentHelp(
         "Run the bench's broker with this Mosquitto configuration's settings (queue and size limits, client ids), e.g. "
             + "deploy/mosquitto/mosquitto.conf as a store's broker ships; its listener, persistence, logging and "
             + "security lines give way to the bench's own (loopback, anonymous, in memory). Without it: no queue limit "
@@ -146,6 +152,7 @@ struct Bench: AsyncParsableCommand {
         guard (try? fleetSizes()) != nil else { throw ValidationError("--fleet-stores: store counts 1…1000, comma separated") }
         guard (1...8).contains(fleetGateways) else { throw ValidationError("--fleet-gateways must be 1…8") }
         guard (1...1_000).contains(fleetCustomers) else { throw ValidationError("--fleet-customers must be 1…1000") }
+        guard (1...16).contains(fleetBrains) else { throw ValidationError("--fleet-brains must be 1…16") }
         guard fleetDuration >= 5, fleetDuration <= 3_600 else { throw ValidationError("--fleet-duration must be 5…3600 s") }
         guard (try? fleetCentres()) != nil else { throw ValidationError("--fleet-centre: mosquitto, nats or mosquitto,nats") }
         guard joins >= 1, joinBurst >= 1, sightings >= 1, rounds >= 1, floodJoins >= 1 else { throw ValidationError("counts must be positive") }

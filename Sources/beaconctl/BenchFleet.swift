@@ -303,14 +303,25 @@ extension BenchRun {
         }
         try await waitFor("the probing connections", timeout: 60) { probers.values.allSatisfy(\.isConnected) }
 
-        // The brain, settled; the C subscriber of everything at the centre.
-        let brain = try RunningProgram(brainPath, ["--config", configPath, "--client-id", unique("fleet-brain"),
-                                                 "--log-level", "info"], name: unique("fleet-brain"), in: directory)
-        processes.append(brain)
-        try await waitFor("beacon-brain to settle", timeout: 60) {
-            if brain.poll() != nil { throw CommandFailure("beacon-brain ended\n\(brain.errors)", status: .failure) }
-            return brain.errors.contains("settled from retained state")
+        // The brains (`--fleet-brains`: each a contiguous slice of the stores), settled; the C
+        // subscriber of everything at the centre.
+        let brainCount = min(settings.fleetBrains, stores)
+        var brains: [RunningProgram] = []
+        for k in 0..<brainCount {
+            let slice = majors[(k * stores / brainCount)..<((k + 1) * stores / brainCount)]
+            let only = brainCount > 1 ? ["--stores", slice.map(String.init).joined(separator: ",")] : []
+            let brain = try RunningProgram(brainPath, ["--config", configPath, "--client-id", unique("fleet-brain")] + only
+                                               + ["--log-level", "info"], name: unique("fleet-brain"), in: directory)
+            processes.append(brain)
+            brains.append(brain)
         }
+        try await waitFor("beacon-brain to settle", timeout: 60) {
+            for brain in brains where brain.poll() != nil {
+                throw CommandFailure("beacon-brain ended\n\(brain.errors)", status: .failure)
+            }
+            return brains.allSatisfy { $0.errors.contains("settled from retained state") }
+        }
+        var brainsCPU: Double { brains.reduce(0) { $0 + ($1.cpuSeconds ?? 0) } }
         // Every topic the product publishes, by its first level rather than `#`: nats-server
         // 2.9 gives a `#` subscriber its JetStream internals too ($MQTT/sess/…, $JS/API/…, the
         // retained messages' own stream), which MQTT keeps from `#` (a `$` topic) and Mosquitto
@@ -354,7 +365,7 @@ extension BenchRun {
         try await waitFor("the replay's connections", timeout: 30) { clients.allSatisfy(\.isConnected) }
 
         // The replay, at real speed.
-        let cpuBefore = (brain: brain.cpuSeconds ?? 0, sub: everything.cpuSeconds ?? 0, central: central.cpuSeconds)
+        let cpuBefore = (brain: brainsCPU, sub: everything.cpuSeconds ?? 0, central: central.cpuSeconds)
         var firstMessage: [BeaconRef: Double] = [:]
         var gatewayPublished: [String: [Double]] = [:]
         var sightings = 0
@@ -393,18 +404,24 @@ extension BenchRun {
         // Until the centre has been quiet for 3 s.
         var seen = log.count
         var quietSince = WallClock.monotonic()
-        while WallClock.monotonic() - quietSince < 3, WallClock.monotonic() - replayEnded < 120 {
+        // A NATS centre may still be passing on the brains' retained state minutes later
+        // (docs/fleet.md, "What the brain's output costs"): waited for longer there.
+        let drainLimit = kind == .nats ? 600.0 : 120.0
+        while WallClock.monotonic() - quietSince < 3, WallClock.monotonic() - replayEnded < drainLimit {
             try await Task.sleep(nanoseconds: 200_000_000)
             if log.count != seen {
                 seen = log.count
                 quietSince = WallClock.monotonic()
             }
         }
-        let brainCPU = (brain.cpuSeconds ?? 0) - cpuBefore.brain
+        let drained = quietSince - replayEnded
+        let brainCPU = brainsCPU - cpuBefore.brain
         let subCPU = (everything.cpuSeconds ?? 0) - cpuBefore.sub
         let nodeCPU = zip(central.cpuSeconds, cpuBefore.central).map { $0 - $1 }
         let centralCPU = nodeCPU.reduce(0, +)
-        let brainMemory = brain.memory
+        let memories = brains.compactMap(\.memory)
+        let brainMemory: (resident: Int, peak: Int)? = memories.count == brains.count
+            ? (memories.reduce(0) { $0 + $1.resident }, memories.reduce(0) { $0 + $1.peak }) : nil
         let nodeMemory = central.nodes.map { $0.process.memory?.resident ?? 0 }
         let centralMemory = nodeMemory.reduce(0, +)
         let storeMemory = storeBrokers.compactMap { $0.process.memory?.resident }
@@ -477,11 +494,12 @@ extension BenchRun {
         \(decimal(settings.fleetDuration, places: 0)) s, centre: \(centreName) (load average \(loadBefore) before, \(loadAfter) after):
           replayed \(grouped(Double(published))) messages (\(grouped(Double(sightings))) sightings) \
         \(direct ? "straight into the centre, one connection per store" : "into \(stores) store brokers"); \
-        replay behind schedule: median \(milliseconds(lagSummary.median)) ms, p99 \(milliseconds(lagSummary.p99)) ms
+        replay behind schedule: median \(milliseconds(lagSummary.median)) ms, p99 \(milliseconds(lagSummary.p99)) ms; \
+        the centre quiet \(decimal(drained, places: 1)) s after the replay ended
           centre: \(grouped(centralRate)) msg/s to a C subscriber of everything (\(grouped(received)) messages); \
         centre's CPU \(milliseconds(received > 0 ? centralCPU / received * 1000 : 0)) ms per 1,000 messages\
         \(kind == .nats ? " (per node: " + perNode.joined(separator: "; ") + ")" : "")
-          brain CPU: \(milliseconds(brainPerThousand)) ms per 1,000 sightings; the C subscriber: \
+          brain CPU\(brainCount > 1 ? " (\(brainCount) brains, \(stores / brainCount)–\((stores + brainCount - 1) / brainCount) stores each)" : ""): \(milliseconds(brainPerThousand)) ms per 1,000 sightings; the C subscriber: \
         \(milliseconds(subPerThousand)) ms per 1,000 messages = \(decimal(brainPerThousand / max(subPerThousand, 1e-9), places: 1)) ×
           sighting to zone (customer's first gateway message → brain's zone at the centre): \(enter.text)
           decision (its capture time on the replay's clock → at the centre): \(decision.text); of which exits: \(exit.text)
@@ -493,6 +511,7 @@ extension BenchRun {
         return .object([
             "stores": .number(Double(stores)), "gateways": .number(Double(stores * settings.fleetGateways)),
             "customers": .number(Double(stores * settings.fleetCustomers)), "seconds": .number(settings.fleetDuration),
+            "brains": .number(Double(brainCount)), "drainedSeconds": .number(rounded(drained, 1)),
             "loadAverageBefore": .string(loadBefore), "loadAverageAfter": .string(loadAfter),
             "published": .number(Double(published)), "sightings": .number(Double(sightings)),
             "replayLag": lagSummary.json,

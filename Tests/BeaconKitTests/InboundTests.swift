@@ -99,6 +99,18 @@ import Testing
         #expect(Self.reason(of: shallow.message)?.isEmpty == false, "\(shallow.message)")
     }
 
+    /// The telemetry a gateway writes is read back by the same type: the battery, or none.
+    @Test func telemetryIsWrittenAndReadByOneType() throws {
+        let heard = EddystoneTLM(batteryMillivolts: 2950, temperature: 21.5, advertisingCount: 1234, uptimeDeciseconds: 36_005)
+        let text = BeaconTelemetry.json(heard, gateway: "door-1", at: Self.at)
+        #expect(text == #"{"gateway":"door-1","batteryMv":2950,"temperatureC":21.5,"advertCount":1234,"uptimeSeconds":3600.5,"ts":"2023-11-14T22:13:20.000Z"}"#)
+        #expect(try BeaconTelemetry(parsing: JSONParser().parse(text)) == BeaconTelemetry(batteryMillivolts: 2950))
+        let silent = EddystoneTLM(batteryMillivolts: 0, temperature: nil, advertisingCount: 1, uptimeDeciseconds: 0)
+        let none = BeaconTelemetry.json(silent, gateway: "door-1", at: Self.at)
+        #expect(none.contains(#""batteryMv":null,"temperatureC":null"#), "\(none)")
+        #expect(try BeaconTelemetry(parsing: JSONParser().parse(none)) == BeaconTelemetry(batteryMillivolts: nil))
+    }
+
     @Test func gatewayHealthIsReadLeniently() {
         let inbound = Inbound.decode(topic: "gateways/door-1/health", payload: Array(#"{"gateway":"door-1","uptime":12}"#.utf8),
                                      retained: true)

@@ -8,7 +8,7 @@ import Glibc
 
 // beacon-benchmarks: BeaconBridge's micro-benchmarks (docs/PERFORMANCE.md).
 //
-//   beacon-benchmarks [all|decode|track|json|config|pipeline|brain|brain-fleet] [--runs N] [--json]
+//   beacon-benchmarks [all|decode|track|json|config|pipeline|brain|brain-fleet|brain-flood] [--runs N] [--json]
 //   beacon-benchmarks generate [--count N] [--beacons B] > ads.hex
 //   beacon-benchmarks decode-file [--runs N] < ads.hex
 //
@@ -16,8 +16,9 @@ import Glibc
 // (the median of --runs runs, after one warm-up run), allocations are counted over a run.
 
 let usage = """
-usage: beacon-benchmarks [all|decode|track|json|config|pipeline|brain|brain-fleet] [--runs N] [--json]
+usage: beacon-benchmarks [all|decode|track|json|config|pipeline|brain|brain-fleet|brain-flood] [--runs N] [--json]
        beacon-benchmarks brain-fleet [--stores S] [--customers C] [--duration D]   (one brain core, S stores in-process)
+       beacon-benchmarks brain-flood [--runs N]                   (bench --only flood's joins, in process)
        beacon-benchmarks generate [--count N] [--beacons B]      (hex HCI events, one a line)
        beacon-benchmarks decode-file [--runs N]                   (reads those lines on stdin)
 """
@@ -122,6 +123,11 @@ case "brain-fleet":
               + "\(format(median(result.cpuSeconds) / Double(sightings) * 1e6, 1)) ms per 1,000 sightings; "
               + "what it published: digest \(String(digest, radix: 16))")
     }
+
+case "brain-flood":
+    // beaconctl bench --only flood's joins, in process (BrainFlood.swift).
+    report([Workloads.brainFlood(joins: 10_000, access: "owned-or-near", runs: runs),
+            Workloads.brainFlood(joins: 10_000, access: "open", runs: runs)])
 
 case "generate":
     for event in BenchmarkWorkload(count: count, beacons: beaconCount).events() {
