@@ -118,7 +118,10 @@ extension BrainCore {
         case .gatewayStatus(let gateway, let body):
             switch body {
             case .value(.online):
-                if !retained { recovery.gatewayIsLive(gateway, at: Self.runningClock(now)) }
+                if !retained {
+                    recovery.gatewayIsLive(gateway, at: Self.runningClock(now))
+                    presence.gatewayIsBack(gateway)
+                }
                 handle(presence.gatewayStatus(gateway, online: true), at: now)
                 // A gateway back after an outage waits for us, subscribed, to ask for the
                 // reports it kept (GatewayEngine.connected); retained, it is one we read back

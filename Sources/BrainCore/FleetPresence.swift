@@ -213,8 +213,8 @@ public struct FleetPresence: Sendable {
     /// Shortest gap in a gateway's reports that is reported (`takeGaps`), seconds: a lost
     /// window or two changes no decision worth telling.
     public static let reportedGap = 2.0
-    /// After the brain's own reconnect (`reconnected`): the gateways whose reports it had or
-    /// waits for (they said `online`), and
+    /// After the brain's own reconnect (`reconnected`): the gateways whose reports it had, or
+    /// that said `online` live since (back from their own outage: `gatewayIsBack`), and
     /// until when (the brain's running clock) it waits for them to send again what they sent
     /// while it was away (`resendAfter`, `{"reports":{"after":…}}`): a gateway whose own
     /// connection stayed up published those reports to no one. Meanwhile a live report of one
@@ -347,6 +347,14 @@ public struct FleetPresence: Sendable {
         return events
     }
 
+    /// A live `online` of `gateway`: back from its own outage, it sends what it kept when the
+    /// brain asks, and what its client was handed before it noticed the outage (QoS 1
+    /// presence) at once. During the wait after the brain's reconnect, its deletions wait for
+    /// its reports too (`gatewayPresenceDeleted`).
+    public mutating func gatewayIsBack(_ gateway: String) {
+        if resendUntil != nil { awaitingResend.insert(gateway) }
+    }
+
     /// The capture time to ask `gateway` to send its reports again after (`GatewayCommand
     /// .sendReports(after:)`): the brain's last of it, while it waits for them after its own
     /// reconnect; `nil` otherwise (a plain request).
@@ -458,9 +466,10 @@ public struct FleetPresence: Sendable {
         // then its presence): they turn it into a report view and end it by their silence,
         // dated in capture time, as in a run without the outage.
         if awaitsItsReports(ref, gateway: gateway) { return [] }
-        // After the brain's own reconnect a reporting gateway's reports may come after its
-        // deletion: QoS 1 presence it handed its client before it noticed the outage is sent
-        // again at once, while the reports wait for the brain's request (BrokerOutageTests,
+        // After the brain's own reconnect the reports of a gateway that reported, or is back
+        // from its own outage, may come after its deletion: QoS 1 presence it handed its client
+        // before it noticed the outage is sent at once, while the reports wait for the
+        // brain's request (BrokerOutageTests,
         // the broker paused 8 s at the first effects: 100/9 entered from presence, deleted
         // before its reports came, then entered again from them: two visits). The deletion
         // waits with them (`resendWait`); a view the reports have taken over by then ends by
@@ -540,7 +549,7 @@ public struct FleetPresence: Sendable {
         clock.patientUntil = wall + patience
         clock.heldSince = nil
         // The gateways' reports sent while the brain was away (`awaitingResend`).
-        awaitingResend = Set(clock.watermarks.keys).union(clock.online)
+        awaitingResend = Set(clock.watermarks.keys)
         resendUntil = wall + min(patience, Self.resendWait)
     }
 

@@ -216,6 +216,8 @@ import Tracking
             _ = fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60)]), receivedAt: w(0.5))
             if outage {
                 fleet.reconnected(at: w(10), patience: 45)
+                // The counter is back too (a live `online`), and its client sends the deletion.
+                fleet.gatewayIsBack("counter")
                 _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
                 reports("counter", from: 0, to: 10, at: 10.1)
                 reports("door", from: 0.5, to: 10, at: 10.1)
