@@ -34,15 +34,23 @@ extension Workloads {
             }
         }
         return measure("brain/sightings", unit: "sightings", operations: messages.count, runs: runs) {
-            var core = BrainCore(config: config)
-            _ = core.settle(at: start)
-            var checksum = 0
-            for (index, message) in messages.enumerated() {
-                let output = core.receive(topic: message.topic, payload: message.payload, retained: false,
-                                          at: start + Double(index) * 0.001)
-                checksum &+= output.messages.count
-            }
-            return checksum
+            receivingAll(messages, config: config, from: start, spacing: 0.001)
         }
+    }
+
+    /// One run of a brain-core workload: a fresh core, settled at `start`, takes `messages`
+    /// in order, `spacing` seconds of capture time apart. Returns how many messages it
+    /// published (the run's checksum).
+    static func receivingAll(_ messages: [(topic: String, payload: [UInt8])], config: FleetConfig,
+                             from start: CaptureTime, spacing: Double) -> Int {
+        var core = BrainCore(config: config)
+        _ = core.settle(at: start)
+        var checksum = 0
+        for (index, message) in messages.enumerated() {
+            let output = core.receive(topic: message.topic, payload: message.payload, retained: false,
+                                      at: start + Double(index) * spacing)
+            checksum &+= output.messages.count
+        }
+        return checksum
     }
 }

@@ -33,15 +33,7 @@ extension Workloads {
         for i in 0..<joins { messages.append(("beacons/100/\(i % 1000 + 1)/observers/flood-\(i)", [])) }
         let start = CaptureTime(iso8601: "2026-11-21T09:00:00.000Z")!
         return measure("brain/flood-\(access)", unit: "messages", operations: messages.count, runs: runs) {
-            var core = BrainCore(config: config)
-            _ = core.settle(at: start)
-            var checksum = 0
-            for (index, message) in messages.enumerated() {
-                let output = core.receive(topic: message.topic, payload: message.payload, retained: false,
-                                          at: start + Double(index) * 0.0001)
-                checksum &+= output.messages.count
-            }
-            return checksum
+            receivingAll(messages, config: config, from: start, spacing: 0.0001)
         }
     }
 }
