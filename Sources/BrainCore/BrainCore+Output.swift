@@ -108,30 +108,22 @@ extension BrainCore {
         return out
     }
 
-    mutating func event(_ text: String) {
-        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: text, qos: 1, retain: false))
+    /// `brain/events` (Contract's `BrainEvent`).
+    mutating func event(_ event: BrainEvent) {
+        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: event.json, qos: 1, retain: false))
     }
 
     mutating func rejectConfig(_ errors: [String], at now: CaptureTime) {
         counters.configsRejected += 1
         counters.malformed[.fleetConfig, default: 0] += 1
-        report(status: "rejected", origin: "fleet/config", details: ["errors": Array(errors.prefix(50))], at: now)
+        report(.rejected(errors: Array(errors.prefix(50))), origin: "fleet/config", at: now)
         note(.error, "rejected a fleet config; keeping the last good one",
              ["errors": errors.prefix(5).joined(separator: "; ")])
     }
 
-    /// `brain/events`: `{"event":"config","origin","status":"applied"|"rejected",
-    /// "needsRestart":[…]?,"errors":[…]?,"ts"}`.
-    mutating func report(status: String, origin: String, details: [String: [String]], at now: CaptureTime) {
-        var writer = JSONWriter()
-        writer.object { o in
-            o("event", "config")
-            o("origin", origin)
-            o("status", status)
-            for (key, list) in details.sorted(by: { $0.key < $1.key }) { o(key, .array(list.map(JSONValue.string))) }
-            o("ts", now)
-        }
-        out.messages.append(MQTTMessage(topic: topics.brainEvents, text: writer.text, qos: 1, retain: false))
+    /// `brain/events`: what became of a fleet config (Contract's `ConfigReport`).
+    mutating func report(_ outcome: ConfigReport<CaptureClock>.Outcome, origin: String, at now: CaptureTime) {
+        event(.config(ConfigReport(origin: origin, outcome: outcome, at: now)))
     }
 
     mutating func note(_ level: LogEntry.Level, _ message: String, _ metadata: [String: String] = [:]) {

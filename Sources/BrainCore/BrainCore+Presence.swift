@@ -206,7 +206,7 @@ extension BrainCore {
         }
         if record.pinned { metadata["pinned"] = "rssiOffset set in the config" }
         note(.info, "calibrated a gateway from reference beacons", metadata)
-        event("{\"event\":\"calibration\"," + text.dropFirst())
+        event(.calibration(record))
     }
 
     /// The registry's beacons this brain handles, against the fleet presence: records
@@ -237,29 +237,15 @@ extension BrainCore {
         setRetained(topics.beaconHealth(of: ref), signature: text) { text }
     }
 
-    /// `brain/events`: `{"event":"battery-low","beacon","name","battery","threshold","ts"}` (mV) or
-    /// `{"event":"beacon-missing","beacon","name","lastSeen","seconds","ts"}` (`lastSeen` null: never seen).
+    /// `brain/events`: `battery-low` or `beacon-missing` (Contract's `BrainEvent`).
     mutating func health(_ report: BeaconHealth.Report, at now: CaptureTime) {
-        var writer = JSONWriter(capacity: 200)
-        writer.object { o in
-            switch report {
-            case .batteryLow(let ref, let millivolts, let threshold):
-                o("event", "battery-low")
-                o("beacon", ref.json)
-                o("name", entry(ref)?.name)
-                o("battery", millivolts)
-                o("threshold", threshold)
-                note(.warning, "a beacon's battery is low", ["beacon": "\(ref)", "battery": "\(millivolts) mV"])
-            case .missing(let ref, let lastSeen, let seconds):
-                o("event", "beacon-missing")
-                o("beacon", ref.json)
-                o("name", entry(ref)?.name)
-                o("lastSeen", lastSeen.map { JSONValue.string($0.iso8601) } ?? .null)
-                o("seconds", seconds, places: 0)
-                note(.warning, "a registry beacon has not been seen", ["beacon": "\(ref)", "seconds": "\(Int(seconds))"])
-            }
-            o("ts", now)
+        switch report {
+        case .batteryLow(let ref, let millivolts, let threshold):
+            note(.warning, "a beacon's battery is low", ["beacon": "\(ref)", "battery": "\(millivolts) mV"])
+            event(.batteryLow(ref, name: entry(ref)?.name, millivolts: millivolts, threshold: threshold, at: now))
+        case .missing(let ref, let lastSeen, let seconds):
+            note(.warning, "a registry beacon has not been seen", ["beacon": "\(ref)", "seconds": "\(Int(seconds))"])
+            event(.beaconMissing(ref, name: entry(ref)?.name, lastSeen: lastSeen, seconds: seconds, at: now))
         }
-        event(writer.text)
     }
 }

@@ -51,7 +51,7 @@ extension BrainCore {
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])
-                event(gap.json)
+                event(gap.event)
             }
             // Each entry a look-up of its beacon, copied out: only while views wait for it.
             if recovery.awaitsViews {
@@ -209,7 +209,7 @@ extension BrainCore {
             reportRejected("oversized", topic: topic, reason: reason)
             if kind == .fleetConfig {
                 counters.configsRejected += 1
-                report(status: "rejected", origin: "fleet/config", details: ["errors": ["fleet/config: " + reason]], at: now)
+                report(.rejected(errors: ["fleet/config: " + reason]), origin: "fleet/config", at: now)
                 note(.error, "rejected an oversized fleet config; keeping the last good one", ["bytes": "\(bytes)"])
             }
             if case let .beacon(ref, .observer(client))? = kind, owns(ref) {
@@ -380,8 +380,8 @@ extension BrainCore {
     /// `brain/events`: `{"event":"rejected","kind","topic","reason","bytes","ts"}`, rate-limited
     /// (see `RejectionReports`). Every rejected input is also counted in `counters`.
     mutating func reportRejected(_ kind: String, topic: String, reason: String) {
-        for text in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: Self.runningClock(lastTime)) {
-            event(text)
+        for rejected in rejections.report(kind: kind, topic: topic, reason: reason, bytes: inputBytes, at: Self.runningClock(lastTime)) {
+            event(rejected)
         }
     }
 }

@@ -325,7 +325,7 @@ public struct BrainCore: Sendable {
     /// Time passes: views known from sightings expire, cooldowns in seconds run out.
     public mutating func advance(to now: CaptureTime) -> BrainOutput {
         let wall = Self.runningClock(now)
-        for text in rejections.roll(at: wall) { event(text) }
+        for summary in rejections.roll(at: wall) { event(summary) }
         joinLimiter.prune(at: wall)
         guard isSettled else { return finish(at: now) }
         for change in bridges.advance(to: now) { bridgeChanged(change, at: now) }
@@ -410,8 +410,7 @@ public struct BrainCore: Sendable {
             for (store, visit) in rosterVisits { dirtyCustomers.insert(RosterBook.Key(store: store, client: visit.client)) }
             observeProximity(Set(presence.beacons.keys).union(rosterVisits.map { $0.visit.beacon }), at: now)
         }
-        report(status: "applied", origin: origin, details: needsRestart.isEmpty ? [:] : ["needsRestart": needsRestart],
-               at: now)
+        report(.applied(needsRestart: needsRestart), origin: origin, at: now)
         note(.info, "applied a new fleet config", ["origin": origin, "rules": "\(new.rules.count)",
                                                    "beacons": "\(new.beacons.count)"])
         if !needsRestart.isEmpty {

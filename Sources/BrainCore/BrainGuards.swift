@@ -1,4 +1,5 @@
 public import BeaconKit
+public import Contract
 
 /// Per-client join rate limit: a token bucket per observer client id. A client may make
 /// `burst` joins (new joins or changed profiles) at once and then one every `interval`
@@ -61,20 +62,11 @@ public struct RejectionReports: Sendable {
     public init(perSecond: Int) { self.perSecond = max(0, perSecond) }
 
     /// The events to publish for one rejected input (none, one, or a summary and one).
-    public mutating func report(kind: String, topic: String, reason: String, bytes: Int, at now: WallTime) -> [String] {
+    public mutating func report(kind: String, topic: String, reason: String, bytes: Int, at now: WallTime) -> [BrainEvent] {
         var events = roll(at: now)
         if inWindow < perSecond {
             inWindow += 1
-            var writer = JSONWriter()
-            writer.object { o in
-                o("event", "rejected")
-                o("kind", kind)
-                o("topic", String(topic.prefix(200)))
-                o("reason", String(reason.prefix(300)))
-                o("bytes", bytes)
-                o("ts", now)
-            }
-            events.append(writer.text)
+            events.append(.rejected(.init(kind: kind, topic: topic, reason: reason, bytes: bytes, at: now)))
         } else {
             suppressed += 1
             if suppressedSince == nil { suppressedSince = now }
@@ -83,20 +75,14 @@ public struct RejectionReports: Sendable {
     }
 
     /// The summary of what a full second left unreported, once that second is over.
-    public mutating func roll(at now: WallTime) -> [String] {
+    public mutating func roll(at now: WallTime) -> [BrainEvent] {
         guard now.seconds(since: windowStart) >= 1 || now < windowStart else { return [] }
         windowStart = now
         inWindow = 0
         guard suppressed > 0, let since = suppressedSince else { return [] }
-        var writer = JSONWriter()
-        writer.object { o in
-            o("event", "rejected")
-            o("suppressed", suppressed)
-            o("since", since)
-            o("ts", now)
-        }
+        let summary = BrainEvent.suppressed(count: suppressed, since: since, at: now)
         suppressed = 0
         suppressedSince = nil
-        return [writer.text]
+        return [summary]
     }
 }

@@ -1204,15 +1204,5 @@ public struct ReportGap: Sendable, Equatable {
 
     /// `brain/events`: `{"event":"gap","gateway","from","to","seconds"}` (at least `FleetPresence.reportedGap`): what the brain could
     /// not decide from evidence, said instead of guessed.
-    public var json: String {
-        var writer = JSONWriter(capacity: 128)
-        writer.object { o in
-            o("event", "gap")
-            o("gateway", gateway)
-            o("from", from)
-            o("to", to)
-            o("seconds", to.seconds(since: from), places: 3)
-        }
-        return writer.text
-    }
+    public var event: BrainEvent { .gap(gateway: gateway, from: from, to: to) }
 }

@@ -3,8 +3,8 @@ public import Contract
 public import Tracking
 public import Config
 
-/// The gateway's JSON payloads (README, "MQTT contract"), written directly as text: keys
-/// in a fixed documented order, numbers rounded the same way every time.
+/// The gateway's JSON payloads (README, "MQTT contract"), built from what the gateway holds
+/// (tracks, a config's result) as the Contract types that write them.
 public enum Payloads {
     /// A sighting on `beacons/<major>/<minor>` (Contract's `Sighting`) of a track as it is now.
     public static func sighting(_ track: Track, gateway: String, entry: BeaconEntry?, at time: CaptureTime) -> String {
@@ -28,49 +28,22 @@ public enum Payloads {
         GatewayPresenceReport(track, gateway: gateway, zone: zone).json
     }
 
-    /// An answer to an operator's command on `gateways/<id>/events`:
-    /// `{"event":"command","command","status","detail"?,"ts"}`, `status` `ok` or `rejected`.
-    public static func commandReply(_ command: String, status: String, detail: String?, at time: WallTime) -> String {
-        var writer = JSONWriter()
-        writer.object { o in
-            o("event", "command")
-            o("command", command)
-            o("status", status)
-            if let detail { o("detail", detail) }
-            o("ts", time)
-        }
-        return writer.text
-    }
-
-    /// What became of a new fleet config, on `gateways/<id>/events`:
-    /// `{"event":"config","origin","status":"applied","needsRestart"?,"ts"}` or
-    /// `{"event":"config","origin","status":"rejected","errors":[…],"ts"}`.
+    /// What became of a new fleet config, on `gateways/<id>/events` (Contract's `ConfigReport`).
     /// `superseded`: pushes dropped unread because this newer one came first (omitted when 0).
     public static func configReport(_ result: ConfigApplyResult, origin: String, superseded: Int = 0, at time: WallTime) -> String {
-        var writer = JSONWriter()
-        writer.object { o in
-            o("event", "config")
-            o("origin", origin)
-            if superseded > 0 { o("superseded", superseded) }
-            switch result {
-            case .applied(let needsRestart):
-                o("status", "applied")
-                if !needsRestart.isEmpty {
-                    o("needsRestart", .array(needsRestart.map(JSONValue.string)))
-                }
-            case .rejected(let errors):
-                o("status", "rejected")
-                o("errors", .array(errors.map(JSONValue.string)))
-            }
-            o("ts", time)
-        }
-        return writer.text
+        GatewayEvent.config(ConfigReport(result, origin: origin, superseded: superseded, at: time)).json
     }
+}
 
-    public static func error(_ message: String) -> String {
-        var writer = JSONWriter()
-        writer.object { o in o("error", message) }
-        return writer.text
+extension ConfigReport where Time == ServiceWallClock {
+    /// The gateway's report of `result`.
+    public init(_ result: ConfigApplyResult, origin: String, superseded: Int = 0, at time: WallTime) {
+        switch result {
+        case .applied(let needsRestart):
+            self.init(origin: origin, superseded: superseded, outcome: .applied(needsRestart: needsRestart), at: time)
+        case .rejected(let errors):
+            self.init(origin: origin, superseded: superseded, outcome: .rejected(errors: errors), at: time)
+        }
     }
 }
 

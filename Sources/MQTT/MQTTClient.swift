@@ -145,6 +145,10 @@ public final class MQTTClient: Sendable {
     /// Events that did not fit the `events` buffer (the oldest go first).
     public var droppedEvents: Int { state.withLock { $0.droppedEvents } }
 
+    /// Connections lost and connection attempts failed since the start, each one counted,
+    /// although `events` reports a failure identical to the one before only once.
+    public var disconnections: Int { state.withLock { $0.disconnections } }
+
     /// QoS > 0 messages published and not yet acknowledged by the broker: in flight, or
     /// queued in libmosquitto behind those (it sends a few at a time). What this client
     /// publishes next waits behind all of them.
@@ -659,6 +663,7 @@ public final class MQTTClient: Sendable {
                 }
             }
             let report = state.connected || state.lastReason != reason
+            state.disconnections += 1
             state.connected = false
             state.lastReason = reason
             return (report, reason)
@@ -798,6 +803,7 @@ private struct State {
     var refusal: String?
     var droppedEvents = 0
     var supersededMessages = 0
+    var disconnections = 0
     /// Seconds before the next reconnection attempt.
     var delay: Double
     /// The node of a several-host URL tried last (an index of `broker.endpoints`).

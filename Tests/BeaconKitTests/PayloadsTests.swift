@@ -346,7 +346,6 @@ struct PayloadsTests {
                 #"{"format":"eddystone-url","url":"https://goo.gl/S6zT6P","txPower":-21}"#)
         #expect(line(bytes("1716AAFE00EE00112233445566778899AABBCCDDEEFF0000")) ==
                 #"{"format":"eddystone-uid","namespace":"00112233445566778899","instance":"aabbccddeeff","txPower":-18}"#)
-        #expect(Payloads.error("not a beacon: \"0201\"") == #"{"error":"not a beacon: \"0201\""}"#)
     }
 
     // MARK: Simulator

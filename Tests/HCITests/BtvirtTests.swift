@@ -64,15 +64,18 @@ struct BtvirtTests {
 
             let steady = try await Advertiser.start(uri, beacon: testBeacon, intervalMs: 100)
             #expect(await scanner.wait { $0.sightings.count == 1 })
-            try await Task.sleep(for: .seconds(1.5))
-            #expect(scanner.sightings.count == 1, "a radio would repeat every 100 ms; the emulator does not")
-            await steady.stop()
 
+            // A second advertiser beside it, re-enabled every 0.2 s, is the clock: its eighth
+            // report comes at least 1.4 s later through the same emulator and the same scanner,
+            // so a repeat of the steady one (every 100 ms on a radio) would be in the stream first.
             var pulsing = testBeacon
             pulsing.minor = 2
             let retriggered = try await Advertiser.start(uri, beacon: pulsing, intervalMs: 100, retrigger: 0.2)
-            #expect(await scanner.wait { $0.sightings.filter { $0.beacon == pulsing }.count >= 4 },
+            #expect(await scanner.wait(timeout: 30) { $0.sightings.filter { $0.beacon == pulsing }.count >= 8 },
                     "\(scanner.sightings.count) sightings")
+            #expect(scanner.sightings.filter { $0.beacon == testBeacon }.count == 1,
+                    "a radio would repeat every 100 ms; the emulator does not")
+            await steady.stop()
             await retriggered.stop()
             #expect(await scanner.cancel() == nil)
         }
@@ -88,13 +91,17 @@ struct BtvirtTests {
             #expect(await scanner.wait { $0.count(.paused) == 1 }, "\(scanner.summary)")
 
             let advertiser = try await Advertiser.start(uri, beacon: testBeacon)
-            try await Task.sleep(for: .seconds(1))
-            #expect(scanner.sightings.isEmpty, "a paused scanner heard an advertisement")
 
-            // Enabling scanning makes the emulator report the advertiser that is on.
+            // Enabling scanning makes the emulator report the advertiser that is on, after it
+            // answered the command: whatever it had sent the paused scanner (when the advertiser
+            // was enabled) is before that answer on the same socket, so before `.running`.
             await scanner.source.setScanning(true)
             #expect(await scanner.wait { $0.count(.running) == 2 }, "\(scanner.summary)")
             #expect(await scanner.wait { $0.sightings.first?.beacon == testBeacon })
+            let outputs = scanner.all
+            let resumed = try #require(outputs.indices.filter { outputs[$0].isState(.running) }.last)
+            #expect(SourceRecorder.sightings(in: outputs[..<resumed]).isEmpty, "a paused scanner heard an advertisement")
+            #expect(SourceRecorder.sightings(in: outputs[resumed...]).first?.beacon == testBeacon)
             #expect(await scanner.cancel() == nil)
             await advertiser.stop()
         }

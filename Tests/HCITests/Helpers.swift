@@ -41,10 +41,13 @@ final class SourceRecorder: Sendable {
     }
 
     /// Every iBeacon in the advertising reports delivered so far, in order.
-    var sightings: [Sighting] {
+    var sightings: [Sighting] { Self.sightings(in: all) }
+
+    /// Every iBeacon in the advertising reports among `outputs`, in order.
+    static func sightings(in outputs: some Sequence<SourceOutput>) -> [Sighting] {
         var decoder = AdvertisementDecoder()
         var found: [Sighting] = []
-        for frame in frames {
+        for case .frame(let frame) in outputs {
             decoder.decode(event: frame.event) { report, result in
                 if case .beacon(.iBeacon(let beacon)) = result {
                     found.append(Sighting(beacon: beacon, rssi: report.rssi, address: report.address,
@@ -217,3 +220,10 @@ struct SeededBytes: RandomNumberGenerator {
 
 let testBeacon = IBeacon(uuid: BeaconUUID("E2C56DB5-DFFB-48D2-B060-D0F5A71096E0")!, major: 4660, minor: 22136,
                          txPower: -59)
+
+extension SourceOutput {
+    /// A state change to `state`.
+    func isState(_ state: SourceState) -> Bool {
+        if case .state(state, _) = self { true } else { false }
+    }
+}

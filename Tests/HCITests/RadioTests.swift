@@ -151,7 +151,10 @@ struct RadioTests {
         await #expect(throws: HCIError.command(.leSetAdvertisingParameters, status: 0x12)) {
             _ = try await source.setAdvertising(Self.advertised, timeout: Self.answer)
         }
-        try await Task.sleep(nanoseconds: 300_000_000)
+        // Pausing the scan is the marker: the same session loop that took the refusal says
+        // `.paused` next; had the refusal ended the session, `.retrying` would come first.
+        await scanner.source.setScanning(false)
+        #expect(await scanner.wait { $0.count(.paused) == 1 }, "\(scanner.summary)")
         #expect(scanner.count(.retrying) == 0, "\(scanner.summary)")
         #expect(await scanner.cancel() == nil)
         await fake.stop()

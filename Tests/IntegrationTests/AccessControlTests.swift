@@ -231,15 +231,22 @@ struct AccessControlTests {
     }
 }
 
-/// mosquitto_sub as a named user, printing `topic payload` lines.
+/// mosquitto_sub as a named user, printing `topic payload` lines (and, with `-d`, its protocol
+/// lines, which begin with `Client `), returned once the broker has answered its subscription.
 enum MosquittoSubscriberAs {
     static func start(broker: MosquittoBroker, user: String, filters: [String], in dir: TemporaryDirectory,
                       clientID: String? = nil) async throws -> ChildProcess {
-        var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-u", user, "-P", "pw-\(user)", "-v"]
+        var arguments = ["-h", "127.0.0.1", "-p", String(broker.port), "-u", user, "-P", "pw-\(user)", "-v", "-d"]
         if let clientID { arguments += ["-i", clientID] }
         for filter in filters { arguments += ["-t", filter] }
         let process = try ChildProcess(Programs.system("stdbuf")!, ["-oL", Programs.system("mosquitto_sub")!] + arguments, in: dir)
-        try await Task.sleep(nanoseconds: 500_000_000)
+        let subscribed = await eventually(timeout: 10, interval: 0.02) {
+            !process.isRunning || process.stdout.contains("received SUBACK")
+        }
+        guard subscribed, process.isRunning else {
+            await process.stop()
+            throw TestFailure("mosquitto_sub as \(user) did not subscribe\n\(process.diagnostics)\n\(broker.diagnostics)")
+        }
         return process
     }
 }

@@ -19,8 +19,8 @@ struct RadioToolTests {
         let btvirt = try await BtvirtServer.start(in: dir)
         let scanner = try H4Source(.h4Unix(path: btvirt.lePath))
         let sightings = SightingLog()
-        let scan = Task { try await scanner.run { if case .frame(let frame) = $0 { sightings.add(frame) } } }
-        try await Task.sleep(nanoseconds: 500_000_000)
+        let scan = Task { try await scanner.run { sightings.take($0) } }
+        #expect(await eventually { sightings.isScanning }, "the scanner never said it was running")
 
         let advertise = try startProgram("beaconctl", [
             "advertise", "--source", btvirt.sourceURI, "--uuid", Self.uuid.description,
@@ -36,11 +36,16 @@ struct RadioToolTests {
         advertise.signal(SIGINT)
         #expect(await advertise.waitForExit(timeout: 10) == 0, "\(advertise.diagnostics)")
         #expect(advertise.stdoutLines.last == "stopped advertising on \(btvirt.sourceURI)")
-        // Off means off: no report after the retrigger period has passed several times.
-        try await Task.sleep(nanoseconds: 500_000_000)
-        let heard = sightings.beacons.count
-        try await Task.sleep(nanoseconds: 1_500_000_000)
-        #expect(sightings.beacons.count == heard)
+        // Off means off: no report after the retrigger period (0.3 s) has passed several times.
+        // Another advertiser, re-enabled every 0.3 s on its own controller, is the clock: the
+        // emulator sends the stopped one's reports in order with its, and from its first
+        // report on (after the stop was answered) through its fifth (>= 1.2 s) none may come.
+        let marker = IBeacon(uuid: Self.uuid, major: 4660, minor: 1, txPower: -59)
+        let clock = try await Advertiser.start(try SourceURI(parsing: btvirt.sourceURI), beacon: marker, retrigger: 0.3)
+        #expect(await eventually(timeout: 30) { sightings.beacons.filter { $0 == marker }.count >= 5 }, "\(sightings.beacons)")
+        let afterStop = sightings.beacons.drop { $0 != marker }
+        #expect(!afterStop.contains { $0.minor == 22136 }, "reports after the stop: \(afterStop)")
+        await clock.stop()
         scan.cancel()
         _ = try? await scan.value
         await btvirt.stop()
@@ -142,8 +147,8 @@ struct RadioToolTests {
         // A scanner that is already scanning hears one report per advertising enable.
         let scanner = try H4Source(.h4Unix(path: btvirt.lePath))
         let sightings = SightingLog()
-        let scan = Task { try await scanner.run { if case .frame(let frame) = $0 { sightings.add(frame) } } }
-        try await Task.sleep(nanoseconds: 500_000_000)
+        let scan = Task { try await scanner.run { sightings.take($0) } }
+        #expect(await eventually { sightings.isScanning }, "the scanner never said it was running")
 
         let config = try writeFleet(dir, broker: broker, gateways: [
             #"{"id": "till", "source": "\#(btvirt.sourceURI)", "advertise": {"uuid": "\#(Self.uuid)", "major": 100, "minor": 900, "power": -60}}"#,
@@ -209,6 +214,20 @@ struct RadioToolTests {
 final class SightingLog: @unchecked Sendable {
     private let lock = NSLock()
     private var heard: [IBeacon] = []
+
+    private var running = false
+
+    /// What the scanner delivers: its frames' beacons, and whether it has said it is running.
+    func take(_ output: SourceOutput) {
+        switch output {
+        case .frame(let frame): add(frame)
+        case .state(.running, _): lock.withLock { running = true }
+        default: break
+        }
+    }
+
+    /// The scanner has said `.running`: its controller scans, so reports from now on reach it.
+    var isScanning: Bool { lock.withLock { running } }
 
     func add(_ frame: HCIFrame) {
         var decoder = AdvertisementDecoder()

@@ -33,11 +33,17 @@ struct ServiceManagerTests {
         }, "\(manager.lines)\n\(gateway.diagnostics)")
         #expect(manager.count("WATCHDOG=trigger") == 0, "\(manager.lines)")
 
-        // A stopped process (the hang systemd's watchdog is for) sends nothing.
+        // A stopped process (the hang systemd's watchdog is for) sends nothing. Once the kernel
+        // says all its threads are stopped, what it sent before is queued on the socket ahead of the test's
+        // mark; counted when the mark has been read.
         gateway.signal(SIGSTOP)
-        try await Task.sleep(nanoseconds: 500_000_000)  // what was in flight arrives
+        #expect(await eventually { processStopped(gateway.pid) }, "\(gateway.diagnostics)")
+        #expect(await manager.mark("stopped"), "\(manager.lines)")
         let beforeSilence = manager.count("WATCHDOG=1")
+        // The scenario itself: stopped for twice the watchdog interval (2 s), in which a
+        // running gateway sends four keep-alives. What it sent would be ahead of the second mark.
         try await Task.sleep(nanoseconds: 4_000_000_000)
+        #expect(await manager.mark("silence"), "\(manager.lines)")
         #expect(manager.count("WATCHDOG=1") == beforeSilence, "keep-alives from a stopped process: \(manager.lines)")
         gateway.signal(SIGCONT)
         #expect(await eventually(timeout: 10) { manager.count("WATCHDOG=1") > beforeSilence }, "\(gateway.diagnostics)")
@@ -153,5 +159,16 @@ struct ServiceManagerTests {
                                                        "WATCHDOG_PID": "10"]), pid: 10)?.watchdogInterval == 5)
         #expect(ServiceNotifier.from(environment: env(["NOTIFY_SOCKET": "/n", "WATCHDOG_USEC": "x"]), pid: 10)?
             .watchdogInterval == nil)
+    }
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in /proc/PID/task/TID/stat):
+/// a group stop reaches the threads one by one, and any that still runs may still send.
+func processStopped(_ pid: Int32) -> Bool {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !tasks.isEmpty else { return false }
+    return tasks.allSatisfy { task in
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return true }  // a thread that ended sends nothing
+        return text[text.index(after: close)...].split(separator: " ").first == "T"
     }
 }

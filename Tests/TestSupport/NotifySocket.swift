@@ -72,6 +72,30 @@ public final class NotifySocket: @unchecked Sendable {
     /// How many lines equal `line`.
     public func count(_ line: String) -> Int { lines.filter { $0 == line }.count }
 
+    /// Sends `X-TEST-MARK=<label>` to this socket from the test and waits until it has been
+    /// read: a datagram socket keeps order, so every datagram queued before it has been read
+    /// too. False if it did not come back within `timeout` seconds.
+    public func mark(_ label: String, timeout: Double = 10) async -> Bool {
+        let line = "X-TEST-MARK=" + label
+        let sender = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard sender >= 0 else { return false }
+        defer { close(sender) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+            raw[path.utf8.count] = 0
+        }
+        let bytes = Array(line.utf8)
+        let sent = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(sender, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard sent == bytes.count else { return false }
+        return await eventually(timeout: timeout) { self.count(line) >= 1 }
+    }
+
     public func stop() {
         lock.withLock { closed = true }
         shutdown(fd, Int32(SHUT_RDWR))
