@@ -219,7 +219,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("pthread")]),
 
         // Starts and stops real processes (mosquitto, btvirt, our executables) for tests.
-        .target(name: "TestSupport", dependencies: ["BeaconKit", "SystemCalls", .product(name: "Logging", package: "swift-log")],
+        .target(name: "TestSupport", dependencies: ["BeaconKit", "Contract", "SystemCalls", .product(name: "Logging", package: "swift-log")],
                 path: "Tests/TestSupport"),
         // The pure modules' tests (BrainCore's are in BrainTests, beside the brain service's).
         .testTarget(

@@ -28,8 +28,18 @@ struct BeaconHealthTests {
         #"{"gateway":"till","batteryMv":\#(millivolts.map(String.init) ?? "null"),"temperatureC":21.5,"advertCount":1200,"uptimeSeconds":3600.0,"ts":"2026-11-21T09:00:00.000Z"}"#
     }
 
-    static func events(_ h: Harness, _ name: String) -> [JSONValue] {
-        h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json).filter { $0["event"] == .string(name) }
+    /// The `battery-low` events so far.
+    static func lows(_ h: Harness) -> [(beacon: BeaconRef, name: String?, millivolts: Int, threshold: Int)] {
+        h.events.compactMap {
+            if case .batteryLow(let beacon, let name, let millivolts, let threshold, _) = $0 { (beacon, name, millivolts, threshold) } else { nil }
+        }
+    }
+
+    /// The `beacon-missing` events of `beacon` so far.
+    static func missing(_ h: Harness, _ beacon: BeaconRef) -> [(name: String?, lastSeen: CaptureTime?)] {
+        h.events.compactMap {
+            if case .beaconMissing(beacon, let name, let lastSeen, _, _) = $0 { (name, lastSeen) } else { nil }
+        }
     }
 
     @Test("the defaults: 2500 mV and 24 h; both are checked by config check, with their path")
@@ -55,17 +65,17 @@ struct BeaconHealthTests {
         h.publish(Self.base + "/telemetry", Self.telemetry(2950), retain: true, at: t(2))
         h.publish(Self.base + "/telemetry", Self.telemetry(2550), retain: true, at: t(3))
         h.publish(Self.base + "/telemetry", Self.telemetry(2500), retain: true, at: t(4))
-        var low = Self.events(h, "battery-low")
+        var low = Self.lows(h)
         #expect(low.count == 1, "once: \(low)")
-        #expect(low.first?["battery"] == .number(2550) && low.first?["threshold"] == .number(2600) && low.first?["name"] == .string("till tag"))
+        #expect(low.first?.millivolts == 2550 && low.first?.threshold == 2600 && low.first?.name == "till tag")
         record = try #require(h.retainedJSON("brain/beacons/eddystone/00112233445566778899/aabbccddeeff"))
         #expect(record["battery"] == .number(2500) && record["batteryLow"] == .bool(true))
         // A new battery: above threshold + 100 re-arms; the next low is reported again.
         h.publish(Self.base + "/telemetry", Self.telemetry(2650), retain: true, at: t(5))
         h.publish(Self.base + "/telemetry", Self.telemetry(3000), retain: true, at: t(6))
         h.publish(Self.base + "/telemetry", Self.telemetry(2400), retain: true, at: t(7))
-        low = Self.events(h, "battery-low")
-        #expect(low.count == 2 && low.last?["battery"] == .number(2400))
+        low = Self.lows(h)
+        #expect(low.count == 2 && low.last?.millivolts == 2400)
     }
 
     @Test("last seen is kept per registry beacon across a restart; a beacon unseen for missingAfter is reported once")
@@ -90,17 +100,17 @@ struct BeaconHealthTests {
         var again = h.restarted(at: t(200))
         again.advance(to: t(210))
         #expect(again.retainedJSON(topic)?["lastSeen"] == record["lastSeen"], "last seen survives the restart")
-        #expect(Self.events(again, "beacon-missing").filter { $0["beacon"] == counter.json }.isEmpty)
+        #expect(Self.missing(again, counter).isEmpty)
         again.advance(to: left + 600)
         again.advance(to: left + 700)
-        let missing = Self.events(again, "beacon-missing").filter { $0["beacon"] == counter.json }
+        let missing = Self.missing(again, counter)
         #expect(missing.count == 1, "\(missing)")
-        #expect(missing.first?["lastSeen"] == record["lastSeen"] && missing.first?["name"] == .string("counter"))
+        #expect(missing.first?.lastSeen == left && missing.first?.name == "counter")
         #expect(again.retainedJSON(topic)?["missing"] == .bool(true))
         // The window beacon was never seen: missing 600 s after this brain began watching (t 200), lastSeen null.
         again.advance(to: t(805))
-        let never = Self.events(again, "beacon-missing").filter { $0["beacon"] == window.json }
-        #expect(never.count == 1 && never.first?["lastSeen"] == .null, "\(never)")
+        let never = Self.missing(again, window)
+        #expect(never.count == 1 && never.first?.lastSeen == nil, "\(never)")
         // Seen again: no longer missing, and re-armed.
         again.announce(counter, by: "door", rssi: -70, at: left + 800)
         again.see(counter, by: "door", rssi: -70, at: left + 801)

@@ -93,6 +93,17 @@ struct Harness {
 
     func retainedJSON(_ topic: String) -> JSONValue? { retained[topic].map { JSONValue(text: $0) } }
 
+    /// What the brain said on `brain/events`, read as Contract's `BrainEvent`; one it cannot
+    /// read back is a failure.
+    var events: [BrainEvent] {
+        sent.filter { $0.topic == topics.brainEvents }.compactMap { message in
+            do { return try BrainEvent(parsing: message.payload) } catch {
+                Issue.record("brain/events \(message.text): \(error)")
+                return nil
+            }
+        }
+    }
+
     var roster: JSONValue? { retainedJSON(topics.roster(ofStore: 100)) }
 }
 
@@ -566,19 +577,21 @@ struct Harness {
         #expect(h.core.observers.count == 1)
         #expect(h.retained == retainedBefore, "no retained state changed")
         #expect(h.inbox("ada").filter { $0["type"] == .string("error") }.count == bad.count + 1)
-        let events = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json)
-        #expect(events.filter { $0["event"] == .string("config") }.count == bad.count + 1)
+        #expect(h.events.filter { $0.name == "config" }.count == bad.count + 1)
         // Every other rejected input is reported: 20 a second one by one, the rest in a summary.
         let rejected = h.core.counters.rejected + h.core.counters.unknownTopics - (bad.count + 1)
-        let single = events.filter { $0["event"] == .string("rejected") && $0["kind"] != nil }
+        let single = h.events.compactMap { if case .rejected(let r) = $0 { r } else { nil } }
         #expect(single.count == 20)
-        #expect(single.first?["kind"] == .string("rssiReport"))
-        #expect(single.first?["topic"] == .string("gateways/door/rssi"))
-        #expect(single.first?["bytes"] == .number(8))
+        #expect(single.first?.kind == "rssiReport")
+        #expect(single.first?.topic == "gateways/door/rssi")
+        #expect(single.first?.bytes == 8)
         h.advance(to: t(3.5))
-        let summary = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json).last
-        #expect(summary?["suppressed"] == .number(Double(rejected - 20)))
-        #expect(summary?["since"] == .string(t(2).iso8601))
+        guard case .suppressed(let count, let since, _)? = h.events.last else {
+            Issue.record("no summary: \(h.events.last.map(\.json) ?? "nothing")")
+            return
+        }
+        #expect(count == rejected - 20)
+        #expect(since.iso8601 == t(2).iso8601)
         // Still answering.
         h.join("zoe", counter, at: t(3))
         #expect(h.inbox("zoe").first?["type"] == .string("ad"))
@@ -589,11 +602,14 @@ struct Harness {
         limits.eventsPerSecond = 5
         var h = Harness(core: BrainCore(config: testConfig(), limits: limits))
         h.publish("fleet/config", String(repeating: " ", count: 2000) + "{}", retain: true, at: t(1))
-        let events = h.sent.filter { $0.topic == "brain/events" }.compactMap(\.json)
-        #expect(events.contains { $0["event"] == .string("config") && $0["status"] == .string("rejected")
-            && $0["errors"] == .array([.string("fleet/config: payload of 2002 bytes exceeds 1000")]) })
-        #expect(events.contains { $0["event"] == .string("rejected") && $0["kind"] == .string("oversized")
-            && $0["topic"] == .string("fleet/config") && $0["bytes"] == .number(2002) })
+        #expect(h.events.contains {
+            guard case .config(let report) = $0 else { return false }
+            return report.outcome == .rejected(errors: ["fleet/config: payload of 2002 bytes exceeds 1000"])
+        })
+        #expect(h.events.contains {
+            guard case .rejected(let r) = $0 else { return false }
+            return r.kind == "oversized" && r.topic == "fleet/config" && r.bytes == 2002
+        })
         #expect(h.core.counters.configsRejected == 1)
         #expect(h.core.config == testConfig())
     }
@@ -614,9 +630,11 @@ struct Harness {
         // An invalid config is reported and the last good one kept.
         h.publish("fleet/config", #"{"rules":[{"when":"sometimes"}]}"#, retain: true, at: t(2))
         #expect(h.core.counters.configsRejected == 1)
-        let event = try #require(h.sent.last { $0.topic == "brain/events" }?.json)
-        #expect(event["status"] == .string("rejected"))
-        #expect(event["errors"]?.arrayValue?.isEmpty == false)
+        guard case .config(let report)? = h.events.last, case .rejected(let errors) = report.outcome else {
+            Issue.record("no rejection: \(h.events.last.map(\.json) ?? "nothing")")
+            return
+        }
+        #expect(!errors.isEmpty)
         // A restart with the original file finds the ads gone and puts them back (the
         // retained fleet/config is now the invalid one, which it rejects too).
         let r = h.restarted(config: testConfig(), at: t(3))

@@ -371,10 +371,14 @@ struct BrokerTests {
         let new = testConfigText(broker: broker.url, counterAd: #"{"title":"Cortado","price":2}"#)
         try operator_.publish("fleet/config", new, retain: true)
         #expect(await watch.waitForJSON(on: "beacons/100/1/ad") { $0["title"] == .string("Cortado") } != nil)
-        #expect(await watch.waitForJSON(on: "brain/events") { $0["status"] == .string("applied") } != nil)
+        let reports = { watch.records.compactMap { record -> ConfigReport<CaptureClock>? in
+            if record.topic == "brain/events", case .config(let report)? = record.brainEvent { report } else { nil }
+        } }
+        #expect(await eventually(timeout: 5) { reports().contains { if case .applied = $0.outcome { true } else { false } } }, "\(watch.records)")
         try operator_.publish("fleet/config", #"{"beacons":[{"major":1}]}"#, retain: true)
-        let rejected = await watch.waitForJSON(on: "brain/events") { $0["status"] == .string("rejected") }
-        #expect(rejected?["errors"]?.arrayValue?.isEmpty == false)
+        #expect(await eventually(timeout: 5) {
+            reports().contains { if case .rejected(let errors) = $0.outcome { !errors.isEmpty } else { false } }
+        }, "\(watch.records)")
         #expect(brain.statistics.counters.configsApplied == 1)
         #expect(brain.statistics.counters.configsRejected == 1)
         #expect(watch.json(on: "beacons/100/1/ad").last?["title"] == .string("Cortado"))

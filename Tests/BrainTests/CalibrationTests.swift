@@ -191,7 +191,7 @@ struct CalibrationBrokerTests {
             #expect(json["pathLossExponent"]?.numberValue.map { abs($0 - 2.5) < 0.5 } == true)
             #expect(json["samples"]?.numberValue.map { $0 >= 60 } == true)
         }
-        let event = await watch.waitFor { $0.topic == "brain/events" && $0.text.contains(#""event":"calibration""#) }
+        let event = await watch.waitFor { $0.topic == "brain/events" && $0.brainEvent?.name == "calibration" }
         #expect(event != nil, "the change is an event too")
         // Retained: a subscriber that comes later gets every gateway's record at once.
         let later = try await MosquittoSubscriber.start(broker: broker, filters: ["gateways/+/calibration"], in: directory)

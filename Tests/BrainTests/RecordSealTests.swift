@@ -142,15 +142,16 @@ import Tracking
         let (sealed, placed) = try zone(Self.key, retained: forged)
         #expect(placed == "door")
         #expect(sealed.core.calibrator.applied.isEmpty)
-        let reports = sealed.sent.filter { $0.topic == "brain/events" }.map(\.text)
-        #expect(reports.filter { $0.contains("calibration") && $0.contains("brain-secret") }.count == 2, "\(reports)")
+        let reports = sealed.events.compactMap { if case .rejected(let r) = $0 { r } else { nil } }
+        #expect(reports.filter { $0.topic.hasSuffix("/calibration") && $0.kind == "record" && $0.reason.contains("brain-secret") }.count == 2,
+                "\(reports)")
         #expect(sealed.retained["gateways/counter/calibration"] == nil && sealed.retained["gateways/door/calibration"] == nil)
         // Its own sealed record is applied again by the next brain with the key.
         let own = ["gateways/counter/calibration": Self.key.seal(Self.calibration("counter", offset: 3),
                                                                  topic: "gateways/counter/calibration")]
         let (again, _) = try zone(Self.key, retained: own)
         #expect(again.core.calibrator.correction(of: "counter") == 3)
-        #expect(again.sent.filter { $0.topic == "brain/events" && !$0.text.contains(#""event":"gap""#) }.isEmpty)
+        #expect(again.events.filter { $0.name != "gap" }.isEmpty)
         #expect(again.retained["gateways/counter/calibration"] == own["gateways/counter/calibration"])
     }
 
@@ -159,7 +160,7 @@ import Tracking
             client: "mallory", name: "Mallory", favorite: nil, photo: nil, beacon: window, since: t(0)).json.jsonText]
         let sealed = brain(Self.key, retained: forged, at: t(1))
         #expect(sealed.log.contains { $0.message.contains("without this brain's seal") })
-        #expect(sealed.sent.contains { $0.topic == "brain/events" && $0.text.contains("stores/100/customers/mallory") })
+        #expect(sealed.events.contains { if case .rejected(let r) = $0 { r.topic == "stores/100/customers/mallory" } else { false } })
         #expect(sealed.retained["stores/100/customers/mallory"] == nil)
     }
 

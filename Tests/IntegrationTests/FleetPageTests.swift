@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Foundation
 import LiveClock
 import SystemCalls
@@ -148,14 +149,20 @@ struct FleetPageTests {
             let (web, base) = try await BeaconWebTests.startWeb(config: config, in: dir)
             processes.append(web)
 
-            let low = await events.waitFor(timeout: 60) { $0.json?["event"] == .string("battery-low") }
-            #expect(low?.json?["name"] == .string("till tag") && low?.json?["battery"] == .number(2950)
-                    && low?.json?["threshold"] == .number(3000), "\(events.records)\n\(failure())")
-            let missing = await events.waitFor(timeout: 30) { $0.json?["event"] == .string("beacon-missing") }
-            #expect(missing?.json?["name"] == .string("spare") && missing?.json?["lastSeen"] == .string(lastSeen.iso8601),
-                    "\(events.records)\n\(failure())")
-            #expect(!events.records.contains { $0.json?["event"] == .string("beacon-missing") && $0.json?["name"] != .string("spare") },
-                    "only the spare tag is missing: \(events.records)")
+            // Read as Contract's `BrainEvent`.
+            let low = await events.waitFor(timeout: 60) { $0.brainEvent?.name == "battery-low" }
+            guard case .batteryLow(_, let name, let millivolts, let threshold, _)? = low?.brainEvent else {
+                throw TestFailure("no battery-low event: \(events.records)")
+            }
+            #expect(name == "till tag" && millivolts == 2950 && threshold == 3000, "\(events.records)\n\(failure())")
+            let missing = await events.waitFor(timeout: 30) { $0.brainEvent?.name == "beacon-missing" }
+            guard case .beaconMissing(_, let missingName, let missingSince, _, _)? = missing?.brainEvent else {
+                throw TestFailure("no beacon-missing event: \(events.records)")
+            }
+            #expect(missingName == "spare" && missingSince?.iso8601 == lastSeen.iso8601, "\(events.records)\n\(failure())")
+            #expect(!events.records.contains {
+                if case .beaconMissing(_, let name, _, _, _)? = $0.brainEvent { name != "spare" } else { false }
+            }, "only the spare tag is missing: \(events.records)")
 
             let page = try await browser.newPage(width: 1180, height: 1024)
             try await page.navigate(base + "/fleet")

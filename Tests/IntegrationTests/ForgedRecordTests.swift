@@ -1,4 +1,5 @@
 import BeaconKit
+import Contract
 import Foundation
 import TestSupport
 import Testing
@@ -29,7 +30,8 @@ struct ForgedRecordTests {
                                      retain: true))
         let brain = try startProgram("beacon-brain", ["--config", config, "--record-key", key], in: dir)
         let reported = await watch.waitFor(timeout: 30) {
-            $0.topic == "brain/events" && $0.text.contains("brain/visits/100/9") && $0.text.contains("brain-secret")
+            guard $0.topic == "brain/events", case .rejected(let r)? = $0.brainEvent else { return false }
+            return r.kind == "record" && r.topic == "brain/visits/100/9" && r.reason.contains("brain-secret")
         }
         #expect(reported != nil, "\(brain.diagnostics)")
         // A join after it: answered once the brain has settled, so an exit or leave rule

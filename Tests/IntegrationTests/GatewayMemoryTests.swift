@@ -1,6 +1,7 @@
 import BeaconKit
 import Config
 import CoreHost
+import Contract
 @testable import Gateway
 import GatewayCore
 import HCI
@@ -96,15 +97,13 @@ struct GatewayMemoryTests {
         let newest = try FleetConfig.parse(fleet(pushes - 1))
         #expect(await eventually(timeout: 30) { service.host.withLock { $0.core.engine.config } == newest })
         // Every push is accounted for: answered, or counted as superseded in an answer.
-        func answers() -> [JSONObject] {
-            events.records.compactMap(\.json).filter { $0["event"] == .string("config") }
-        }
+        func answers() -> [ConfigReport<ServiceWallClock>] { Self.configReports(events) }
         func accounted() -> Int {
-            answers().reduce(0) { $0 + 1 + Int($1["superseded"]?.numberValue ?? 0) }
+            answers().reduce(0) { $0 + 1 + $1.superseded }
         }
         #expect(await eventually(timeout: 20) { accounted() == pushes }, "\(events.records)")
         #expect(answers().count <= 2, "\(answers().count) pushes parsed and answered: \(events.records)")
-        #expect(answers().last?["status"] == .string("applied"), "\(events.records)")
+        #expect(answers().last.map { if case .applied = $0.outcome { true } else { false } } == true, "\(events.records)")
         #expect(service.statistics.supersededConfigs >= pushes - 2)
         running.cancel()
         _ = try? await running.value
@@ -163,8 +162,8 @@ struct GatewayMemoryTests {
         #expect(await pub.waitForExit(timeout: 120) == 0, "\(pub.diagnostics)")
         // Every push is accounted for on gateways/door/events: answered (applied or
         // rejected), or counted in an answer as superseded unread by a newer one.
-        let answers = { events.records.compactMap(\.json).filter { $0["event"] == .string("config") } }
-        let accounted = { answers().reduce(0) { $0 + 1 + Int($1["superseded"]?.numberValue ?? 0) } }
+        let answers = { Self.configReports(events) }
+        let accounted = { answers().reduce(0) { $0 + 1 + $1.superseded } }
         func answered(_ count: Int) async -> Bool {
             await eventually(timeout: 120, interval: 0.2) {
                 peak = max(peak, Self.residentBytes(gateway.pid) ?? 0)
@@ -203,5 +202,10 @@ struct GatewayMemoryTests {
         #expect(after - before < 24 * 1_048_576, "what the pushes left behind: \(summary)")
         await events.stop()
         await broker.stop()
+    }
+
+    /// The gateway's config reports so far (Contract's `GatewayEvent.config`).
+    static func configReports(_ events: MosquittoSubscriber) -> [ConfigReport<ServiceWallClock>] {
+        events.records.compactMap { if case .config(let report)? = $0.gatewayEvent { report } else { nil } }
     }
 }

@@ -1,6 +1,7 @@
 import BeaconKit
 import Wire
 import Foundation
+import Contract
 import TestSupport
 import Testing
 
@@ -134,31 +135,47 @@ struct GatewayOperationsTests {
             ] + (retain ? ["-r"] : []), in: dir)
             #expect(await pub.waitForExit(timeout: 5) == 0)
         }
-        func event(_ predicate: @escaping (JSONObject) -> Bool) async -> JSONObject? {
-            await subscriber.waitFor(timeout: 10) { record in
-                record.topic == "gateways/door/events" && record.json.map(predicate) == true
-            }?.json
+        // The gateway's events, read as Contract's `GatewayEvent`.
+        func reply(_ predicate: @escaping (CommandReply) -> Bool) async -> CommandReply? {
+            let record = await subscriber.waitFor(timeout: 10) { record in
+                guard record.topic == "gateways/door/events", case .command(let reply)? = record.gatewayEvent else { return false }
+                return predicate(reply)
+            }
+            if case .command(let reply)? = record?.gatewayEvent { return reply }
+            return nil
+        }
+        func configReport(_ predicate: @escaping (ConfigReport<ServiceWallClock>.Outcome) -> Bool) async -> ConfigReport<ServiceWallClock>? {
+            let record = await subscriber.waitFor(timeout: 10) { record in
+                guard record.topic == "gateways/door/events", case .config(let report)? = record.gatewayEvent else { return false }
+                return predicate(report.outcome)
+            }
+            if case .config(let report)? = record?.gatewayEvent { return report }
+            return nil
         }
 
         try await send("gateways/door/cmd", #"{"scan":"pause"}"#)
-        let paused = await event { $0["command"] == .string("scan") && $0["detail"] == .string("paused") }
-        #expect(paused?["status"] == .string("ok"))
+        let paused = await reply { $0.command == "scan" && $0.detail == "paused" }
+        #expect(paused?.status == .ok)
         let pausedHealth = await subscriber.waitFor(timeout: 5) {
             $0.topic == "gateways/door/health" && $0.json?["sourceState"] == .string("paused")
         }
         #expect(pausedHealth != nil)
         try await send("gateways/door/cmd", #"{"scan":"resume"}"#)
-        #expect(await event { $0["detail"] == .string("resumed") } != nil)
+        #expect(await reply { $0.detail == "resumed" } != nil)
 
         // Garbage on the command topic: a clear rejection, and the gateway runs on.
         try await send("gateways/door/cmd", "definitely not json")
-        #expect(await event { $0["status"] == .string("rejected") && $0["command"] == .string("?") } != nil)
+        #expect(await reply { $0.status == .rejected && $0.command == "?" } != nil)
 
         // A broken config on disk: reload is rejected and the last good one stays.
         _ = try dir.write("fleet.json", #"{"gateways": [{"id": "door", "exitTimout": 3}]}"#)
         try await send("gateways/door/cmd", #"{"reload":true}"#)
-        let rejected = await event { $0["event"] == .string("config") && $0["status"] == .string("rejected") }
-        #expect(rejected?["errors"]?.arrayValue?.first?.stringValue?.contains("gateways[0].exitTimout") == true)
+        let rejected = await configReport { if case .rejected = $0 { true } else { false } }
+        guard case .rejected(let errors)? = rejected?.outcome else {
+            Issue.record("no rejection: \(subscriber.records)")
+            return
+        }
+        #expect(errors.first?.contains("gateways[0].exitTimout") == true, "\(errors)")
 
         // A valid config pushed with `beaconctl config push` is applied live; an invalid one
         // is never pushed.
@@ -168,7 +185,7 @@ struct GatewayOperationsTests {
         let next = try dir.write("next.json", #"{"broker": {"url": "\#(broker.url)", "keepalive": 5}, "gateways": [{"id": "door", "source": "btsnoop:\#(capture)?loop", "exitTimeout": 4, "healthInterval": 1}]}"#)
         let push = try startProgram("beaconctl", ["config", "push", next], in: dir)
         #expect(await push.waitForExit(timeout: 20) == 0, "\(push.diagnostics)")
-        #expect(await event { $0["event"] == .string("config") && $0["status"] == .string("applied") } != nil)
+        #expect(await configReport { if case .applied = $0 { true } else { false } } != nil)
         #expect(gateway.isRunning)
         await gateway.stop()
         await subscriber.stop()

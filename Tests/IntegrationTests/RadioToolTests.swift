@@ -1,6 +1,7 @@
 import BeaconKit
 import Wire
 import Foundation
+import Contract
 import HCI
 import TestSupport
 import Testing
@@ -165,32 +166,36 @@ struct RadioToolTests {
             ], in: dir)
             #expect(await pub.waitForExit(timeout: 5) == 0)
         }
-        func reply(_ index: Int) async -> JSONObject? {
-            _ = await subscriber.waitFor(timeout: 10) { _ in
-                subscriber.records.filter { $0.topic == "gateways/till/events" && $0.json?["command"] == .string("advertise") }
-                    .count > index
+        // The gateway's answers to `advertise`, read as Contract's `CommandReply`.
+        func replies() -> [CommandReply] {
+            subscriber.records.compactMap { record in
+                guard record.topic == "gateways/till/events", case .command(let reply)? = record.gatewayEvent,
+                      reply.command == "advertise" else { return nil }
+                return reply
             }
-            return subscriber.records.filter { $0.topic == "gateways/till/events" && $0.json?["command"] == .string("advertise") }
-                .dropFirst(index).first?.json
+        }
+        func reply(_ index: Int) async -> CommandReply? {
+            _ = await eventually(timeout: 10) { replies().count > index }
+            return replies().dropFirst(index).first
         }
 
         try await send(#"{"advertise": {"uuid": "\#(Self.uuid)", "major": 100, "minor": 901}}"#)
         let replaced = await reply(0)
-        #expect(replaced?["status"] == .string("ok"), "\(subscriber.records)")
-        #expect(replaced?["detail"] == .string("advertising \(Self.uuid) major 100 minor 901, -59 dBm at 1 m, every 100 ms"))
+        #expect(replaced?.status == .ok, "\(subscriber.records)")
+        #expect(replaced?.detail == "advertising \(Self.uuid) major 100 minor 901, -59 dBm at 1 m, every 100 ms")
         #expect(await eventually(timeout: 10) { sightings.beacons.contains { $0.minor == 901 } })
 
         try await send(#"{"advertise": false}"#)
-        #expect(await reply(1)?["detail"] == .string("advertising stopped"))
+        #expect(await reply(1)?.detail == "advertising stopped")
 
         try await send(#"{"advertise": {"uuid": "nope", "major": 1}}"#)
         let bad = await reply(2)
-        #expect(bad?["status"] == .string("rejected"))
-        #expect(bad?["detail"]?.stringValue?.contains("advertise.uuid: \"nope\" is not a UUID") == true, "\(String(describing: bad))")
-        #expect(bad?["detail"]?.stringValue?.contains("advertise.minor") == true)
+        #expect(bad?.status == .rejected)
+        #expect(bad?.detail?.contains("advertise.uuid: \"nope\" is not a UUID") == true, "\(String(describing: bad))")
+        #expect(bad?.detail?.contains("advertise.minor") == true)
 
         try await send(#"{"advertise": true}"#)
-        #expect(await reply(3)?["detail"] == .string("advertising \(Self.uuid) major 100 minor 900, -60 dBm at 1 m, every 100 ms"))
+        #expect(await reply(3)?.detail == "advertising \(Self.uuid) major 100 minor 900, -60 dBm at 1 m, every 100 ms")
 
         // A new fleet config that changes this gateway's advertise applies at once.
         let pushed = try ChildProcess(Programs.system("mosquitto_pub")!, [

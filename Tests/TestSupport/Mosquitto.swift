@@ -1,6 +1,7 @@
 import Foundation
 import SystemCalls
 import BeaconKit
+import Contract
 
 /// A Mosquitto broker of a test's own, on a free port of 127.0.0.1, stopped by its PID.
 ///
@@ -298,4 +299,14 @@ public final class MosquittoSubscriber: @unchecked Sendable {
         }
         return Record(topic: topic, retained: retained, payload: payload)
     }
+}
+
+extension MosquittoSubscriber.Record {
+    /// The payload as the brain's event (`brain/events`, Contract's `BrainEvent`); nil for one
+    /// that is none.
+    public var brainEvent: BrainEvent? { try? BrainEvent(parsing: payload) }
+
+    /// The payload as a gateway's event (`gateways/<id>/events`, Contract's `GatewayEvent`);
+    /// nil for one that is none.
+    public var gatewayEvent: GatewayEvent? { try? GatewayEvent(parsing: payload) }
 }
