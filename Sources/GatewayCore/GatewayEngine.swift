@@ -76,13 +76,19 @@ public struct GatewayEngine: Sendable {
     /// Seconds of capture time of RSSI reports a disconnected gateway keeps: longer than an
     /// outage plus the MQTT client's longest reconnect back-off (30 s).
     public static let reportBacklogSeconds = 120.0
-    /// The reports sent in the last `resendSeconds` of capture time: handed to a connection
-    /// that then died, they may never have reached the broker (QoS 0; a broker killed or
-    /// cut off loses what was in flight), so a disconnect puts them back in the backlog,
-    /// marked `"resent":true`; the brain skips a resent one it already has.
+    /// The reports sent in the last `reportBacklogSeconds` of capture time, kept for two
+    /// resends. Those of the last `resendSeconds`, handed to a connection that then died, may
+    /// never have reached the broker (QoS 0; a broker killed or cut off loses what was in
+    /// flight), so a disconnect puts them back in the backlog, marked `"resent":true`; the
+    /// brain skips a resent one it already has. And a brain the broker dropped while this
+    /// gateway stayed connected asks for all of them after the capture time it has
+    /// (`brainReady(resendingAfter:)`): its hole runs from the drop to its request, which
+    /// a long stop or a slow reconnect makes longer than `resendSeconds` — a CI run's 15 s
+    /// stop of the brain left 10 s of a 10 s window; the whole backlog's span covers an
+    /// outage of the brain as long as one of the gateway's own.
     private var recentReports: [(to: CaptureTime, message: MQTTMessage)] = []
-    /// Capture seconds of sent reports kept for a resend: one and a half keepalives (how long
-    /// a cut connection can go unnoticed), at least 10 s, at most the backlog.
+    /// Capture seconds of sent reports a disconnect puts back: one and a half keepalives (how
+    /// long a cut connection can go unnoticed), at least 10 s, at most the backlog.
     public let resendSeconds: Double
     /// Whether messages go out (`messages`) or wait (`Outbox`).
     public private(set) var isConnected = false
@@ -233,7 +239,7 @@ public struct GatewayEngine: Sendable {
     /// gateway waits for it, or the brain names the capture time it has this gateway's reports
     /// up to (`resendingAfter`): its own connection was down while ours was not, so the
     /// reports sent meanwhile reached no one (QoS 0, and the brain's session is clean). Those
-    /// of them still in `recentReports` (the last `resendSeconds`) go out again, marked
+    /// of them still in `recentReports` (the last `reportBacklogSeconds`) go out again, marked
     /// resent, in capture order; the brain waits for them before deciding past its gap
     /// (`FleetPresence`, "resend").
     public mutating func brainReady(timedOut: Bool = false, resendingAfter after: CaptureTime? = nil) -> GatewayOutput {
@@ -307,10 +313,12 @@ public struct GatewayEngine: Sendable {
         keepRecentReports()
     }
 
-    /// The recently sent reports back into the backlog, marked as resent (`recentReports`).
+    /// The reports of the last `resendSeconds` sent back into the backlog, marked as resent
+    /// (`recentReports`); the older ones reached the broker before the connection died.
     private mutating func keepRecentReports() {
-        guard !recentReports.isEmpty else { return }
-        let resent = recentReports.map { (to: $0.to, message: Self.markedResent($0.message)) }
+        guard let last = recentReports.last else { return }
+        let resent = recentReports.filter { last.to.seconds(since: $0.to) <= resendSeconds }
+            .map { (to: $0.to, message: Self.markedResent($0.message)) }
         recentReports.removeAll()
         reportBacklog = Self.inCaptureOrder(resent + reportBacklog)
     }
@@ -530,8 +538,8 @@ public struct GatewayEngine: Sendable {
                 reportBacklog.append((report.to, message))
             }
         }
-        if let first = recentReports.first, now.seconds(since: first.to) > resendSeconds {
-            recentReports.removeAll { now.seconds(since: $0.to) > resendSeconds }
+        if let first = recentReports.first, now.seconds(since: first.to) > Self.reportBacklogSeconds {
+            recentReports.removeAll { now.seconds(since: $0.to) > Self.reportBacklogSeconds }
         }
         if let first = reportBacklog.first, now.seconds(since: first.to) > Self.reportBacklogSeconds {
             reportBacklog.removeAll { now.seconds(since: $0.to) > Self.reportBacklogSeconds }

@@ -206,29 +206,43 @@ import Wire
     /// reached no one. Asked with the capture time it has our reports up to
     /// (`{"reports":{"after":…}}`), a connected gateway sends again those of its recent
     /// reports complete after it, marked resent, in order; the plain request sends nothing.
+    /// Its hole runs from the broker's drop to its request, longer than the `resendSeconds` a
+    /// gateway's own disconnect puts back (a CI run: the brain stopped 15 s, back 7 s later,
+    /// and the last 10 s were all it got), so the request reaches back `reportBacklogSeconds`.
     @Test func aBrainBackFromItsOwnOutageGetsTheReportsSentMeanwhileAgain() throws {
         var engine = Self.engine()
         _ = engine.connected(at: Self.w0)
         engine.brainStatus(online: true)
         var sent: [MQTTMessage] = []
-        for i in 0...40 { sent += engine.handle(Self.frame(minor: 1, at: Double(i) * 0.25)).messages }
-        let reports = sent.filter { $0.topic == "gateways/door/rssi" }
-        #expect(reports.count > 30)
+        for i in 0...600 { sent += engine.handle(Self.frame(minor: 1, at: Double(i) * 0.25)).messages }
+        let reports = try sent.filter { $0.topic == "gateways/door/rssi" }.map { message in
+            (to: try RSSIReport(parsing: JSONParser().parse(message.payload), topic: "door").to, message: message)
+        }
+        #expect(reports.count > 500)
         #expect(engine.brainReady().messages.isEmpty, "not waiting, no capture time named: nothing")
 
-        let after = Self.t0 + 4
+        // The brain has our reports up to 60 s: a hole of 90 s, past resendSeconds (45 s).
+        let after = Self.t0 + 60
+        let last = reports.last!.to
+        #expect(last.seconds(since: after) > engine.resendSeconds)
         let again = engine.brainReady(resendingAfter: after).messages
-        let expected = try reports.filter { report in
-            try RSSIReport(parsing: JSONParser().parse(report.payload), topic: "door").to > after
-        }
-        #expect(!expected.isEmpty && again.count == expected.count, "\(again.count) of \(expected.count)")
+        let expected = reports.filter { $0.to > after }.map(\.message)
+        #expect(again.count == expected.count, "\(again.count) of \(expected.count)")
         #expect(again.map { RSSIReport.unmarked($0.payload) } == expected.map(\.payload), "the same reports, in order")
         #expect(again.allSatisfy { $0.text.hasSuffix(#","resent":true}"#) && $0.qos == 0 && !$0.retain })
         #expect(!engine.awaitsBrain && engine.reportsWaiting == 0)
 
-        // Disconnected, it has nothing to send yet: what it kept waits for its own reconnect.
+        // A hole longer than the backlog's span: the last reportBacklogSeconds of it.
+        let whole = engine.brainReady(resendingAfter: Self.t0).messages
+        let now = Self.t0 + 600 * 0.25
+        let kept = reports.filter { now.seconds(since: $0.to) <= GatewayEngine.reportBacklogSeconds }
+        #expect(whole.count == kept.count && whole.count < reports.count, "\(whole.count) of \(reports.count)")
+
+        // Its own disconnect puts back only the last resendSeconds; they wait for its reconnect.
         _ = engine.disconnected(reason: "connection lost")
         #expect(engine.brainReady(resendingAfter: after).messages.isEmpty)
+        let putBack = reports.filter { last.seconds(since: $0.to) <= engine.resendSeconds }
+        #expect(engine.reportsWaiting == putBack.count, "\(engine.reportsWaiting) of \(putBack.count)")
     }
 
     @Test func sightingsBeyondTheQueueLimitDropTheOldestAndCountThem() {

@@ -201,13 +201,21 @@ import Tracking
     /// sends at once the QoS 1 deletion it was handed meanwhile, and its reports only when the
     /// brain asks. The deletion waits for them (`resendWait`): 100/9 is one visit, ended by the
     /// reports' silence, as without the outage (it was enter, exit at 0 s, enter, exit).
-    @Test func aDeletionThatComesBeforeTheReportsAfterTheBrainsReconnectWaitsForThem() {
+    /// The same with the deletion before the counter's live `online` (a CI-like run, the
+    /// pause begun before any report of the counter): the brain holds the counter's presence
+    /// only, so it waits for the counter's reports from the reconnect on — unless the counter's
+    /// reports are off, when the deletion is taken at once.
+    @Test(arguments: [false, true])
+    func aDeletionThatComesBeforeTheReportsAfterTheBrainsReconnectWaitsForThem(deletionFirst: Bool) {
         let nine = BeaconRef(major: 100, minor: 9)
-        func run(outage: Bool) -> [ZoneDecision] {
-            var fleet = FleetPresence(settings: .init(BrainConfig(), defaultViewTimeout: 3, step: 0.5))
+        func run(outage: Bool, reportsOff: Set<String> = []) -> [ZoneDecision] {
+            var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
+            settings.reportsOff = reportsOff
+            var fleet = FleetPresence(settings: settings)
             for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
             _ = fleet.gatewayPresence(presenceReport(nine, "counter", rssi: -62, zone: "counter"), retained: false, at: t(0.2))
             func reports(_ gateway: String, from: Double, to: Double, at wall: Double) {
+                guard !reportsOff.contains(gateway) else { return }
                 for start in stride(from: from, to: to, by: 0.5) {
                     let heard: [(BeaconRef, Double?)] = gateway == "door" ? [(counter, -60)] : (start < 0.5 ? [(nine, -62)] : [])
                     _ = fleet.report(rssiReport(gateway, from: start, to: start + 0.5, heard), receivedAt: w(wall))
@@ -217,8 +225,14 @@ import Tracking
             if outage {
                 fleet.reconnected(at: w(10), patience: 45)
                 // The counter is back too (a live `online`), and its client sends the deletion.
-                fleet.gatewayIsBack("counter")
-                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                if deletionFirst {
+                    let now = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                    #expect(now.isEmpty == reportsOff.isEmpty, "reports off: taken at once")
+                    fleet.gatewayIsBack("counter")
+                } else {
+                    fleet.gatewayIsBack("counter")
+                    _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                }
                 reports("counter", from: 0, to: 10, at: 10.1)
                 reports("door", from: 0.5, to: 10, at: 10.1)
             } else {
@@ -233,5 +247,9 @@ import Tracking
         let undisturbed = run(outage: false)
         #expect(undisturbed.map(\.kind) == [.enter, .exit], "\(undisturbed)")
         #expect(run(outage: true) == undisturbed)
+        if deletionFirst {
+            let silent = run(outage: true, reportsOff: ["counter"])
+            #expect(silent.map(\.kind) == [.enter, .exit], "\(silent)")
+        }
     }
 }

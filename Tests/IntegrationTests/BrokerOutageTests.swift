@@ -129,7 +129,7 @@ struct BrokerOutageTests {
     ])
     func reproducible(_ hiccups: Hiccups?) async throws {
         async let baseline = Baselines.shared.effects(outage: 10)
-        let again = try await Self.run(fault: nil, end: 60, label: "again-\(hiccups.map { "\($0.part)-\(Int($0.seconds))s" } ?? "undisturbed")", hiccups: hiccups)
+        let again = try await Self.run(fault: nil, end: 60, label: "again-\(hiccups.map { "\($0.part)-\(Int($0.seconds))s\($0.after == nil ? "" : "-later")" } ?? "undisturbed")", hiccups: hiccups)
         let expected = try await baseline
         func check() {
             #expect(again.decisions == expected.decisions, """
