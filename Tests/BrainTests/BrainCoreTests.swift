@@ -1,3 +1,4 @@
+// Over 500 lines: the Harness that every BrainTests suite drives the core through (a core, its retained state, what it sent and logged), then BrainCoreTests, the core's end-to-end cases.
 import BeaconKit
 import Contract
 import Tracking

@@ -1,3 +1,4 @@
+// Over 500 lines: one scenario run (run(fault:): the cluster, the store and its bridge, the brain, the watchers, the replay and the figures) shared by the kill, cut and rolling-restart cases, as one sequence over the same processes.
 import BeaconKit
 import Foundation
 import TestSupport
@@ -310,7 +311,8 @@ struct NATSNodeFaultTests {
         // JetStream elects new leaders after the kill; what they watch must not depend on that.
         let watcher: MosquittoSubscriber
         do {
-            watcher = try await subscriber(on: 2, filters + ["stores/100/bridge"])
+            // `test/mark`: the test's own markers (no effect reads them).
+            watcher = try await subscriber(on: 2, filters + ["stores/100/bridge", "test/mark"])
         } catch {
             await store.stop()
             await cluster.stop()
@@ -426,8 +428,18 @@ struct NATSNodeFaultTests {
                         && records.contains { $0.retained && $0.topic == "stores/100/bridge" && $0.text == "1" }
                 }
                 let retainedOnIt = held ? Date().timeIntervalSince(healed) : nil
-                // Late news of the cut: what the node held for its clients, given to the others.
-                try await Task.sleep(for: .seconds(3))
+                // Late news of the cut: what the node held for its clients, given to the others,
+                // goes over its routes ahead of a marker a client publishes through it once it
+                // serves the retained state again (rather than 3 s of waiting).
+                let mark = "healed \(node)"
+                var marked = await NATSCluster.publish(host: hosts[node], port: ports[node], topic: "test/mark", payload: mark, qos: 0,
+                                                       namespace: hub, in: dir) == 0
+                if marked {
+                    marked = await eventually(timeout: 30, interval: 0.02) {
+                        watcher.records.contains { $0.topic == "test/mark" && $0.text == mark }
+                    }
+                }
+                #expect(marked, "a marker through the healed node \(node + 1) reached the centre's watcher\n\(diagnostics())")
                 let statuses: (ArraySlice<MosquittoSubscriber.Record>) -> [String] = { records in
                     records.filter { $0.topic == "brain/status" || $0.topic == "stores/100/bridge" }.map { "\($0.topic) \($0.text)" }
                 }
@@ -485,9 +497,17 @@ struct NATSNodeFaultTests {
                 process.signal(SIGTERM)
                 _ = await process.waitForExit(timeout: 20)
             }
-            let marker = await NATSCluster.publish(host: hosts[2], port: ports[2], topic: "displays/end", payload: "end", namespace: hub,
-                                                   in: dir)
-            guard marker == 0, await (stand?.watcher ?? watcher).waitFor(topic: "displays/end", timeout: 30) != nil else {
+            // nats-server 2.9 drops a QoS 1 publish it takes while JetStream elects leaders after
+            // a heal ("timeout for request type MS" on $MQTT.msgs, seen once right after a cut):
+            // the marker is published again until it arrives (no effect reads displays/end).
+            var ended = false
+            for _ in 0..<4 where !ended {
+                if await NATSCluster.publish(host: hosts[2], port: ports[2], topic: "displays/end", payload: "end", namespace: hub,
+                                             in: dir) == 0 {
+                    ended = await (stand?.watcher ?? watcher).waitFor(topic: "displays/end", timeout: 15) != nil
+                }
+            }
+            guard ended else {
                 throw TestFailure("the end marker did not arrive\n\(diagnostics())")
             }
             let retained = reader.records.filter(\.retained).map { record in
