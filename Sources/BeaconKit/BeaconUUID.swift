@@ -54,7 +54,7 @@ public struct BeaconUUID: Hashable, Sendable, Comparable, CustomStringConvertibl
     }
 
     /// Writes the canonical form without building the 16 bytes first.
-    func appendCanonical(to out: inout JSONWriter) {
+    package func appendCanonical(to out: inout JSONWriter) {
         let words = (hexDigits(UInt32(truncatingIfNeeded: high >> 32)), hexDigits(UInt32(truncatingIfNeeded: high)),
                      hexDigits(UInt32(truncatingIfNeeded: low >> 32)), hexDigits(UInt32(truncatingIfNeeded: low)))
         out.reserve(36) { p in

@@ -102,7 +102,7 @@ public struct TimePoint<Kind: TimeKind>: Hashable, Comparable, Sendable, CustomS
     }
 
     /// Writes the ISO-8601 form without intermediate strings (payload encoders).
-    func appendISO8601(to out: inout JSONWriter) {
+    package func appendISO8601(to out: inout JSONWriter) {
         // Floor division that cannot overflow, even at Int64.min.
         let millis = nanoseconds >= 0 ? nanoseconds / 1_000_000 : -(-(nanoseconds + 1) / 1_000_000) - 1
         var days = millis >= 0 ? millis / 86_400_000 : (millis - 86_399_999) / 86_400_000

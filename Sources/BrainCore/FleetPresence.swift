@@ -192,7 +192,14 @@ public struct FleetPresence: Sendable {
     /// Gateways whose status is `offline`: their retained presence is stale.
     public private(set) var offlineGateways: Set<String> = []
     /// Gateway names for reports: the config's zone names.
-    public var zoneNames: [String: String] = [:]
+    public var zoneNames: [String: String] = [:] {
+        didSet { zoneNamesVersion &+= 1 }
+    }
+    /// Counts the changes of `zoneNames`: a sample keeps its gateway's zone name as it was when
+    /// its report came, and a step takes it from there while this is unchanged, instead of
+    /// looking it up by gateway id for every sample (SipHash of the id, a fortieth of the
+    /// brain's instructions: docs/PERFORMANCE.md §11).
+    private var zoneNamesVersion = 0
 
     private var zScore: (still: Double, walking: Double)
     private var evidence: [BeaconRef: Evidence] = [:]
@@ -330,6 +337,7 @@ public struct FleetPresence: Sendable {
         // without knowing it, is still taken.
         var late = false
         let letGo = clock.excluded.contains(report.gateway)
+        let zoneName = zoneNames[report.gateway] ?? report.gateway
         for entry in report.entries {
             let ref = entry.beacon
             guard accepts(ref) else { continue }
@@ -339,7 +347,8 @@ public struct FleetPresence: Sendable {
                 continue
             }
             sequence += 1
-            pending.append(PendingSample(time: time, gateway: report.gateway, ref: ref, entry: entry, sequence: sequence))
+            pending.append(PendingSample(time: time, gateway: report.gateway, ref: ref, entry: entry, sequence: sequence,
+                                         zoneName: zoneName, zoneNamesVersion: zoneNamesVersion))
         }
         if late { behindReports += 1 }
         clock.reported(report.gateway, upTo: report.to, at: wall)
@@ -413,7 +422,8 @@ public struct FleetPresence: Sendable {
         }
         var events: [FleetEvent] = []
         let ref = report.beacon
-        zoneNames[report.gateway] = report.zone
+        // Set only when it changes: a change makes every sample waiting look its name up again.
+        if zoneNames[report.gateway] != report.zone { zoneNames[report.gateway] = report.zone }
         if var beacon = beacons[ref] {
             if let uuid = report.uuid { beacon.uuid = uuid }
             if var view = beacon.views[report.gateway] {
@@ -692,7 +702,7 @@ public struct FleetPresence: Sendable {
             }
             let link = Self.take(sample, into: &evidence.values[slot], brain: brain)
             if let index = beacons.index(forKey: ref) {
-                let view = reportView(sample.gateway, link)
+                let view = reportView(sample.gateway, link, zoneName: sample.zoneNamesVersion == zoneNamesVersion ? sample.zoneName : nil)
                 if let uuid = sample.entry.uuid, beacons.values[index].uuid != uuid {
                     beacons.values[index].uuid = uuid
                     evidence.values[slot].viewsChangedInStep = true
@@ -1134,8 +1144,10 @@ public struct FleetPresence: Sendable {
         move(&beacon, to: next, at: time ?? processed ?? beacon.since, &events)
     }
 
-    private func reportView(_ gateway: String, _ link: LinkEstimate) -> GatewayView {
-        GatewayView(gateway: gateway, zoneName: zoneNames[gateway] ?? gateway, proximity: link.proximity,
+    /// The view a gateway's reports give of a beacon; `zoneName`: the gateway's, when known
+    /// to be current (`PendingSample.zoneName`).
+    private func reportView(_ gateway: String, _ link: LinkEstimate, zoneName: String? = nil) -> GatewayView {
+        GatewayView(gateway: gateway, zoneName: zoneName ?? zoneNames[gateway] ?? gateway, proximity: link.proximity,
                     rssiSmoothed: link.rssiSmoothed, distance: link.distance, announced: false, lastUpdate: link.lastHeard)
     }
 

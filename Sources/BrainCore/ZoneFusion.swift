@@ -176,6 +176,10 @@ struct PendingSample: Sendable, Equatable {
     var entry: RSSIReport.Entry
     /// Arrival order, to keep equal times in a fixed order.
     var sequence: Int
+    /// The gateway's zone name (`FleetPresence.zoneNames`) when its report came, while
+    /// `zoneNamesVersion` says the names have not changed since.
+    var zoneName: String
+    var zoneNamesVersion: Int
     /// The gateway's reports after this one had a gap until then (`LinkEstimate.unknownUntil`).
     var unknownUntil: CaptureTime? = nil
 }

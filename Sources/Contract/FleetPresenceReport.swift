@@ -78,30 +78,61 @@ public struct FleetPresenceReport: Sendable, Equatable {
 
     /// The payload (`volatile`: with each view's numbers), and with `signature` also the text
     /// without them, made from the same bytes.
+    ///
+    /// Written straight into the writer, key by key as literal bytes: through
+    /// `JSONWriter.object` and a closure per view (each view's object handed its buffer and
+    /// back) it cost 22,000 instructions a presence, and the brain encodes every presence
+    /// whose signature changes (docs/PERFORMANCE.md §11). The same bytes as that encoding
+    /// (`FleetPresenceEncodingTests`).
     private func encoded(volatile: Bool, signature: Bool = false) -> (json: String, signature: String?) {
-        var writer = JSONWriter(capacity: 256)
+        var writer = JSONWriter(capacity: 128 + 112 * gateways.count)
         // Where each view's numbers are, to leave them out of the signature.
         var cuts: [Range<Int>] = []
-        writer.object { o in
-            if beacon.eddystone == nil { o("uuid", uuid?.description) }
-            beacon.write(into: &o)
-            o("zone", zone)
-            o("zoneName", zoneName)
-            // Written directly: the signature is computed for every sighting the brain takes in.
-            o("gateways", objects: gateways) { g, view in
-                g("gateway", view.gateway)
-                g("zone", view.zone)
-                g("proximity", view.proximity.rawValue)
-                if volatile {
-                    let start = g.count
-                    g("rssiSmoothed", view.rssiSmoothed, places: 1)
-                    g("distance", view.distance, places: 2)
-                    if signature { cuts.append(start..<g.count) }
-                }
+        if signature { cuts.reserveCapacity(gateways.count) }
+        if let eddystone = beacon.eddystone {
+            writer.append("{\"namespace\":")
+            writer.writeString(eddystone.namespace.description)
+            writer.append(",\"instance\":")
+            writer.writeString(eddystone.instance.description)
+        } else {
+            if let uuid {
+                writer.append("{\"uuid\":\"")
+                uuid.appendCanonical(to: &writer)
+                writer.append("\",\"major\":")
+            } else {
+                writer.append("{\"uuid\":null,\"major\":")
             }
-            o("proximity", proximity.rawValue)
-            o("since", since)
+            writer.appendDecimal(UInt64(beacon.major))
+            writer.append(",\"minor\":")
+            writer.appendDecimal(UInt64(beacon.minor))
         }
+        writer.append(",\"zone\":")
+        writer.writeString(zone)
+        writer.append(",\"zoneName\":")
+        writer.writeString(zoneName)
+        writer.append(",\"gateways\":[")
+        for (index, view) in gateways.enumerated() {
+            writer.append(index == 0 ? "{\"gateway\":" : ",{\"gateway\":")
+            writer.writeString(view.gateway)
+            writer.append(",\"zone\":")
+            writer.writeString(view.zone)
+            writer.append(",\"proximity\":")
+            Self.write(view.proximity, into: &writer)
+            if volatile {
+                let start = writer.count
+                writer.append(",\"rssiSmoothed\":")
+                Self.write(view.rssiSmoothed, places: 1, into: &writer)
+                writer.append(",\"distance\":")
+                Self.write(view.distance, places: 2, into: &writer)
+                if signature { cuts.append(start..<writer.count) }
+            }
+            writer.append("}")
+        }
+        writer.append("],\"proximity\":")
+        Self.write(proximity, into: &writer)
+        writer.append(",\"since\":\"")
+        since.appendISO8601(to: &writer)
+        writer.append("\"}")
         guard signature else { return (writer.text, nil) }
         let text = writer.withUnsafeBytes { bytes in
             String(unsafeUninitializedCapacity: bytes.count - cuts.reduce(0) { $0 + $1.count }) { out in
@@ -121,6 +152,22 @@ public struct FleetPresenceReport: Sendable, Equatable {
             }
         }
         return (writer.text, text)
+    }
+
+    /// A proximity as its quoted raw value.
+    private static func write(_ proximity: Proximity, into writer: inout JSONWriter) {
+        switch proximity {
+        case .immediate: writer.append("\"immediate\"")
+        case .near: writer.append("\"near\"")
+        case .far: writer.append("\"far\"")
+        case .unknown: writer.append("\"unknown\"")
+        }
+    }
+
+    /// A number rounded to `places` decimals, `null` when there is none or it is not finite
+    /// (as `JSONWriter.ObjectWriter`'s member with `places`).
+    private static func write(_ value: Double?, places: Int, into writer: inout JSONWriter) {
+        if let value, value.isFinite { writer.writeFixed(value, places: places) } else { writer.append("null") }
     }
 
     public init(parsing value: JSONValue, topic beacon: BeaconRef) throws(PayloadError) {

@@ -278,104 +278,164 @@ public struct Topics: Sendable, Equatable {
     /// Parses any topic of the contract; `nil` for anything else (another prefix, a number
     /// spelled two ways, a segment no client id can be). The UUID is not in the topic: a
     /// beacon is named by major and minor, or by namespace and instance (lower-case hex).
+    ///
+    /// Read on the topic's UTF-8 bytes, as a broker reads it: the prefix and the levels are
+    /// compared byte for byte, and the levels are byte ranges on the stack, not an array of
+    /// `Substring`s compared as Unicode text (5,100 instructions a topic, and the brain
+    /// parses every topic it takes in: docs/PERFORMANCE.md §11). What it accepts is exactly
+    /// what the builders above write (`TopicsTests.whatParsesIsWhatTheBuildersWrite`).
     public func parse(_ topic: String) -> Kind? {
-        guard let s = segments(of: topic), let first = s.first else { return nil }
-        switch first {
-        case "beacons", "eddystone":
-            guard s.count >= 3, let ref = first == "beacons" ? Self.ibeacon(s[1], s[2]) : Self.eddystone(s[1], s[2]).map(BeaconRef.init)
-            else { return nil }
-            return Self.about(s[3...], eddystone: ref.eddystone != nil).map { .beacon(ref, $0) }
-        case "gateways":
-            guard s.count == 3, let gateway = Self.name(s[1]) else { return nil }
-            switch s[2] {
-            case "rssi": return .gatewayRSSI(gateway)
-            case "status": return .gatewayStatus(gateway)
-            case "health": return .gatewayHealth(gateway)
-            case "cmd": return .gatewayCommand(gateway)
-            case "events": return .gatewayEvents(gateway)
-            case "calibration": return .gatewayCalibration(gateway)
-            default: return nil
-            }
-        case "observers":
-            guard s.count == 3, let client = Self.name(s[1]) else { return nil }
-            switch s[2] {
-            case "status": return .observerStatus(client)
-            case "inbox": return .inbox(client)
-            default: return nil
-            }
-        case "stores":
-            guard s.count >= 3, let store = Self.number(s[1]) else { return nil }
-            switch (s.count, s[2]) {
-            case (3, "roster"): return .roster(store)
-            case (3, "bridge"): return .bridgeStatus(store)
-            case (4, "customers"): return Self.name(s[3]).map { .customer(store: store, client: $0) }
-            default: return nil
-            }
-        case "fleet": return s.count == 2 && s[1] == "config" ? .fleetConfig : nil
-        case "brain":
-            if s.count == 2 { return s[1] == "status" ? .brainStatus : s[1] == "events" ? .brainEvents : nil }
-            if s.count == 3, let client = Self.name(s[2]) {
-                switch s[1] {
-                case "health": return .brainHealth(client)
-                case "sync": return .brainSync(client)
-                default: return nil
+        var topic = topic, prefix = prefix
+        return topic.withUTF8 { bytes in
+            prefix.withUTF8 { prefix in
+                guard let rest = Self.after(prefix, in: bytes) else { return nil }
+                return withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: Levels.capacity) { ranges in
+                    Levels(rest, into: ranges).flatMap(Self.kind)
                 }
             }
-            if s.count == 4 && s[1] == "shards" {
-                switch s[3] {
-                case "status": return .shardStatus(String(s[2]))
-                case "holder": return .shardHolder(String(s[2]))
-                case "sync": return .shardSync(String(s[2]))
-                default: return nil
-                }
-            }
-            return Self.brainRecord(s).map { .brainRecord($0) }
-        default: return nil
         }
     }
 
-    /// The part of a beacon's topic after its name. Telemetry is Eddystone-TLM's: an iBeacon
-    /// has none.
-    private static func about(_ rest: ArraySlice<Substring>, eddystone: Bool) -> BeaconTopic? {
-        switch rest.count {
+    /// The bytes after `prefix` and its `/`; all of them without a prefix; `nil` outside it.
+    private static func after(_ prefix: UnsafeBufferPointer<UInt8>, in topic: UnsafeBufferPointer<UInt8>)
+        -> UnsafeBufferPointer<UInt8>? {
+        guard !prefix.isEmpty else { return topic }
+        guard topic.count > prefix.count, topic[prefix.count] == UInt8(ascii: "/"),
+              topic.prefix(prefix.count).elementsEqual(prefix) else { return nil }
+        return UnsafeBufferPointer(rebasing: topic[(prefix.count + 1)...])
+    }
+
+    /// A topic's levels as byte ranges of its UTF-8, split on the byte `/`.
+    private struct Levels {
+        /// No topic of the contract has more than six levels (`brain/answered/eddystone/<namespace>/<instance>/<client>`).
+        static let capacity = 6
+        let bytes: UnsafeBufferPointer<UInt8>
+        let ranges: UnsafeMutableBufferPointer<Range<Int>>
+        let count: Int
+
+        /// `nil` when the topic has more levels than any of the contract's.
+        init?(_ bytes: UnsafeBufferPointer<UInt8>, into ranges: UnsafeMutableBufferPointer<Range<Int>>) {
+            var count = 0, start = 0
+            for index in bytes.indices where bytes[index] == UInt8(ascii: "/") {
+                guard count < Self.capacity - 1 else { return nil }
+                ranges.initializeElement(at: count, to: start..<index)
+                count += 1
+                start = index + 1
+            }
+            ranges.initializeElement(at: count, to: start..<bytes.count)
+            self.bytes = bytes
+            self.ranges = ranges
+            self.count = count + 1
+        }
+
+        subscript(index: Int) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[ranges[index]]) }
+
+        /// Whether level `index` is `word`, byte for byte.
+        func level(_ index: Int, is word: StaticString) -> Bool {
+            let level = self[index]
+            guard level.count == word.utf8CodeUnitCount else { return false }
+            for i in level.indices where level[i] != word.utf8Start[i] { return false }
+            return true
+        }
+
+        /// Level `index` as text (for the rare levels read through the `Substring` helpers).
+        func text(_ index: Int) -> Substring { Substring(String(decoding: self[index], as: UTF8.self)) }
+    }
+
+    private static func kind(_ s: Levels) -> Kind? {
+        if s.level(0, is: "beacons") || s.level(0, is: "eddystone") {
+            guard s.count >= 3 else { return nil }
+            let ref: BeaconRef
+            if s.level(0, is: "beacons") {
+                guard let major = number(s[1]), let minor = number(s[2]) else { return nil }
+                ref = BeaconRef(major: major, minor: minor)
+            } else {
+                guard let key = eddystone(s.text(1), s.text(2)) else { return nil }
+                ref = BeaconRef(key)
+            }
+            return about(s, from: 3, eddystone: ref.eddystone != nil).map { .beacon(ref, $0) }
+        }
+        if s.level(0, is: "gateways") {
+            guard s.count == 3, let gateway = name(s[1]) else { return nil }
+            if s.level(2, is: "rssi") { return .gatewayRSSI(gateway) }
+            if s.level(2, is: "status") { return .gatewayStatus(gateway) }
+            if s.level(2, is: "health") { return .gatewayHealth(gateway) }
+            if s.level(2, is: "cmd") { return .gatewayCommand(gateway) }
+            if s.level(2, is: "events") { return .gatewayEvents(gateway) }
+            if s.level(2, is: "calibration") { return .gatewayCalibration(gateway) }
+            return nil
+        }
+        if s.level(0, is: "observers") {
+            guard s.count == 3, let client = name(s[1]) else { return nil }
+            if s.level(2, is: "status") { return .observerStatus(client) }
+            if s.level(2, is: "inbox") { return .inbox(client) }
+            return nil
+        }
+        if s.level(0, is: "stores") {
+            guard s.count >= 3, let store = number(s[1]) else { return nil }
+            if s.count == 3 && s.level(2, is: "roster") { return .roster(store) }
+            if s.count == 3 && s.level(2, is: "bridge") { return .bridgeStatus(store) }
+            if s.count == 4 && s.level(2, is: "customers") { return name(s[3]).map { .customer(store: store, client: $0) } }
+            return nil
+        }
+        if s.level(0, is: "fleet") { return s.count == 2 && s.level(1, is: "config") ? .fleetConfig : nil }
+        if s.level(0, is: "brain") {
+            if s.count == 2 { return s.level(1, is: "status") ? .brainStatus : s.level(1, is: "events") ? .brainEvents : nil }
+            if s.count == 3, let client = name(s[2]) {
+                if s.level(1, is: "health") { return .brainHealth(client) }
+                if s.level(1, is: "sync") { return .brainSync(client) }
+                return nil
+            }
+            if s.count == 4 && s.level(1, is: "shards") {
+                let shard = String(s.text(2))
+                if s.level(3, is: "status") { return .shardStatus(shard) }
+                if s.level(3, is: "holder") { return .shardHolder(shard) }
+                if s.level(3, is: "sync") { return .shardSync(shard) }
+                return nil
+            }
+            return brainRecord(s).map { .brainRecord($0) }
+        }
+        return nil
+    }
+
+    /// The part of a beacon's topic after its name, from level `first`. Telemetry is
+    /// Eddystone-TLM's: an iBeacon has none.
+    private static func about(_ s: Levels, from first: Int, eddystone: Bool) -> BeaconTopic? {
+        switch s.count - first {
         case 0: return .sighting
         case 1:
-            switch rest[rest.startIndex] {
-            case "presence": return .fleetPresence
-            case "ad": return .ad
-            case "events": return .zoneEvents
-            case "telemetry" where eddystone: return .telemetry
-            default: return nil
-            }
+            if s.level(first, is: "presence") { return .fleetPresence }
+            if s.level(first, is: "ad") { return .ad }
+            if s.level(first, is: "events") { return .zoneEvents }
+            if eddystone && s.level(first, is: "telemetry") { return .telemetry }
+            return nil
         case 2:
-            guard let last = name(rest[rest.startIndex + 1]) else { return nil }
-            switch rest[rest.startIndex] {
-            case "presence": return .gatewayPresence(gateway: last)
-            case "observers": return .observer(client: last)
-            default: return nil
-            }
+            guard let last = name(s[first + 1]) else { return nil }
+            if s.level(first, is: "presence") { return .gatewayPresence(gateway: last) }
+            if s.level(first, is: "observers") { return .observer(client: last) }
+            return nil
         default: return nil
         }
     }
 
     /// `brain/visits/<beacon>`, `brain/beacons/<beacon>` or `brain/answered/<beacon>/<client>`.
-    private static func brainRecord(_ s: [Substring]) -> BrainRecordTopic? {
+    private static func brainRecord(_ s: Levels) -> BrainRecordTopic? {
         guard s.count >= 4 else { return nil }
         let ref: BeaconRef
-        let rest: ArraySlice<Substring>
-        if s[2] == "eddystone" {
-            guard s.count >= 5, let eddystone = eddystone(s[3], s[4]) else { return nil }
+        let rest: Int
+        if s.level(2, is: "eddystone") {
+            guard s.count >= 5, let eddystone = eddystone(s.text(3), s.text(4)) else { return nil }
             ref = BeaconRef(eddystone)
-            rest = s[5...]
+            rest = 5
         } else {
             guard let major = number(s[2]), let minor = number(s[3]) else { return nil }
             ref = BeaconRef(major: major, minor: minor)
-            rest = s[4...]
+            rest = 4
         }
-        switch (s[1], rest.count) {
-        case ("visits", 0): return .visit(ref)
-        case ("beacons", 0): return .health(ref)
-        case ("answered", 1): return name(rest[rest.startIndex]).map { .answered(ref, client: $0) }
+        switch s.count - rest {
+        case 0 where s.level(1, is: "visits"): return .visit(ref)
+        case 0 where s.level(1, is: "beacons"): return .health(ref)
+        case 1 where s.level(1, is: "answered"): return name(s[rest]).map { .answered(ref, client: $0) }
         default: return nil
         }
     }
@@ -396,7 +456,11 @@ public struct Topics: Sendable, Equatable {
     /// A major, minor or store number in a topic: digits only, no sign, no leading zero (so
     /// each number has one topic), at most 65535.
     static func number(_ text: Substring) -> UInt16? {
-        let utf8 = text.utf8
+        var text = text
+        return text.withUTF8 { number($0) }
+    }
+
+    private static func number(_ utf8: UnsafeBufferPointer<UInt8>) -> UInt16? {
         guard (1...5).contains(utf8.count), utf8.first != UInt8(ascii: "0") || utf8.count == 1 else { return nil }
         var value = 0
         for c in utf8 {
@@ -407,17 +471,18 @@ public struct Topics: Sendable, Equatable {
     }
 
     /// A gateway id or client id in a topic, when it is a usable segment.
-    static func name(_ text: Substring) -> String? {
+    private static func name(_ text: UnsafeBufferPointer<UInt8>) -> String? {
         // ASCII (every gateway and client id we make): one pass over the bytes, the same
         // answer as `problem(withSegment:)`, whose string searches cost 6,000 instructions.
-        if text.utf8.allSatisfy({ $0 < 0x80 }) {
-            guard let first = text.utf8.first, first != UInt8(ascii: "$") else { return nil }
-            for byte in text.utf8 where byte < 0x20 || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "#")
+        if text.allSatisfy({ $0 < 0x80 }) {
+            guard let first = text.first, first != UInt8(ascii: "$") else { return nil }
+            for byte in text where byte < 0x20 || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "#")
                 || byte == UInt8(ascii: "/") {
                 return nil
             }
-            return String(text)
+            return String(decoding: text, as: UTF8.self)
         }
-        return Topics.problem(withSegment: String(text)) == nil ? String(text) : nil
+        let text = String(decoding: text, as: UTF8.self)
+        return Topics.problem(withSegment: text) == nil ? text : nil
     }
 }

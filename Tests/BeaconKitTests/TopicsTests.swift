@@ -168,6 +168,119 @@ struct TopicsTests {
         #expect(Topics().parse("observers/a\u{7}b/inbox") == nil)
     }
 
+    /// The topic the builders write for what `parse` found: `parse` must accept exactly these.
+    static func built(_ kind: Topics.Kind, _ t: Topics) -> String {
+        switch kind {
+        case .beacon(let ref, let about):
+            switch about {
+            case .sighting: t.sightings(of: ref)
+            case .gatewayPresence(let gateway): t.presence(of: ref, seenBy: gateway)
+            case .fleetPresence: t.presence(of: ref)
+            case .observer(let client): t.observer(client, of: ref)
+            case .ad: t.ad(of: ref)
+            case .zoneEvents: t.zoneEvents(of: ref)
+            case .telemetry: t.telemetry(of: ref)
+            }
+        case .gatewayStatus(let g): t.status(ofGateway: g)
+        case .gatewayHealth(let g): t.health(ofGateway: g)
+        case .gatewayCommand(let g): t.commands(ofGateway: g)
+        case .gatewayEvents(let g): t.events(ofGateway: g)
+        case .gatewayRSSI(let g): t.rssiReports(ofGateway: g)
+        case .gatewayCalibration(let g): t.calibration(ofGateway: g)
+        case .observerStatus(let c): t.status(ofObserver: c)
+        case .inbox(let c): t.inbox(of: c)
+        case .roster(let store): t.roster(ofStore: store)
+        case .customer(let store, let client): t.customer(client, ofStore: store)
+        case .bridgeStatus(let store): t.bridgeStatus(ofStore: store)
+        case .brainRecord(.visit(let ref)): t.visitRecord(of: ref)
+        case .brainRecord(.answered(let ref, let client)): t.answeredRecord(of: ref, client: client)
+        case .brainRecord(.health(let ref)): t.beaconHealth(of: ref)
+        case .shardStatus(let s): t.shardStatus(s)
+        case .shardHolder(let s): t.shardHolder(s)
+        case .shardSync(let s): t.shardSync(s)
+        case .fleetConfig: t.fleetConfig
+        case .brainStatus: t.brainStatus
+        case .brainEvents: t.brainEvents
+        case .brainHealth(let c): t.brainHealth(c)
+        case .brainSync(let c): t.brainSync(c)
+        }
+    }
+
+    /// `parse` reads the topic's bytes (levels as byte ranges, the prefix and keywords
+    /// compared byte for byte): every topic it accepts, among 20,000 made by changing the
+    /// contract's topics a level or a byte at a time, is the one the builders write for what
+    /// it found, with names checked as `problem(withSegment:)` checks them; and each change
+    /// that makes a topic the builders cannot write is refused.
+    @Test(arguments: ["", "acme", "acme/shop-12", "café"])
+    func whatParsesIsWhatTheBuildersWrite(prefix: String) throws {
+        let t = Topics(prefix: prefix)
+        let e = Self.eddystone
+        let seeds = [
+            t.sightings(of: Self.id), t.presence(of: Self.id, seenBy: "door-1"), t.presence(of: Self.id),
+            t.observer("phone-7", of: e), t.telemetry(of: e), t.zoneEvents(of: Self.id), t.ad(of: e),
+            t.rssiReports(ofGateway: "s12-door"), t.status(ofGateway: "g"), t.calibration(ofGateway: "door-1"),
+            t.inbox(of: "phone-7"), t.customer("phone-7", ofStore: 12), t.bridgeStatus(ofStore: 0), t.fleetConfig,
+            t.answeredRecord(of: e, client: "phone-7"), t.beaconHealth(of: Self.id), t.shardHolder("north"),
+            t.brainHealth("brain-1"), t.brainEvents, t.roster(ofStore: 65535),
+        ]
+        // Whole levels: keywords of other places, numbers spelled other ways, names no id can be.
+        let levels = ["beacons", "eddystone", "gateways", "observers", "stores", "brain", "fleet", "config", "presence",
+                      "observers", "ad", "events", "telemetry", "rssi", "status", "health", "cmd", "calibration", "inbox",
+                      "roster", "bridge", "customers", "visits", "answered", "shards", "holder", "sync", "0", "00", "7",
+                      "65535", "65536", "-1", "+", "#", "", "$SYS", "a+b", "dǿr", "d\u{301}", "\u{212A}", "tab\t",
+                      "Presence", "presence ", "00112233445566778899", "aabbccddeeff", "AABBCCDDEEFF", "acme", "café"]
+        var random = SystemRandomNumberGenerator()
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var topic = seeds.randomElement(using: &random)!
+            for _ in 0...Int.random(in: 0...2, using: &random) {
+                var parts = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+                let i = Int.random(in: 0..<parts.count, using: &random)
+                switch Int.random(in: 0..<5, using: &random) {
+                case 0: parts[i] = levels.randomElement(using: &random)!
+                case 1: parts.insert(levels.randomElement(using: &random)!, at: i)
+                case 2: if parts.count > 1 { parts.remove(at: i) }
+                case 3: parts.append(levels.randomElement(using: &random)!)
+                default:
+                    // One byte of the level changed (a character of the contract's alphabet or a slash).
+                    var bytes = Array(parts[i].utf8)
+                    let byte = Array("/+#$a0Z-\u{0}é".utf8).randomElement(using: &random)!
+                    if bytes.isEmpty { bytes = [byte] } else { bytes[Int.random(in: 0..<bytes.count, using: &random)] = byte }
+                    parts[i] = String(decoding: bytes, as: UTF8.self)
+                }
+                topic = parts.joined(separator: "/")
+            }
+            guard let kind = t.parse(topic) else { continue }
+            accepted += 1
+            #expect(Self.built(kind, t) == topic, "\(topic) parsed as \(kind)")
+        }
+        // Enough were accepted for the property to say something (about 550-850 a run).
+        #expect(accepted > 300)
+        for seed in seeds { #expect(t.parse(seed).map { Self.built($0, t) } == seed) }
+    }
+
+    /// Byte for byte, as a broker: a prefix matches only its own bytes (not a canonically
+    /// equal spelling, which `String` comparison would take), and a level `/` ends however a
+    /// combining mark follows it.
+    @Test func prefixAndLevelsAreBytes() {
+        let composed = Topics(prefix: "caf\u{E9}"), decomposed = Topics(prefix: "cafe\u{301}")
+        #expect(composed.parse("caf\u{E9}/brain/status") == .brainStatus)
+        #expect(composed.parse("cafe\u{301}/brain/status") == nil)
+        #expect(decomposed.parse("cafe\u{301}/brain/status") == .brainStatus)
+        #expect(Topics(prefix: "acme").parse("acme/\u{301}brain/status") == nil)
+        #expect(Topics(prefix: "acme").parse("acme") == nil)
+        #expect(Topics(prefix: "acme").parse("acme/") == nil)
+        #expect(Topics(prefix: "acme").parse("acmebrain/status") == nil)
+        // The Kelvin sign is canonically equal to `K`, as a `String`; not as bytes.
+        #expect(Topics().parse("gateways/\u{212A}/rssi") == .gatewayRSSI("\u{212A}"))
+        #expect(Topics().parse("brain/\u{212A}") == nil)
+        // Seven levels and more: no topic of the contract.
+        #expect(Topics().parse("brain/answered/eddystone/00112233445566778899/aabbccddeeff/phone-7")
+                == .brainRecord(.answered(Self.eddystone, client: "phone-7")))
+        #expect(Topics().parse("brain/answered/eddystone/00112233445566778899/aabbccddeeff/phone-7/x") == nil)
+        #expect(Topics().parse("a/b/c/d/e/f/g/h/i/j") == nil)
+    }
+
     @Test(arguments: [
         ("door-1", nil as String?), ("", "is empty"), ("a+b", "contains an MQTT wildcard (+ or #)"),
         ("a#", "contains an MQTT wildcard (+ or #)"), ("a/b", "contains '/'"), ("$SYS", "starts with '$' (reserved by brokers)"),
