@@ -430,7 +430,10 @@ struct NATSNodeFaultTests {
                 let retainedOnIt = held ? Date().timeIntervalSince(healed) : nil
                 // Late news of the cut: what the node held for its clients, given to the others,
                 // goes over its routes ahead of a marker a client publishes through it once it
-                // serves the retained state again (rather than 3 s of waiting).
+                // serves the retained state again (rather than 3 s of waiting). A will the node
+                // makes only after the heal (a client it gives up then) is bounded by neither:
+                // 2 of 3 runs with the marker saw one (brain/status offline, stores/100/bridge 0)
+                // before the marker; the one run with the 3 s wait saw none.
                 let mark = "healed \(node)"
                 var marked = await NATSCluster.publish(host: hosts[node], port: ports[node], topic: "test/mark", payload: mark, qos: 0,
                                                        namespace: hub, in: dir) == 0

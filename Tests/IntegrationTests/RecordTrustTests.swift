@@ -50,7 +50,8 @@ struct RecordTrustTests {
         let brain = try startProgram("beacon-brain", ["--config", config, "--record-key", key], in: dir)
         for gateway in ["door", "counter"] {
             let reported = await watch.waitFor(timeout: 30) {
-                $0.topic == "brain/events" && $0.text.contains("gateways/\(gateway)/calibration") && $0.text.contains("brain-secret")
+                guard $0.topic == "brain/events", case .rejected(let r)? = $0.brainEvent else { return false }
+                return r.kind == "record" && r.topic == "gateways/\(gateway)/calibration" && r.reason.contains("brain-secret")
             }
             #expect(reported != nil, "\(gateway): \(brain.diagnostics)")
             #expect(await watch.waitFor(timeout: 10) { $0.topic == "gateways/\(gateway)/calibration" && $0.payload.isEmpty } != nil,
@@ -123,7 +124,10 @@ struct RecordTrustTests {
         #expect(await watch.waitFor(topic: "observers/ada/inbox", timeout: 30) != nil, "\(brain.diagnostics)")
         let logs = watch.records.filter { $0.topic.hasPrefix("log/") }.map(\.topic)
         #expect(logs.count == most && Set(logs).count == most, "\(logs.count) rule publishes for \(most) once rules")
-        #expect(!watch.records.contains { $0.topic == "brain/events" && $0.text.contains("oversized") },
+        #expect(!watch.records.contains {
+            guard $0.topic == "brain/events", case .rejected(let r)? = $0.brainEvent else { return false }
+            return r.kind == "oversized"
+        },
                 "the brain rejected its own record")
         await brain.stop()
         await watch.stop()
