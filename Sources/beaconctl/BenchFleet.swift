@@ -508,6 +508,15 @@ extension BenchRun {
           memory: beacon-brain \(brainMemory.map { megabytes($0.resident) } ?? "-") (peak \(brainMemory.map { megabytes($0.peak) } ?? "-")), \
         centre \(megabytes(centralMemory))\(direct ? "" : ", store mosquitto \(megabytes(storeMean)) each")
         """)
+        // A run whose brains decided nothing the C subscriber saw is no figure: say what the
+        // brains said (the last lines of each, past the start-up warnings), not only "n = 0".
+        if decisionLatency.isEmpty, sightings > 0 {
+            report.lines.append("  no decision reached the centre; the brains' last log lines:")
+            for (k, brain) in brains.enumerated() {
+                let said = brain.errors.split(separator: "\n").filter { !$0.contains("[beacon_brain]") }
+                report.lines.append("    brain \(k + 1): " + (said.isEmpty ? "none" : said.suffix(4).joined(separator: "\n      ")))
+            }
+        }
         return .object([
             "stores": .number(Double(stores)), "gateways": .number(Double(stores * settings.fleetGateways)),
             "customers": .number(Double(stores * settings.fleetCustomers)), "seconds": .number(settings.fleetDuration),
