@@ -125,6 +125,8 @@ extension BrainCore {
             note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
         case .found(let major):
             note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
+        case .heard(let major):
+            note(.info, "store bridge status not read yet, its gateways heard live: taking the bridge as up", ["store": "\(major)"])
         case .reconciled(let major, let since):
             // The replay is in: views it did not confirm are gone, held visits without a view end.
             let storeOf = viewStore

@@ -41,6 +41,9 @@ extension BrainCore {
         case .rssiReport(let gateway, let body):
             guard var report = read(body, .rssiReport, topic) else { return }
             recovery.gatewayIsLive(gateway, at: Self.runningClock(now))
+            if bridges.awaitsAnyStatus, isSettled, !retained, let major = directory.store(ofGateway: gateway) {
+                bridgeChanged(bridges.heard(fromStore: major), at: now)
+            }
             // Calibration learns from the report as the gateway sent it; the zone fusion
             // takes it corrected by the gateway's learned offset.
             for record in calibrator.learn(from: report) { calibrated(record) }

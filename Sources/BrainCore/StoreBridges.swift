@@ -10,8 +10,13 @@ public import BeaconKit
 /// the bridge is back, the store broker replays what changed during the outage and then its
 /// retained state, the gateways' statuses last (`BridgePlan`); the store is **reconciling**
 /// until every one of its gateways' statuses has come by (or `reconcileLimit` has passed),
-/// and then views that the replay did not confirm are dropped. A value owned by the brain's
-/// core; time is passed in.
+/// and then views that the replay did not confirm are dropped. A store whose status the
+/// brain has not read at all since it settled is taken as up once a live report of one of its
+/// gateways arrives (`heard(fromStore:)`): its bridge is evidently up. A NATS centre sends a
+/// new subscription's retained messages apart from its live ones, in no order with the brain's
+/// own sync, so a brain starting beside 1,000 stores settled with none of their statuses read
+/// and held every store's presence for most of a minute (docs/fleet.md, "1,000 stores,
+/// light"). A value owned by the brain's core; time is passed in.
 public struct StoreBridges: Sendable {
     public enum State: Sendable, Equatable {
         /// The bridge is up and its replay (if any) is in.
@@ -33,6 +38,8 @@ public struct StoreBridges: Sendable {
         case found(UInt16)
         /// The replay is in: drop what it did not confirm since `since`.
         case reconciled(UInt16, since: CaptureTime)
+        /// No status read yet, and one of its gateways heard live: the bridge is up.
+        case heard(UInt16)
     }
 
     /// Seconds after a bridge's `1` after which the store is reconciled even if not every
@@ -47,6 +54,9 @@ public struct StoreBridges: Sendable {
     private var seen: [UInt16: (connected: Bool, live: Bool)] = [:]
     /// Stores whose status was read back since the brain's reconnect; `nil` when not reading back.
     private var readBack: Set<UInt16>?
+    /// Stores no status of which the brain has read since it settled (or since the config
+    /// named them): a live report of one of their gateways shows their bridge up.
+    private var unheard: Set<UInt16> = []
 
     public init() {}
 
@@ -54,8 +64,14 @@ public struct StoreBridges: Sendable {
     /// the brain handles). A store no longer bridged is forgotten; a new one starts unknown.
     public mutating func configure(_ bridged: [UInt16: Set<String>]) {
         gateways = bridged
-        for major in states.keys where bridged[major] == nil { states[major] = nil }
-        for major in bridged.keys where states[major] == nil { states[major] = .unknown }
+        for major in states.keys where bridged[major] == nil {
+            states[major] = nil
+            unheard.remove(major)
+        }
+        for major in bridged.keys where states[major] == nil {
+            states[major] = .unknown
+            unheard.insert(major)
+        }
     }
 
     /// Whether a store's presence is on hold: bridged and not up.
@@ -81,8 +97,21 @@ public struct StoreBridges: Sendable {
             case (true, true)?: states[major] = .reconciling(since: now, awaiting: gateways[major] ?? [])
             default: states[major] = .unknown
             }
+            if seen[major] == nil { unheard.insert(major) } else { unheard.remove(major) }
         }
         seen = [:]
+    }
+
+    /// Whether some store's status is still unread (`heard(fromStore:)` has work).
+    public var awaitsAnyStatus: Bool { !unheard.isEmpty }
+
+    /// A live report of a gateway of store `major`. For a store whose status the brain has not
+    /// read since it settled, its bridge is up (its gateways' reports cross it): up, as if its
+    /// retained `1` had been read. A status read later says what it says.
+    public mutating func heard(fromStore major: UInt16) -> Change {
+        guard unheard.remove(major) != nil, states[major] == .unknown else { return .none }
+        states[major] = .up
+        return .heard(major)
     }
 
     /// A status after settling. A live `1` starts a reconciliation (also when the store was
@@ -93,6 +122,7 @@ public struct StoreBridges: Sendable {
     public mutating func status(_ major: UInt16, connected: Bool, live: Bool = true, at now: CaptureTime) -> Change {
         guard let was = states[major] else { return .none }
         readBack?.insert(major)
+        unheard.remove(major)
         guard connected else {
             states[major] = .unknown
             return was == .unknown ? .none : .lost(major)

@@ -151,6 +151,27 @@ import Config
         #expect(h.retained[h.topics.presence(of: counter)] != nil, "written again to the broker that lost it")
     }
 
+    /// A centre that delivers the stores' retained statuses after the brain has settled (a NATS
+    /// centre: docs/fleet.md, "1,000 stores, light"): the store starts unknown, and a live
+    /// report of one of its gateways shows its bridge up, so its beacons enter and leave as
+    /// anywhere (held, the exit never came); the retained `1` read later changes nothing.
+    @Test func aStoreWhoseStatusIsNotReadYetIsUpOnceItsGatewaysAreHeard() {
+        var h = Harness(config: Self.config)
+        #expect(h.core.bridges.unknownStores == [100])
+        h.see(counter, by: "door", rssi: -60, at: t(1))
+        #expect(h.core.bridges.unknownStores.isEmpty, "its gateway heard live")
+        #expect(h.log.contains { $0.message.contains("taking the bridge as up") })
+        h.quiet("door", from: t(1), until: t(100))
+        #expect(transitions(h) == ["enter 1", "exit 1"])
+        // The retained status, delivered late.
+        h.apply(h.core.receive(topic: Self.bridge, payload: Array("1".utf8), retained: true, at: t(101)))
+        #expect(h.core.bridges.unknownStores.isEmpty)
+        // Once its status is read, only the bridge says: its will makes it unknown again.
+        h.publish(Self.bridge, "0", at: t(102))
+        h.see(counter, by: "door", rssi: -60, at: t(103))
+        #expect(h.core.bridges.unknownStores == [100])
+    }
+
     @Test func aStoreThatWasNeverSeenUpIsUnknownAndOthersAreNot() {
         var h = Harness(config: Self.config)
         #expect(h.core.bridges.unknownStores == [100])
