@@ -538,12 +538,16 @@ public struct GatewayEngine: Sendable {
                 reportBacklog.append((report.to, message))
             }
         }
-        if let first = recentReports.first, now.seconds(since: first.to) > Self.reportBacklogSeconds {
-            recentReports.removeAll { now.seconds(since: $0.to) > Self.reportBacklogSeconds }
-        }
-        if let first = reportBacklog.first, now.seconds(since: first.to) > Self.reportBacklogSeconds {
-            reportBacklog.removeAll { now.seconds(since: $0.to) > Self.reportBacklogSeconds }
-        }
+        Self.dropExpired(&recentReports, at: now)
+        Self.dropExpired(&reportBacklog, at: now)
+    }
+
+    /// Drops the reports older than `reportBacklogSeconds` at `now` from a list kept in
+    /// capture order (the sent ones kept for a resend, or the backlog): its first tells whether
+    /// there is any.
+    private static func dropExpired(_ reports: inout [(to: CaptureTime, message: MQTTMessage)], at now: CaptureTime) {
+        guard let first = reports.first, now.seconds(since: first.to) > reportBacklogSeconds else { return }
+        reports.removeAll { now.seconds(since: $0.to) > reportBacklogSeconds }
     }
 
     /// RSSI reports waiting for the broker (`reportBacklog`).
