@@ -575,7 +575,13 @@ public struct FleetPresence: Sendable {
         // off, a broker outage: the reports were dropped, its presence was queued); and only
         // after the brain's last exit of it (else it is the late echo of a visit the reports
         // already ended).
-        guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }) else { return [] }
+        // Nor where its reports of the beacon are here and held (they wait for a hole to be
+        // filled, or for what a gateway the brain has no report of yet sends again): they
+        // will decide (BrokerOutageTests, 60 s from the first effects: the counter's
+        // backlog held, its queued presence of 100/3 entered it at 15.0 s, not 15.25 s).
+        guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }), !heldReportsHear(ref, report.gateway) else {
+            return []
+        }
         if !retained || awaitingResend.contains(report.gateway), let mark = clock.watermarks[report.gateway] {
             guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
                   lastExits[ref].map({ since > $0 }) ?? true else { return [] }
@@ -636,8 +642,12 @@ public struct FleetPresence: Sendable {
     /// taken once the hole is filled.
     private func awaitsItsReports(_ ref: BeaconRef, gateway: String) -> Bool {
         guard !clock.excluded.contains(gateway) else { return false }
-        return pending.contains { $0.ref == ref && $0.gateway == gateway }
-            || resendHeld[gateway]?.contains { $0.entries.contains { $0.beacon == ref } } == true
+        return pending.contains { $0.ref == ref && $0.gateway == gateway } || heldReportsHear(ref, gateway)
+    }
+
+    /// Whether reports of `gateway` held in `resendHeld` hear the beacon.
+    private func heldReportsHear(_ ref: BeaconRef, _ gateway: String) -> Bool {
+        resendHeld[gateway]?.contains { $0.entries.contains { $0.beacon == ref } } == true
     }
 
     /// A view ends whatever kept it (a reconnect that did not confirm it).
