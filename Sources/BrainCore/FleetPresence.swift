@@ -582,7 +582,11 @@ public struct FleetPresence: Sendable {
         guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }), !heldReportsHear(ref, report.gateway) else {
             return []
         }
-        if !retained || awaitingResend.contains(report.gateway), let mark = clock.watermarks[report.gateway] {
+        // (Its reports held count as reported: the presence of a beacon they have not heard yet
+        // but will, published a window before them, must not start the visit.)
+        let heldUpTo = resendHeld[report.gateway]?.last?.to
+        if !retained || awaitingResend.contains(report.gateway),
+           let mark = [clock.watermarks[report.gateway], heldUpTo].compactMap({ $0 }).max() {
             guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
                   lastExits[ref].map({ since > $0 }) ?? true else { return [] }
         }
