@@ -367,23 +367,18 @@ public struct FleetPresence: Sendable {
         // (NATSNodeFaultTests, the brain's node killed at the first effects: the counter's
         // 100/9 of 0–0.5 s lost, its exit at 11 s instead of 3.5 s). Not one back from its own
         // outage: it sends its backlog live, unmarked, on the brain's request.
-        if !report.resent, clock.watermarks[report.gateway] == nil, awaitingResend.contains(report.gateway),
-           !backFromOutage.contains(report.gateway) {
-            var waiting = report
-            waiting.entries.removeAll { !accepts($0.beacon) }
-            resendHeld[report.gateway, default: []].append(waiting)
-            clock.heardWaiting(report.gateway, at: wall)
-            return events
-        }
-        if !report.resent, let mark = clock.watermarks[report.gateway], report.from > mark {
-            var asking = false
-            if !awaitingResend.contains(report.gateway), holeWaits[report.gateway] == nil, ask,
+        let mark = clock.watermarks[report.gateway]
+        if !report.resent, mark.map({ report.from > $0 }) ?? (!awaitingResend.isEmpty && awaitingResend.contains(report.gateway)
+                                                                && !backFromOutage.contains(report.gateway)) {
+            // A hole after `mark` (asked for now, unless a wait is on or the gateway does not
+            // answer), or no report of it yet while the brain waits for all it kept: held.
+            let awaited = awaitingResend.contains(report.gateway)
+            if let mark, !awaited, holeWaits[report.gateway] == nil, ask,
                unanswered[report.gateway, default: 0] < Self.unansweredLimit {
                 holeWaits[report.gateway] = HoleWait(until: wall + Self.holeWait)
                 resendRequests.append((report.gateway, mark))
-                asking = true
             }
-            if asking || awaitingResend.contains(report.gateway) || holeWaits[report.gateway] != nil {
+            if awaited || holeWaits[report.gateway] != nil {
                 var waiting = report
                 waiting.entries.removeAll { !accepts($0.beacon) }
                 resendHeld[report.gateway, default: []].append(waiting)
@@ -392,7 +387,7 @@ public struct FleetPresence: Sendable {
                 return events
             }
         }
-        if let mark = clock.watermarks[report.gateway], report.from > mark {
+        if let mark, report.from > mark {
             gap(report.gateway, from: mark, to: report.from)
             if report.from.seconds(since: mark) >= Self.reportedGap {
                 gaps.append(ReportGap(gateway: report.gateway, from: mark, to: report.from))
@@ -582,11 +577,11 @@ public struct FleetPresence: Sendable {
         guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }), !heldReportsHear(ref, report.gateway) else {
             return []
         }
-        // (Its reports held count as reported: the presence of a beacon they have not heard yet
-        // but will, published a window before them, must not start the visit.)
-        let heldUpTo = resendHeld[report.gateway]?.last?.to
+        // (Without a report of it taken yet, its held reports' start stands for its watermark:
+        // the presence of a beacon they have not heard yet but will, published a window
+        // before them, must not start the visit.)
         if !retained || awaitingResend.contains(report.gateway),
-           let mark = [clock.watermarks[report.gateway], heldUpTo].compactMap({ $0 }).max() {
+           let mark = clock.watermarks[report.gateway] ?? resendHeld[report.gateway]?.first?.from {
             guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
                   lastExits[ref].map({ since > $0 }) ?? true else { return [] }
         }

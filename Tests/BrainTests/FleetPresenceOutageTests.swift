@@ -405,6 +405,45 @@ import Tracking
         }
     }
 
+    /// A live presence of a beacon first heard in a hole that is being asked for starts no
+    /// visit: the reports sent again decide it, dated as without the loss.
+    @Test func aPresenceFromInsideAHoleWaitsForTheReportsSentAgain() {
+        let third = BeaconRef(major: 100, minor: 3)
+        func report(_ gateway: String, _ from: Double, resent: Bool = false) -> RSSIReport {
+            // 100/3 at the counter from 6 to 10 s: inside the hole, so the held reports do not hear it.
+            let heard: [(BeaconRef, Double?)] = gateway == "door" ? [(counter, -60)] : (from >= 6 && from < 10 ? [(third, -62)] : [])
+            var report = rssiReport(gateway, from: from, to: from + 0.5, heard)
+            report.resent = resent
+            return report
+        }
+        func run(lossy: Bool) -> [ZoneDecision] {
+            var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
+            settings.asksAgainForHoles = true
+            var fleet = FleetPresence(settings: settings)
+            for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+            for from in stride(from: 0.0, to: 20, by: 0.5) {
+                if lossy && from >= 5 && from < 11 { continue }
+                for gateway in ["door", "counter"] { _ = fleet.report(report(gateway, from), receivedAt: w(from + 0.5)) }
+                if lossy && from == 11 {
+                    #expect(fleet.takeResendRequests().map(\.gateway) == ["door", "counter"])
+                    var late = presenceReport(third, "counter", rssi: -62, zone: "counter")
+                    late.since = t(6)
+                    #expect(fleet.gatewayPresence(late, retained: false, at: t(11.6)).isEmpty, "the reports decide")
+                    for gateway in ["door", "counter"] {
+                        for resent in stride(from: 5.0, through: 11, by: 0.5) {
+                            _ = fleet.report(report(gateway, resent, resent: true), receivedAt: w(11.7))
+                        }
+                    }
+                }
+                _ = fleet.advance(to: w(from + 0.5))
+            }
+            return fleet.takeDecisions().filter { $0.beacon == third }
+        }
+        let undisturbed = run(lossy: false)
+        #expect(undisturbed.map(\.kind) == [.enter, .exit], "\(undisturbed)")
+        #expect(run(lossy: true) == undisturbed)
+    }
+
     /// The same through the brain's core: the request goes out on the gateway's command topic
     /// (`{"reports":{"after":…}}`, QoS 1, with a log line), and the reports sent again fill
     /// the hole: no gap on `brain/events`, the visit decided as without the loss.
