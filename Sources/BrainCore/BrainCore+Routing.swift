@@ -51,6 +51,12 @@ extension BrainCore {
             // Every store's beacons are in a report: this brain takes its own.
             if !stores.isEmpty { report.entries.removeAll { !owns($0.beacon) } }
             handle(presence.report(report, receivedAt: Self.runningClock(now), holding: holdsView), at: now)
+            for (gateway, after) in presence.takeResendRequests() {
+                note(.info, "a hole in a gateway's reports: asking it to send them again",
+                     ["gateway": gateway, "after": after.iso8601, "next": report.from.iso8601])
+                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway),
+                                                text: GatewayCommand.sendReports(after: after).json, qos: 1, retain: false))
+            }
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])

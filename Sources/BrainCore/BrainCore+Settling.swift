@@ -139,6 +139,7 @@ extension BrainCore {
             fresh.proofSecrets = proofSecrets
             fresh.counters = counters
             fresh.recovery = ConnectionRecovery(settings: recovery.settings)
+            fresh.asksForLostReports = asksForLostReports
             self = fresh
             return BrainOutput()
         }

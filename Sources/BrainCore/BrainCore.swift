@@ -108,6 +108,13 @@ public struct BrainCore: Sendable {
     public let limits: Limits
     public let topics: Topics
     public internal(set) var presence: FleetPresence
+    /// Whether a hole in a gateway's live reports is asked for again before it is decided as
+    /// a gap (`FleetPresence.Settings.asksAgainForHoles`): the live brain's gateways answer
+    /// (`GatewayEngine.brainReady(resendingAfter:)`). Off for a caller whose gateways cannot
+    /// (the unit tests' shorthand reports, which leave holes on purpose).
+    public var asksForLostReports = true {
+        didSet { presence.settings.asksAgainForHoles = asksForLostReports }
+    }
     /// The gateways' RSSI offsets learned from reference transmitters (`brain.calibration`).
     public internal(set) var calibrator: Calibrator
     public internal(set) var observers = ObserverRegistry()
@@ -190,7 +197,7 @@ public struct BrainCore: Sendable {
         self.config = config
         self.limits = limits
         topics = config.topics
-        presence = FleetPresence(settings: FleetPresence.Settings(config))
+        presence = FleetPresence(settings: Self.presenceSettings(config))
         presence.zoneNames = Self.zoneNames(config)
         calibrator = Calibrator(config: config, stores: stores)
         rules = RuleEngine(rules: config.rules)
@@ -371,7 +378,7 @@ public struct BrainCore: Sendable {
         index(new)
         let rosterVisits = proximityRoster.visits
         for key in proximityRoster.configure(new) { dirtyCustomers.insert(key) }
-        presence.settings = FleetPresence.Settings(new)
+        presence.settings = Self.presenceSettings(new, asking: asksForLostReports)
         for gateway in calibrator.configure(new, stores: stores) {
             setRetained(topics.calibration(ofGateway: gateway), signature: nil) { "" }
             note(.info, "calibration withdrawn: the brain no longer corrects this gateway's RSSI", ["gateway": gateway])
@@ -433,6 +440,14 @@ public struct BrainCore: Sendable {
             proofs[store.major] = PresenceProof(secret: secret, slotSeconds: proof.slotSeconds)
         }
         return proofs
+    }
+
+    /// The fleet presence's settings from the config, asking for holes again as
+    /// `asksForLostReports` says.
+    static func presenceSettings(_ config: FleetConfig, asking: Bool = true) -> FleetPresence.Settings {
+        var settings = FleetPresence.Settings(config)
+        settings.asksAgainForHoles = asking
+        return settings
     }
 
     /// The configured zone name of every gateway.

@@ -149,6 +149,10 @@ public struct FleetPresence: Sendable {
         /// Gateways that send no RSSI reports (`reportInterval` 0): after the brain's
         /// reconnect nothing is waited for from them (`reconnected`).
         public var reportsOff: Set<String> = []
+        /// A hole in a gateway's live reports is asked for again (`takeResendRequests`) and
+        /// waited for (`holeWait`) before it is decided as a gap: the live brain, whose
+        /// gateways answer. Off where nobody answers (`beaconctl score` replays in process).
+        public var asksAgainForHoles = false
 
         public init(_ brain: BrainConfig = BrainConfig(), viewTimeouts: [String: Double] = [:],
                     defaultViewTimeout: Double = 10, step: Double = 0.5) {
@@ -238,6 +242,34 @@ public struct FleetPresence: Sendable {
     private var resendHeld: [String: [RSSIReport]] = [:]
     /// Presence deletions of those gateways that came meanwhile (`gatewayPresenceDeleted`).
     private var deferredDeletions: [(ref: BeaconRef, gateway: String)] = []
+    /// A hole in one gateway's live reports while the brain stayed connected (its store's
+    /// bridge moved to another node of the centre, a QoS 0 report lost on the way): with
+    /// `Settings.asksAgainForHoles` the gateway is asked for its reports after the brain's
+    /// watermark again (`takeResendRequests`, `{"reports":{"after":…}}`: a gateway keeps
+    /// what it sent for `reportBacklogSeconds`), and its live reports wait in `resendHeld`
+    /// until the resent ones fill the hole, `holeWait` at most (running seconds); its
+    /// presence deletions wait with them. Its held reports count as heard, so the clock does
+    /// not let it go meanwhile: the decisions wait for it, and are those of a run without
+    /// the loss (issue 22 item 3: killing the node a store's bridge was on lost the report
+    /// of 100/9's last advertisement, and its exit came 0.25 s early).
+    private var holeWaits: [String: HoleWait] = [:]
+    private struct HoleWait {
+        var until: WallTime
+        /// A report sent again has come since the request.
+        var answered = false
+    }
+    private var resendRequests: [(gateway: String, after: CaptureTime)] = []
+    /// Per gateway, hole waits in a row that ended without a report sent again (a version
+    /// that does not answer, or requests lost): from `unansweredLimit` on, its holes are gaps
+    /// at once, until it answers a request after a reconnect.
+    private var unanswered: [String: Int] = [:]
+    static let unansweredLimit = 2
+    /// How long the brain waits for the reports of a hole sent again, at most (running
+    /// seconds). A gateway that answers sends at least the held report again (it is among
+    /// those it keeps), normally within one round trip, and a hole it no longer keeps is
+    /// then decided as a gap; only one that does not answer lasts this long, holding every
+    /// decision back meanwhile.
+    static let holeWait = 3.0
     /// How long the brain waits for the reports sent again after its reconnect, at most
     /// (running seconds): one round trip of a command normally; a gateway of an older
     /// version sends none, and its held reports are then taken with the hole as a gap.
@@ -292,6 +324,13 @@ public struct FleetPresence: Sendable {
     /// end by silence (their store is cut off).
     public mutating func report(_ report: RSSIReport, receivedAt wall: WallTime, accepts: (BeaconRef) -> Bool = { _ in true },
                                 holding held: (BeaconRef, String) -> Bool = { _, _ in false }) -> [FleetEvent] {
+        take(report, receivedAt: wall, accepts: accepts, holding: held, askingForHoles: settings.asksAgainForHoles)
+    }
+
+    /// `report`; `ask`: a hole is asked for again (`holeWaits`) rather than decided as a gap
+    /// (not for reports held until a wait ended: it was asked for).
+    private mutating func take(_ report: RSSIReport, receivedAt wall: WallTime, accepts: (BeaconRef) -> Bool = { _ in true },
+                               holding held: (BeaconRef, String) -> Bool, askingForHoles ask: Bool) -> [FleetEvent] {
         offlineGateways.remove(report.gateway)
         clock.isOnline(report.gateway)
         // A report whose window this brain already has is no news: a gateway resends its last
@@ -314,12 +353,27 @@ public struct FleetPresence: Sendable {
         }
         if !report.resent { clock.restarted.remove(report.gateway) }
         var events = endResendWait(at: wall, holding: held)
-        if awaitingResend.contains(report.gateway), !report.resent, let mark = clock.watermarks[report.gateway],
-           report.from > mark {
-            var waiting = report
-            waiting.entries.removeAll { !accepts($0.beacon) }
-            resendHeld[report.gateway, default: []].append(waiting)
-            return events
+        events += endHoleWaits(at: wall, holding: held)
+        if report.resent, holeWaits[report.gateway] != nil {
+            holeWaits[report.gateway]?.answered = true
+            unanswered[report.gateway] = nil
+        }
+        if !report.resent, let mark = clock.watermarks[report.gateway], report.from > mark {
+            var asking = false
+            if !awaitingResend.contains(report.gateway), holeWaits[report.gateway] == nil, ask,
+               unanswered[report.gateway, default: 0] < Self.unansweredLimit {
+                holeWaits[report.gateway] = HoleWait(until: wall + Self.holeWait)
+                resendRequests.append((report.gateway, mark))
+                asking = true
+            }
+            if asking || awaitingResend.contains(report.gateway) || holeWaits[report.gateway] != nil {
+                var waiting = report
+                waiting.entries.removeAll { !accepts($0.beacon) }
+                resendHeld[report.gateway, default: []].append(waiting)
+                // Its reports come: it is not late, and is not let go while they wait.
+                clock.heardWaiting(report.gateway, at: wall)
+                return events
+            }
         }
         if let mark = clock.watermarks[report.gateway], report.from > mark {
             gap(report.gateway, from: mark, to: report.from)
@@ -356,8 +410,46 @@ public struct FleetPresence: Sendable {
         // Reports held for a hole the resent ones have now filled (or covered: then stale).
         while let next = resendHeld[report.gateway]?.first, let mark = clock.watermarks[report.gateway], next.from <= mark {
             resendHeld[report.gateway]?.removeFirst()
-            events += self.report(next, receivedAt: wall, holding: held)
+            events += take(next, receivedAt: wall, holding: held, askingForHoles: false)
         }
+        if holeWaits[report.gateway] != nil, resendHeld[report.gateway]?.isEmpty ?? true {
+            events += endHoleWait(report.gateway, at: wall, holding: held)
+        }
+        return events
+    }
+
+    /// The gateways to ask for their reports after a capture time again, since the last call
+    /// (`holeWaits`): `GatewayCommand.sendReports(after:)`.
+    public mutating func takeResendRequests() -> [(gateway: String, after: CaptureTime)] {
+        defer { resendRequests = [] }
+        return resendRequests
+    }
+
+    /// The hole waits past their time end (`endHoleWait`).
+    private mutating func endHoleWaits(at wall: WallTime, holding held: (BeaconRef, String) -> Bool) -> [FleetEvent] {
+        guard !holeWaits.isEmpty else { return [] }
+        var events: [FleetEvent] = []
+        for gateway in holeWaits.keys.sorted() where holeWaits[gateway].map({ wall >= $0.until }) ?? false {
+            if holeWaits[gateway]?.answered == false { unanswered[gateway, default: 0] += 1 }
+            events += endHoleWait(gateway, at: wall, holding: held)
+        }
+        return events
+    }
+
+    /// A gateway's hole wait ends (filled, or past its time): the reports still held are taken
+    /// in order, a hole still left a gap (`gap`), then its deletions that waited.
+    private mutating func endHoleWait(_ gateway: String, at wall: WallTime, holding held: (BeaconRef, String) -> Bool) -> [FleetEvent] {
+        holeWaits[gateway] = nil
+        var events: [FleetEvent] = []
+        if !awaitingResend.contains(gateway) {
+            let waiting = resendHeld[gateway] ?? []
+            resendHeld[gateway] = nil
+            for report in waiting { events += take(report, receivedAt: wall, holding: held, askingForHoles: false) }
+        }
+        let deletions = deferredDeletions.filter { $0.gateway == gateway }
+        guard !deletions.isEmpty, !awaitingResend.contains(gateway) else { return events }
+        deferredDeletions.removeAll { $0.gateway == gateway }
+        for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
         return events
     }
 
@@ -377,19 +469,25 @@ public struct FleetPresence: Sendable {
     }
 
     /// Past `resendUntil`, the wait for resent reports ends: the reports still held are taken
-    /// in order, their hole a gap (decided as unknown, `gap`), as without the wait.
+    /// in order, their hole a gap (decided as unknown, `gap`), as without the wait; in the
+    /// live brain (`Settings.asksAgainForHoles`) the hole is first asked for once more.
     private mutating func endResendWait(at wall: WallTime, holding held: (BeaconRef, String) -> Bool) -> [FleetEvent] {
         guard let until = resendUntil, wall >= until else { return [] }
         resendUntil = nil
         awaitingResend = []
-        let waiting = resendHeld
-        resendHeld = [:]
+        // (A gateway whose hole is asked for keeps its reports until that wait ends.)
+        let waiting = resendHeld.filter { holeWaits[$0.key] == nil }
+        for gateway in waiting.keys { resendHeld[gateway] = nil }
         var events: [FleetEvent] = []
         for gateway in waiting.keys.sorted() {
-            for report in waiting[gateway] ?? [] { events += self.report(report, receivedAt: wall, holding: held) }
+            // A hole still left is asked for once more (the request may have been lost with
+            // the node the brain was on; a gateway that does not answer is soon not asked).
+            for report in waiting[gateway] ?? [] {
+                events += take(report, receivedAt: wall, holding: held, askingForHoles: settings.asksAgainForHoles)
+            }
         }
-        let deletions = deferredDeletions
-        deferredDeletions = []
+        let deletions = deferredDeletions.filter { holeWaits[$0.gateway] == nil }
+        deferredDeletions.removeAll { holeWaits[$0.gateway] == nil }
         for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
         return events
     }
@@ -489,7 +587,7 @@ public struct FleetPresence: Sendable {
         // before its reports came, then entered again from them: two visits). The deletion
         // waits with them (`resendWait`); a view the reports have taken over by then ends by
         // their silence instead.
-        if awaitingResend.contains(gateway) {
+        if awaitingResend.contains(gateway) || holeWaits[gateway] != nil {
             deferredDeletions.append((ref, gateway))
             return []
         }
@@ -509,8 +607,12 @@ public struct FleetPresence: Sendable {
 
     /// Whether reports of the gateway that hear the beacon have arrived and are not decided
     /// yet (a store's gateways are decided together, moment by moment).
+    /// Held reports (a hole asked for, the wait after the brain's reconnect) count: they are
+    /// taken once the hole is filled.
     private func awaitsItsReports(_ ref: BeaconRef, gateway: String) -> Bool {
-        !clock.excluded.contains(gateway) && pending.contains { $0.ref == ref && $0.gateway == gateway }
+        guard !clock.excluded.contains(gateway) else { return false }
+        return pending.contains { $0.ref == ref && $0.gateway == gateway }
+            || resendHeld[gateway]?.contains { $0.entries.contains { $0.beacon == ref } } == true
     }
 
     /// A view ends whatever kept it (a reconnect that did not confirm it).
@@ -533,6 +635,7 @@ public struct FleetPresence: Sendable {
         clock.remove(gateway)
         pending.removeAll { $0.gateway == gateway }
         awaitingResend.remove(gateway)
+        holeWaits[gateway] = nil
         resendHeld[gateway] = nil
         deferredDeletions.removeAll { $0.gateway == gateway }
         var events: [FleetEvent] = []
@@ -568,6 +671,8 @@ public struct FleetPresence: Sendable {
         // entered from presence just before the outage, its reports not yet in: the counter's
         // deletion of 100/9 came before its live `online` and its reports, BrokerOutageTests
         // with the broker paused at the first effects), unless they send none.
+        // (Holes asked for before are asked for again with the rest: `resendAfter`.)
+        holeWaits = [:]
         awaitingResend = Set(clock.watermarks.keys)
         for beacon in beacons.values { awaitingResend.formUnion(beacon.views.keys) }
         awaitingResend.subtract(settings.reportsOff)
@@ -589,18 +694,27 @@ public struct FleetPresence: Sendable {
             let beacons = self.beacons
             events = endResendWait(at: wall, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
         }
+        if !holeWaits.isEmpty {
+            let beacons = self.beacons
+            events += endHoleWaits(at: wall, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
+        }
         clock.check(wall: wall, hold: settings.brain.clockHold)
         let beacons = self.beacons
         decide(&events, holding: { ref, gateway in beacons[ref]?.views[gateway].map { held(ref, $0) } ?? false })
         return events
     }
 
-    /// Drops every view `condition` picks, with the events that follow.
+    /// Drops every view `condition` picks, with the events that follow; not one its gateway's
+    /// reports keep (`reportsKeep`): their silence ends it, in capture time (a store's bridge
+    /// back whose replay did not confirm 100/9's view at the counter, while the counter's
+    /// reports of it waited for those sent again after the brain's own reconnect: a rolling
+    /// restart of a NATS centre ended the visit at 0 s instead of 3.5 s).
     public mutating func dropViews(where condition: (BeaconRef, GatewayView) -> Bool) -> [FleetEvent] {
         var events: [FleetEvent] = []
         for ref in beacons.keys.sorted() {
             guard let beacon = beacons[ref] else { continue }
-            for view in beacon.views.values.sorted(by: { $0.gateway < $1.gateway }) where condition(ref, view) {
+            for view in beacon.views.values.sorted(by: { $0.gateway < $1.gateway })
+            where condition(ref, view) && !reportsKeep(ref, gateway: view.gateway) {
                 remove(view.gateway, from: ref, &events)
             }
         }

@@ -311,6 +311,14 @@ struct ReportClock: Sendable, Equatable {
         if excluded.contains(gateway), let time, to >= time { changing(gateway) { $0.excluded.remove(gateway) } }
     }
 
+    /// A live report of `gateway` arrived at `wall` and waits (a hole in its reports, asked
+    /// for again: `FleetPresence`): it is heard, not late.
+    mutating func heardWaiting(_ gateway: String, at wall: WallTime) {
+        pass(wall: wall)
+        heard[gateway] = running
+        lastReport = running
+    }
+
     /// Wall-clock time passes: a gateway holding the clock back for `hold` seconds while
     /// others have reported further, and silent that long while others were heard, is no
     /// longer waited for.

@@ -21,8 +21,12 @@ struct Harness {
         self.init(core: BrainCore(config: config, stores: stores), retained: retained, at: now)
     }
 
-    init(core: BrainCore, retained: [String: String] = [:], at now: CaptureTime = t(0)) {
+    /// `asking`: the core asks for a hole in a gateway's reports again
+    /// (`BrainCore.asksForLostReports`). Off by default: the shorthands below (`see`, `quiet`)
+    /// leave holes between reports on purpose, and no gateway here answers a request.
+    init(core: BrainCore, retained: [String: String] = [:], at now: CaptureTime = t(0), asking: Bool = false) {
         self.core = core
+        self.core.asksForLostReports = asking
         topics = core.topics
         self.retained = retained
         for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) {

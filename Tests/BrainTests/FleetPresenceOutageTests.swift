@@ -252,4 +252,100 @@ import Tracking
             #expect(silent.map(\.kind) == [.enter, .exit], "\(silent)")
         }
     }
+
+    /// A hole in the gateways' live reports while the brain stays connected: the node a
+    /// store's bridge was on died and the bridge moved to another (NATSNodeFaultTests: the
+    /// report of 100/9's last advertisement was lost, and its exit came at 3.25 s instead of
+    /// 3.5 s), or a QoS 0 report was lost on the way. The brain asks each gateway for its
+    /// reports after the last it has (`takeResendRequests`), holds the live ones meanwhile,
+    /// and decides as without the loss. A gateway that does not answer leaves each hole a gap
+    /// after `holeWait`, and after two such waits in a row is not asked again; with
+    /// `asksAgainForHoles` off (`beaconctl score`) a hole is a gap at once, as before.
+    @Test(arguments: [true, false])
+    func aHoleInTheLiveReportsIsAskedForAgain(gatewaysResend: Bool) {
+        // 100/2 at the door 0–10 s, 100/1 at the counter throughout; three holes in the store's reports.
+        let holes: [Range<Double>] = [9..<11, 20..<21, 30..<31]
+        func report(_ gateway: String, _ from: Double, resent: Bool = false) -> RSSIReport {
+            let heard: [(BeaconRef, Double?)] = gateway == "door" ? (from < 10 ? [(window, -60)] : []) : [(counter, -60)]
+            var report = rssiReport(gateway, from: from, to: from + 0.5, heard)
+            report.resent = resent
+            return report
+        }
+        func run(lossy: Bool, asking: Bool = true) -> (decisions: [ZoneDecision], gaps: [ReportGap], asked: [String]) {
+            var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
+            settings.asksAgainForHoles = asking
+            var fleet = FleetPresence(settings: settings)
+            for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+            var asked: [String] = []
+            var answers: [(gateway: String, after: CaptureTime, at: Double)] = []
+            for from in stride(from: 0.0, to: 40, by: 0.5) {
+                if !(lossy && holes.contains { $0.contains(from) }) {
+                    for gateway in ["door", "counter"] {
+                        _ = fleet.report(report(gateway, from), receivedAt: w(from + 0.5))
+                        for request in fleet.takeResendRequests() {
+                            asked.append("\(request.gateway) after \(request.after.seconds(since: t(0)))")
+                            // The answer comes one window later: every report after the brain's last,
+                            // the live ones it holds included.
+                            answers.append((request.gateway, request.after, from + 0.5))
+                        }
+                    }
+                }
+                if gatewaysResend {
+                    for answer in answers where answer.at == from {
+                        for resent in stride(from: answer.after.seconds(since: t(0)), through: from, by: 0.5) {
+                            _ = fleet.report(report(answer.gateway, resent, resent: true), receivedAt: w(from + 0.6))
+                        }
+                    }
+                }
+                _ = fleet.advance(to: w(from + 0.5))
+            }
+            #expect(fleet.decidedUntil == t(40), "nothing held at the end")
+            return (fleet.takeDecisions(), fleet.takeGaps(), asked)
+        }
+        let undisturbed = run(lossy: false)
+        #expect(undisturbed.decisions.map { "\($0.beacon) \($0.kind)" } == ["100/1 enter", "100/2 enter", "100/2 exit"],
+                "\(undisturbed.decisions)")
+        #expect(undisturbed.asked.isEmpty)
+        let lossy = run(lossy: true)
+        if gatewaysResend {
+            #expect(lossy.asked == ["door after 9.0", "counter after 9.0", "door after 20.0", "counter after 20.0",
+                                    "door after 30.0", "counter after 30.0"])
+            #expect(lossy.decisions == undisturbed.decisions)
+            #expect(lossy.gaps.isEmpty)
+        } else {
+            // Asked twice each, then not again; each hole a gap, as where nobody asks.
+            #expect(lossy.asked == ["door after 9.0", "counter after 9.0", "door after 20.0", "counter after 20.0"])
+            let unasked = run(lossy: true, asking: false)
+            #expect(unasked.asked.isEmpty)
+            #expect(lossy.decisions == unasked.decisions)
+            #expect(lossy.decisions != undisturbed.decisions)
+            #expect(lossy.decisions.first { $0.beacon == window && $0.kind == .exit }.map { $0.at >= t(11) } == true,
+                    "100/2's exit waits for the hole's end: \(lossy.decisions)")
+            #expect(lossy.gaps.map(\.gateway).sorted() == ["counter", "door"])
+        }
+    }
+
+    /// The same through the brain's core: the request goes out on the gateway's command topic
+    /// (`{"reports":{"after":…}}`, QoS 1, with a log line), and the reports sent again fill
+    /// the hole: no gap on `brain/events`, the visit decided as without the loss.
+    @Test func theBrainAsksTheGatewayOnItsCommandTopic() throws {
+        var h = Harness(core: BrainCore(config: testConfig()), asking: true)
+        func send(_ from: Double, resent: Bool = false) {
+            var report = rssiReport("door", from: from, to: from + 0.5, [(window, -60)])
+            report.resent = resent
+            h.publish(h.topics.rssiReports(ofGateway: "door"), report.json, at: t(from + 0.5))
+        }
+        for from in stride(from: 0.0, to: 2, by: 0.5) { send(from) }
+        // 2–3 s lost on the way.
+        send(3)
+        let request = try #require(h.sent.last { $0.topic == h.topics.commands(ofGateway: "door") })
+        #expect(request.text == #"{"reports":{"after":"\#(t(2).iso8601)"}}"#)
+        #expect(request.qos == 1 && !request.retain)
+        #expect(h.log.contains { $0.message.contains("a hole in a gateway's reports: asking it to send them again") })
+        for from in stride(from: 2.0, through: 3, by: 0.5) { send(from, resent: true) }
+        send(3.5)
+        #expect(h.events.isEmpty, "no gap: \(h.events)")
+        #expect(h.core.presence.decidedUntil.map { $0 >= t(3.5) } == true)
+        #expect(h.core.presence[window] != nil)
+    }
 }

@@ -89,6 +89,29 @@ import Config
         #expect(transitions(h, from: before) == ["exit 2"])
     }
 
+    /// A view its gateway's reports keep is not ended by a replay that did not confirm it:
+    /// the reports end it by their silence, in capture time. A bridge that reconnects without
+    /// its `0` having been seen (its node at a NATS centre restarted) replays the store's
+    /// retained state, in which a view the reports made has no presence.
+    @Test func aViewItsGatewaysReportsKeepOutlivesAReplayThatDidNotConfirmIt() {
+        var h = running()
+        h.see(counter, by: "door", rssi: -60, at: t(1.5))
+        h.see(counter, by: "till", rssi: -80, at: t(1.5))
+        let before = h.sent.count
+        h.publish(Self.bridge, "1", at: t(2))
+        h.publish("gateways/door/status", "online", retain: true, at: t(2))
+        h.publish("gateways/till/status", "online", retain: true, at: t(2))
+        #expect(h.core.bridges.unknownStores.isEmpty)
+        #expect(h.log.contains { $0.message.contains("presence reconciled") })
+        #expect(transitions(h, from: before).isEmpty, "the door's reports still hear 100/1: \(transitions(h, from: before))")
+        for time in stride(from: 2.0, through: 4, by: 0.5) {
+            h.see(counter, by: "door", rssi: -60, at: t(time))
+            h.see(counter, by: "till", rssi: -80, at: t(time))
+        }
+        #expect(transitions(h, from: before).isEmpty)
+        #expect(h.core.presence[counter]?.views["door"] != nil)
+    }
+
     @Test func aStoreWhoseReplayIsIncompleteIsReconciledAfterTheLimit() {
         var h = running()
         h.announce(window, by: "till", rssi: -70, at: t(1))

@@ -1,3 +1,4 @@
+// Over 500 lines: one serialized suite on the same real parts (Mosquitto, the brain, gateways replaying captures, beacon-web, headless Chromium) whose helpers (users file, login, startWeb, http, publish, the captures) every case uses; its MARK sections are access, login guards, the browser and the greeter's page.
 import BeaconKit
 import Contract
 import BrainCore

@@ -339,8 +339,15 @@ struct NATSNodeFaultTests {
             let profile = try dir.write("ana.json", #"{"name": "Ana", "favorite": "flat white"}"#)
             processes.append(try start("beaconctl", ["observe", "--config", fleet, "--broker", url(from: 2), "--client", "ana",
                                                      "--major", "100", "--minor", "3", "--profile", profile]))
+            // Both replays' second 0 plays at one wall-clock instant (`--start-at`, as BrokerOutageTests
+            // and `beaconctl score` start them), as real gateways share the wall clock: replayed alone,
+            // the counter's quiet 14.5 s would be cut to 5 s and its capture time run 9.5 s ahead of
+            // the door's, so that a door the brain stops waiting for during the fault could never
+            // catch up (its reports behind what the brain decided, dropped).
+            let startAt = CaptureTime(seconds: (Date().timeIntervalSince1970 + 4).rounded()).iso8601
             for id in ["door", "counter"] {
-                gateways.append(try start("beacon-gateway", ["--config", fleet, "--id", id]))
+                gateways.append(try start("beacon-gateway", ["--config", fleet, "--id", id, "--start-at", startAt,
+                                                             "--replay-origin", BrokerOutageTests.captureStart.iso8601]))
                 processes.append(gateways.last!)
             }
 

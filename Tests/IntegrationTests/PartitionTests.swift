@@ -60,6 +60,8 @@ struct PartitionTests {
             let localBefore = store.local.records.count
             let centreBefore = chain.centre.records.count
             try chain.lab.set(store.link, up: false)
+            // The scenario, not a wait for an event: the cut lasts this long (10 s, 120 s),
+            // and what the store and the centre do meanwhile is what the checks below read.
             try await Task.sleep(for: .seconds(seconds))
             let during = store.local.records[localBefore...]
             #expect(during.contains { $0.topic.hasSuffix("/health") } && during.contains { $0.topic.split(separator: "/").count == 3 },
