@@ -72,12 +72,13 @@ public final class BrainService: Service, Sendable {
         /// Where the brain reads the time (`ServiceClock`): the system's clocks, or in tests
         /// a `ManualClock` that moves only when the test says so.
         public var clock: any ServiceClock = SystemClock()
-        /// `MQTTClientOptions.roundSpacing`: while messages keep coming, the network thread
-        /// reads them this many seconds' worth at a time and the brain handles each batch in
-        /// one wake-up, where it took one a message (and one per acknowledgement of its own
-        /// publishes): a sixth of the context switches at 20 stores, and a quarter less CPU
-        /// (docs/PERFORMANCE.md section 11, "Fewer wake-ups"). A message after a quiet spell is
-        /// read at once; one that follows another waits at most this long. 0: a round a packet.
+        /// `MQTTClientOptions.roundSpacing`: while the stores' gateway traffic keeps coming
+        /// (`gathers`), the network thread reads it this many seconds' worth at a time and the
+        /// brain handles each batch in one wake-up, where it took one a message (and one per
+        /// acknowledgement of its own publishes): a quarter of the context switches at 20
+        /// stores (docs/PERFORMANCE.md section 11, "Fewer wake-ups"). A round with anything
+        /// else (an observer's join, whose sender waits for the answer) does not pause, nor
+        /// does one after a quiet spell. 0: a round a packet.
         public var roundSpacing: Double = 0.002
 
         public init(clientID: String) { self.clientID = clientID }
@@ -100,6 +101,10 @@ public final class BrainService: Service, Sendable {
         var lanes = InboundLanes<Arrival>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
+        /// Messages sorted since the network thread's last round ended: the stores' gateway
+        /// traffic (`gathers`), and the rest.
+        var sortedStream = 0
+        var sortedOther = 0
     }
 
     typealias Hosted = HostState<State>
@@ -277,8 +282,12 @@ public final class BrainService: Service, Sendable {
     /// task is at work; then the drain task is rung. Handling on the network thread saves
     /// the two thread wake-ups per message that handing it to a task costs, and the replies
     /// go out in the same round (docs/PERFORMANCE.md, section 11).
-    private func networkRoundEnded(moreWaiting: Bool, ring: AsyncStream<Void>.Continuation) {
-        guard !stopping.load(ordering: .relaxed), arrivals.withLock({ !$0.isEmpty }) else { return }
+    ///
+    /// Returns whether the next messages may gather before the thread reads again
+    /// (`Options.roundSpacing`): when this round handled the stores' gateway traffic and
+    /// nothing else (`gathers`).
+    private func networkRoundEnded(moreWaiting: Bool, ring: AsyncStream<Void>.Continuation) -> Bool {
+        guard !stopping.load(ordering: .relaxed), arrivals.withLock({ !$0.isEmpty }) else { return false }
         if !moreWaiting {
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit
             // A bounded turn: the thread reads nothing meanwhile.
@@ -292,9 +301,26 @@ public final class BrainService: Service, Sendable {
                 }
                 return false
             }
-            if done == true { return }
+            if done == true {
+                return host.withLock { h in
+                    defer { (h.core.sortedStream, h.core.sortedOther) = (0, 0) }
+                    return h.core.sortedStream > 0 && h.core.sortedOther == 0
+                }
+            }
         }
         ring.yield()
+        return false
+    }
+
+    /// What the stores send all the time and nobody waits on an answer to: RSSI reports,
+    /// sightings, gateway presence, statuses, health and events. A round of it alone lets the
+    /// next gather (`Options.roundSpacing`).
+    static func gathers(_ kind: Topics.Kind?) -> Bool {
+        switch kind {
+        case .gatewayRSSI?, .gatewayStatus?, .gatewayHealth?, .gatewayEvents?,
+             .beacon(_, .sighting)?, .beacon(_, .gatewayPresence)?: true
+        default: false
+        }
     }
 
     /// Handles what has arrived until nothing waits, one message a round, so a join of a
@@ -351,6 +377,7 @@ public final class BrainService: Service, Sendable {
             // Reading the retained state back after a reconnect: nothing waits.
             if !s.synced { lane = .first }
         }
+        if Self.gathers(kind) { s.sortedStream += 1 } else { s.sortedOther += 1 }
         if !s.lanes.push(Arrival(event: event, kind: kind), lane: lane, observer: observer) { s.droppedEvents += 1 }
     }
 

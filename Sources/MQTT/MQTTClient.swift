@@ -410,17 +410,17 @@ public final class MQTTClient: Sendable {
                 watchHandshake()
                 guard code == Mosquitto.success else {
                     noteDisconnected(reason: failureText(code))
-                    sink?.roundEnded(false)
+                    _ = sink?.roundEnded(false)
                     connectNow = true
                     if !backOff() { break }
                     continue
                 }
             }
             let roundBegan = spacing > 0 ? WallClock.monotonic() : 0
-            var read = false
-            let code = loopOnce(timeout: 0.2, read: &read)
+            var gather = false
+            let code = loopOnce(timeout: 0.2, gather: &gather)
             watchHandshake()
-            if code == Mosquitto.success, read, spacing > 0 {
+            if code == Mosquitto.success, gather, spacing > 0 {
                 // A steady stream: let the next messages gather in the socket (`roundSpacing`).
                 let rest = roundBegan + spacing - WallClock.monotonic()
                 if rest > 0 { Self.pause(seconds: min(rest, spacing)) }
@@ -433,7 +433,7 @@ public final class MQTTClient: Sendable {
                 if !reported {
                     noteDisconnected(reason: failureText(code))
                 }
-                sink?.roundEnded(false)
+                _ = sink?.roundEnded(false)
                 connectNow = true
                 if !backOff() { break }
             }
@@ -459,9 +459,8 @@ public final class MQTTClient: Sendable {
     /// With a sink and a `roundSpacing`, it reads until the socket is empty, up to `readAhead`
     /// calls of `mosquitto_loop_read`, so what gathered during the pause is handled in this
     /// round; when the bound ends the reading, what is left is a backlog
-    /// (`EventSink.roundEnded`'s `moreWaiting`).
-    /// `read`: set when the socket was read.
-    private func loopOnce(timeout: Double, read: inout Bool) -> Int32 {
+    /// (`EventSink.roundEnded`'s `moreWaiting`). `gather`: what the sink's `roundEnded` said.
+    private func loopOnce(timeout: Double, gather: inout Bool) -> Int32 {
         let socket = mosquitto_socket(handle.raw)
         guard socket >= 0 else { return Mosquitto.noConnection }
         let wanted: Readiness = mosquitto_want_write(handle.raw) ? [.readable, .writable] : .readable
@@ -479,7 +478,6 @@ public final class MQTTClient: Sendable {
         let handshaking = !state.withLock { $0.connected }
         var moreWaiting = false
         if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
-            read = true
             if sink != nil, options.roundSpacing > 0, !handshaking {
                 // What gathered during the pause (`roundSpacing`): read on while a call reads a
                 // whole message or acknowledgement, which takes the place of a look per packet
@@ -511,7 +509,7 @@ public final class MQTTClient: Sendable {
             }
         }
         // What the sink's owner publishes now is written below, in this round.
-        sink?.roundEnded(moreWaiting)
+        gather = sink?.roundEnded(moreWaiting) ?? false
         // A caller's packet may have come after the wait began: try to write it now.
         if ready.contains(.writable) || woken.contains(.readable) || (sink != nil && mosquitto_want_write(handle.raw)) {
             let code = mosquitto_loop_write(handle.raw, 1)

@@ -62,6 +62,8 @@ struct EventSinkTests {
                     try? client.publish(MQTTMessage(topic: "replies/" + message.topic.dropFirst("orders/".count),
                                                     text: message.text, qos: 1))
                 }
+                // Orders are a stream: the next may gather (`roundSpacing`).
+                return !orders.isEmpty
             }))
         #expect(await eventually(timeout: 5, interval: 0.01) {
             record.events.withLock { $0.contains { if case .connected = $0 { true } else { false } } }
