@@ -105,6 +105,9 @@ public final class BrainService: Service, Sendable {
         /// traffic (`gathers`), and the rest.
         var sortedStream = 0
         var sortedOther = 0
+        /// What the last round with messages said (`gathers`), kept through rounds of
+        /// acknowledgements alone.
+        var gathering = false
     }
 
     typealias Hosted = HostState<State>
@@ -285,9 +288,11 @@ public final class BrainService: Service, Sendable {
     ///
     /// Returns whether the next messages may gather before the thread reads again
     /// (`Options.roundSpacing`): when this round handled the stores' gateway traffic and
-    /// nothing else (`gathers`).
+    /// nothing else (`gathers`); a round of acknowledgements alone keeps what the last round
+    /// with messages said.
     private func networkRoundEnded(moreWaiting: Bool, ring: AsyncStream<Void>.Continuation) -> Bool {
-        guard !stopping.load(ordering: .relaxed), arrivals.withLock({ !$0.isEmpty }) else { return false }
+        guard !stopping.load(ordering: .relaxed) else { return false }
+        guard arrivals.withLock({ !$0.isEmpty }) else { return host.withLock { $0.core.gathering } }
         if !moreWaiting {
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit
             // A bounded turn: the thread reads nothing meanwhile.
@@ -303,8 +308,11 @@ public final class BrainService: Service, Sendable {
             }
             if done == true {
                 return host.withLock { h in
-                    defer { (h.core.sortedStream, h.core.sortedOther) = (0, 0) }
-                    return h.core.sortedStream > 0 && h.core.sortedOther == 0
+                    if h.core.sortedStream + h.core.sortedOther > 0 {
+                        h.core.gathering = h.core.sortedStream > 0 && h.core.sortedOther == 0
+                    }
+                    (h.core.sortedStream, h.core.sortedOther) = (0, 0)
+                    return h.core.gathering
                 }
             }
         }

@@ -30,6 +30,11 @@ public final class MQTTClient: Sendable {
     /// How many times a round with a `roundSpacing` calls `mosquitto_loop_read` (a packet or
     /// more each) before it leaves the rest to the next round as a backlog.
     static let readAhead = 256
+    /// A round that read this many messages and acknowledgements is not followed by a
+    /// `roundSpacing` pause: the stream is dense enough to gather by itself, and a broker sends
+    /// only so many QoS 1 messages unacknowledged (Mosquitto: 20), so pausing after full rounds
+    /// would cap them (20 a pause).
+    static let fullRound = 16
 
     private let handle: Handle
     private let options: MQTTClientOptions
@@ -459,7 +464,8 @@ public final class MQTTClient: Sendable {
     /// With a sink and a `roundSpacing`, it reads until the socket is empty, up to `readAhead`
     /// calls of `mosquitto_loop_read`, so what gathered during the pause is handled in this
     /// round; when the bound ends the reading, what is left is a backlog
-    /// (`EventSink.roundEnded`'s `moreWaiting`). `gather`: what the sink's `roundEnded` said.
+    /// (`EventSink.roundEnded`'s `moreWaiting`). `gather`: the round read fewer than
+    /// `fullRound` packets, and the sink's `roundEnded` let the next messages gather.
     private func loopOnce(timeout: Double, gather: inout Bool) -> Int32 {
         let socket = mosquitto_socket(handle.raw)
         guard socket >= 0 else { return Mosquitto.noConnection }
@@ -477,7 +483,10 @@ public final class MQTTClient: Sendable {
         // Until the broker's CONNACK, writability may be the TLS handshake's turn too.
         let handshaking = !state.withLock { $0.connected }
         var moreWaiting = false
+        var read = false
+        let packetsBefore = packetsRead.load(ordering: .relaxed)
         if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
+            read = true
             if sink != nil, options.roundSpacing > 0, !handshaking {
                 // What gathered during the pause (`roundSpacing`): read on while a call reads a
                 // whole message or acknowledgement, which takes the place of a look per packet
@@ -509,7 +518,9 @@ public final class MQTTClient: Sendable {
             }
         }
         // What the sink's owner publishes now is written below, in this round.
-        gather = sink?.roundEnded(moreWaiting) ?? false
+        let gathers = sink?.roundEnded(moreWaiting) ?? false
+        // A full round needs no pause: the stream gathers by itself.
+        gather = read && gathers && packetsRead.load(ordering: .relaxed) - packetsBefore < Self.fullRound
         // A caller's packet may have come after the wait began: try to write it now.
         if ready.contains(.writable) || woken.contains(.readable) || (sink != nil && mosquitto_want_write(handle.raw)) {
             let code = mosquitto_loop_write(handle.raw, 1)
