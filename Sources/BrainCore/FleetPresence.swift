@@ -238,6 +238,8 @@ public struct FleetPresence: Sendable {
     /// in `resendHeld` for the resent ones to fill it, instead of making the hole a gap;
     /// and its retained presence read back is taken as a live one (the reports will say).
     private var awaitingResend: Set<String> = []
+    /// Of those, the ones back from their own outage (`gatewayIsBack`).
+    private var backFromOutage: Set<String> = []
     private var resendUntil: WallTime?
     private var resendHeld: [String: [RSSIReport]] = [:]
     /// Presence deletions of those gateways that came meanwhile (`gatewayPresenceDeleted`).
@@ -261,7 +263,8 @@ public struct FleetPresence: Sendable {
     private var resendRequests: [(gateway: String, after: CaptureTime)] = []
     /// Per gateway, hole waits in a row that ended without a report sent again (a version
     /// that does not answer, or requests lost): from `unansweredLimit` on, its holes are gaps
-    /// at once, until it answers a request after a reconnect.
+    /// at once, until it sends a report again marked resent (after a reconnect, its own or
+    /// the brain's).
     private var unanswered: [String: Int] = [:]
     static let unansweredLimit = 2
     /// How long the brain waits for the reports of a hole sent again, at most (running
@@ -354,9 +357,23 @@ public struct FleetPresence: Sendable {
         if !report.resent { clock.restarted.remove(report.gateway) }
         var events = endResendWait(at: wall, holding: held)
         events += endHoleWaits(at: wall, holding: held)
-        if report.resent, holeWaits[report.gateway] != nil {
+        if report.resent {
             holeWaits[report.gateway]?.answered = true
             unanswered[report.gateway] = nil
+        }
+        // A gateway the brain has no report of yet, asked for all it kept after the brain's
+        // reconnect (`resendAfter`, the epoch): its live reports wait for those too, or the
+        // first live one would set its watermark past them and they would come as stale
+        // (NATSNodeFaultTests, the brain's node killed at the first effects: the counter's
+        // 100/9 of 0–0.5 s lost, its exit at 11 s instead of 3.5 s). Not one back from its own
+        // outage: it sends its backlog live, unmarked, on the brain's request.
+        if !report.resent, clock.watermarks[report.gateway] == nil, awaitingResend.contains(report.gateway),
+           !backFromOutage.contains(report.gateway) {
+            var waiting = report
+            waiting.entries.removeAll { !accepts($0.beacon) }
+            resendHeld[report.gateway, default: []].append(waiting)
+            clock.heardWaiting(report.gateway, at: wall)
+            return events
         }
         if !report.resent, let mark = clock.watermarks[report.gateway], report.from > mark {
             var asking = false
@@ -458,14 +475,21 @@ public struct FleetPresence: Sendable {
     /// presence) at once. During the wait after the brain's reconnect, its deletions wait for
     /// its reports too (`gatewayPresenceDeleted`).
     public mutating func gatewayIsBack(_ gateway: String) {
-        if resendUntil != nil, !settings.reportsOff.contains(gateway) { awaitingResend.insert(gateway) }
+        if resendUntil != nil, !settings.reportsOff.contains(gateway) {
+            awaitingResend.insert(gateway)
+            backFromOutage.insert(gateway)
+        }
     }
 
     /// The capture time to ask `gateway` to send its reports again after (`GatewayCommand
     /// .sendReports(after:)`): the brain's last of it, while it waits for them after its own
-    /// reconnect; `nil` otherwise (a plain request).
+    /// reconnect, or the epoch (all it kept) when the brain has none of its reports yet (it
+    /// knew the gateway from its presence only: its node killed at the first effects, the
+    /// brain had the door's first report and not the counter's, the counter was asked plainly
+    /// and sent nothing again, and 100/9's exit came at 11.5 s instead of 3.5 s); `nil`
+    /// otherwise (a plain request).
     public func resendAfter(_ gateway: String) -> CaptureTime? {
-        awaitingResend.contains(gateway) ? clock.watermarks[gateway] : nil
+        awaitingResend.contains(gateway) ? clock.watermarks[gateway] ?? .epoch : nil
     }
 
     /// Past `resendUntil`, the wait for resent reports ends: the reports still held are taken
@@ -475,6 +499,7 @@ public struct FleetPresence: Sendable {
         guard let until = resendUntil, wall >= until else { return [] }
         resendUntil = nil
         awaitingResend = []
+        backFromOutage = []
         // (A gateway whose hole is asked for keeps its reports until that wait ends.)
         let waiting = resendHeld.filter { holeWaits[$0.key] == nil }
         for gateway in waiting.keys { resendHeld[gateway] = nil }
@@ -550,8 +575,18 @@ public struct FleetPresence: Sendable {
         // off, a broker outage: the reports were dropped, its presence was queued); and only
         // after the brain's last exit of it (else it is the late echo of a visit the reports
         // already ended).
-        guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }) else { return [] }
-        if !retained || awaitingResend.contains(report.gateway), let mark = clock.watermarks[report.gateway] {
+        // Nor where its reports of the beacon are here and held (they wait for a hole to be
+        // filled, or for what a gateway the brain has no report of yet sends again): they
+        // will decide (BrokerOutageTests, 60 s from the first effects: the counter's
+        // backlog held, its queued presence of 100/3 entered it at 15.0 s, not 15.25 s).
+        guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }), !heldReportsHear(ref, report.gateway) else {
+            return []
+        }
+        // (Its reports held count as reported: the presence of a beacon they have not heard yet
+        // but will, published a window before them, must not start the visit.)
+        let heldUpTo = resendHeld[report.gateway]?.last?.to
+        if !retained || awaitingResend.contains(report.gateway),
+           let mark = [clock.watermarks[report.gateway], heldUpTo].compactMap({ $0 }).max() {
             guard let since = report.since, since < mark - Self.reportSlack || clock.excluded.contains(report.gateway),
                   lastExits[ref].map({ since > $0 }) ?? true else { return [] }
         }
@@ -611,8 +646,12 @@ public struct FleetPresence: Sendable {
     /// taken once the hole is filled.
     private func awaitsItsReports(_ ref: BeaconRef, gateway: String) -> Bool {
         guard !clock.excluded.contains(gateway) else { return false }
-        return pending.contains { $0.ref == ref && $0.gateway == gateway }
-            || resendHeld[gateway]?.contains { $0.entries.contains { $0.beacon == ref } } == true
+        return pending.contains { $0.ref == ref && $0.gateway == gateway } || heldReportsHear(ref, gateway)
+    }
+
+    /// Whether reports of `gateway` held in `resendHeld` hear the beacon.
+    private func heldReportsHear(_ ref: BeaconRef, _ gateway: String) -> Bool {
+        resendHeld[gateway]?.contains { $0.entries.contains { $0.beacon == ref } } == true
     }
 
     /// A view ends whatever kept it (a reconnect that did not confirm it).
@@ -635,6 +674,7 @@ public struct FleetPresence: Sendable {
         clock.remove(gateway)
         pending.removeAll { $0.gateway == gateway }
         awaitingResend.remove(gateway)
+        backFromOutage.remove(gateway)
         holeWaits[gateway] = nil
         resendHeld[gateway] = nil
         deferredDeletions.removeAll { $0.gateway == gateway }
@@ -673,6 +713,7 @@ public struct FleetPresence: Sendable {
         // with the broker paused at the first effects), unless they send none.
         // (Holes asked for before are asked for again with the rest: `resendAfter`.)
         holeWaits = [:]
+        backFromOutage = []
         awaitingResend = Set(clock.watermarks.keys)
         for beacon in beacons.values { awaitingResend.formUnion(beacon.views.keys) }
         awaitingResend.subtract(settings.reportsOff)

@@ -248,7 +248,7 @@ public struct GatewayEngine: Sendable {
             guard let after, isConnected else { return out }
             let again = recentReports.filter { $0.to > after }.map { Self.markedResent($0.message) }
             out.messages += again
-            out.log.append(LogEntry(.info, "the brain asked for the reports sent while it was away; sent again",
+            out.log.append(LogEntry(.info, "the brain asked for the reports after a capture time (it was away, or they did not reach it); sent again",
                                     ["after": after.iso8601, "reports": "\(again.count)"]))
             return out
         }

@@ -196,6 +196,86 @@ import Tracking
         }
     }
 
+    /// After the brain's reconnect a gateway it knows from its presence only (none of its
+    /// reports had reached the brain) is asked for every report it kept (after the epoch),
+    /// not plainly: a gateway that stayed connected ignores a plain request, and what it
+    /// reported meanwhile would be lost (NATSNodeFaultTests, the brain's node killed at the
+    /// first effects: 100/9's exit at 11.5 s instead of 3.5 s).
+    @Test func aGatewayKnownFromItsPresenceOnlyIsAskedForEverythingItKept() {
+        let nine = BeaconRef(major: 100, minor: 9)
+        var fleet = FleetPresence(settings: .init(BrainConfig(), defaultViewTimeout: 3, step: 0.5))
+        for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        _ = fleet.gatewayPresence(presenceReport(nine, "counter", rssi: -62, zone: "counter"), retained: false, at: t(0.2))
+        _ = fleet.report(rssiReport("door", from: 0, to: 0.5, [(counter, -60)]), receivedAt: w(0.5))
+        #expect(fleet.resendAfter("counter") == nil, "no request but after the brain's own reconnect")
+        fleet.reconnected(at: w(10), patience: 45)
+        #expect(fleet.resendAfter("door") == t(0.5))
+        #expect(fleet.resendAfter("counter") == .epoch)
+        // A live report of the counter comes first: it waits for those sent again (else it
+        // would set the counter's watermark past them, and they would come as stale).
+        _ = fleet.report(rssiReport("counter", from: 10, to: 10.5, []), receivedAt: w(10.1))
+        // Its reports sent again, all of them: 100/9 heard 0–0.5 s, decided from them.
+        for from in stride(from: 0.0, through: 10, by: 0.5) {
+            var report = rssiReport("counter", from: from, to: from + 0.5, from < 0.5 ? [(nine, -62)] : [])
+            report.resent = true
+            _ = fleet.report(report, receivedAt: w(10.2))
+        }
+        for from in stride(from: 0.5, through: 10, by: 0.5) {
+            var report = rssiReport("door", from: from, to: from + 0.5, [(counter, -60)])
+            report.resent = true
+            _ = fleet.report(report, receivedAt: w(10.2))
+        }
+        #expect(fleet.decidedUntil == t(10.5), "the held report taken after those sent again")
+        let exits = fleet.takeDecisions().filter { $0.beacon == nine && $0.kind == .exit }
+        #expect(exits.count == 1 && exits.first.map { $0.at < t(5) } == true, "decided from its reports: \(exits)")
+    }
+
+    /// The other side of it: a gateway the brain has no report of, back from an outage of its
+    /// own that began at the first effects with the brain's, sends its backlog unmarked when
+    /// asked (its `online` read back retained, so the brain cannot tell it from one that
+    /// stayed connected), and its reports wait for the reports sent again that never come,
+    /// until `resendWait`. Its queued presence of a beacon those held reports hear starts no
+    /// visit meanwhile: the reports decide it, dated as without the outage
+    /// (BrokerOutageTests, 60 s outages: 100/3 entered at 15.0 s from that presence instead
+    /// of 15.25 s from the reports).
+    /// `presenceFirst`: the presence comes before the held report that hears the beacon
+    /// (published a window earlier: the whole suite, BrokerOutageTests' 10 s outage).
+    @Test(arguments: [false, true])
+    func aPresenceWhoseGatewaysHeldReportsHearTheBeaconStartsNoVisit(presenceFirst: Bool) {
+        let third = BeaconRef(major: 100, minor: 3), nine = BeaconRef(major: 100, minor: 9)
+        func run(outage: Bool) -> [ZoneDecision] {
+            var fleet = FleetPresence(settings: .init(BrainConfig(), defaultViewTimeout: 3, step: 0.5))
+            for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+            // The brain knows both gateways from their presence only (100/1 at the door, 100/9 at the counter).
+            _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0.2))
+            _ = fleet.gatewayPresence(presenceReport(nine, "counter", rssi: -62, zone: "counter"), retained: false, at: t(0.2))
+            func reports(from: Double, to: Double, at wall: Double) {
+                for start in stride(from: from, to: to, by: 0.5) {
+                    _ = fleet.report(rssiReport("door", from: start, to: start + 0.5, [(counter, -60)]), receivedAt: w(wall))
+                    let heard: [(BeaconRef, Double?)] = start < 0.5 ? [(nine, -62)] : start >= 15 ? [(third, -62)] : []
+                    _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, heard), receivedAt: w(wall))
+                }
+            }
+            if outage {
+                fleet.reconnected(at: w(61), patience: 45)
+                #expect(fleet.resendAfter("counter") == .epoch)
+                reports(from: 0, to: presenceFirst ? 15 : 20, at: 61.1)
+                var late = presenceReport(third, "counter", rssi: -62, zone: "counter")
+                late.since = t(15)
+                let events = fleet.gatewayPresence(late, retained: false, at: t(61.2))
+                #expect(events.isEmpty, "its held reports hear 100/3, or will: they decide")
+                if presenceFirst { reports(from: 15, to: 20, at: 61.3) }
+                for tick in stride(from: 61.2, through: 75, by: 0.2) { _ = fleet.advance(to: w(tick)) }
+            } else {
+                reports(from: 0, to: 20, at: 20)
+            }
+            return fleet.takeDecisions().filter { $0.beacon == third }
+        }
+        let undisturbed = run(outage: false)
+        #expect(undisturbed.map(\.kind) == [.enter], "\(undisturbed)")
+        #expect(run(outage: true) == undisturbed)
+    }
+
     /// The broker paused at the first effects: the counter's presence of 100/9 (since 0 s) had
     /// entered it before any report of it was decided; after the outage the counter's client
     /// sends at once the QoS 1 deletion it was handed meanwhile, and its reports only when the
