@@ -48,6 +48,16 @@ public struct MQTTClientOptions: Sendable {
     /// connection's retained QoS 1 publishes queue behind each other (docs/fleet.md, "What
     /// the brain's output costs at a NATS centre"). The broker stores a QoS 0 one alike.
     public var retainedQoS: Int?
+    /// Seconds at least between the starts of two rounds of the network loop while a steady
+    /// stream comes (0: none). For a consumer that handles its messages on the network thread
+    /// (`EventSink`), which says after each round whether what it read was such a stream
+    /// (`EventSink.roundEnded`): then the thread pauses until this much time has passed since
+    /// the round began, what arrives meanwhile waits in the socket, and the next round reads
+    /// all of it, so the stream takes one wake-up for several messages rather than one each
+    /// (its acknowledgements too). A message after a quiet spell, or after a round the
+    /// consumer did not call a stream (a request whose sender waits), is read at once. The
+    /// brain: docs/PERFORMANCE.md section 11, "Fewer wake-ups".
+    public var roundSpacing: Double = 0
 
     /// The link timeout for a connection to `host` (s); 0 when off.
     public func linkTimeout(to host: String) -> Double {

@@ -72,6 +72,14 @@ public final class BrainService: Service, Sendable {
         /// Where the brain reads the time (`ServiceClock`): the system's clocks, or in tests
         /// a `ManualClock` that moves only when the test says so.
         public var clock: any ServiceClock = SystemClock()
+        /// `MQTTClientOptions.roundSpacing`: while the stores' gateway traffic keeps coming
+        /// (`gathers`), the network thread reads it this many seconds' worth at a time and the
+        /// brain handles each batch in one wake-up, where it took one a message (and one per
+        /// acknowledgement of its own publishes): a quarter of the context switches at 20
+        /// stores (docs/PERFORMANCE.md section 11, "Fewer wake-ups"). A round with anything
+        /// else (an observer's join, whose sender waits for the answer) does not pause, nor
+        /// does one after a quiet spell. 0: a round a packet.
+        public var roundSpacing: Double = 0.002
 
         public init(clientID: String) { self.clientID = clientID }
     }
@@ -93,6 +101,13 @@ public final class BrainService: Service, Sendable {
         var lanes = InboundLanes<Arrival>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
+        /// Messages sorted since the network thread's last round ended: the stores' gateway
+        /// traffic (`gathers`), and the rest.
+        var sortedStream = 0
+        var sortedOther = 0
+        /// What the last round with messages said (`gathers`), kept through rounds of
+        /// acknowledgements alone.
+        var gathering = false
     }
 
     typealias Hosted = HostState<State>
@@ -185,6 +200,7 @@ public final class BrainService: Service, Sendable {
         // the retained state back after reconnecting (`RetainedMirror`).
         if config.centre.kind == .nats { mqtt.retainedQoS = 0 }
         if !options.isStandIn { mqtt.will = core.offlineMessage }
+        mqtt.roundSpacing = options.roundSpacing
         client = try MQTTClient(mqtt)
         host = CoreHost(State(brain: core), client: client, logger: logger, clock: options.clock,
                         outage: .outbox(limit: options.outageQueueLimit))
@@ -269,8 +285,14 @@ public final class BrainService: Service, Sendable {
     /// task is at work; then the drain task is rung. Handling on the network thread saves
     /// the two thread wake-ups per message that handing it to a task costs, and the replies
     /// go out in the same round (docs/PERFORMANCE.md, section 11).
-    private func networkRoundEnded(moreWaiting: Bool, ring: AsyncStream<Void>.Continuation) {
-        guard !stopping.load(ordering: .relaxed), arrivals.withLock({ !$0.isEmpty }) else { return }
+    ///
+    /// Returns whether the next messages may gather before the thread reads again
+    /// (`Options.roundSpacing`): when this round handled the stores' gateway traffic and
+    /// nothing else (`gathers`); a round of acknowledgements alone keeps what the last round
+    /// with messages said.
+    private func networkRoundEnded(moreWaiting: Bool, ring: AsyncStream<Void>.Continuation) -> Bool {
+        guard !stopping.load(ordering: .relaxed) else { return false }
+        guard arrivals.withLock({ !$0.isEmpty }) else { return host.withLock { $0.core.gathering } }
         if !moreWaiting {
             let held = client.unacknowledged > options.deferredUnacknowledgedLimit
             // A bounded turn: the thread reads nothing meanwhile.
@@ -284,9 +306,29 @@ public final class BrainService: Service, Sendable {
                 }
                 return false
             }
-            if done == true { return }
+            if done == true {
+                return host.withLock { h in
+                    if h.core.sortedStream + h.core.sortedOther > 0 {
+                        h.core.gathering = h.core.sortedStream > 0 && h.core.sortedOther == 0
+                    }
+                    (h.core.sortedStream, h.core.sortedOther) = (0, 0)
+                    return h.core.gathering
+                }
+            }
         }
         ring.yield()
+        return false
+    }
+
+    /// What the stores send all the time and nobody waits on an answer to: RSSI reports,
+    /// sightings, gateway presence, statuses, health and events. A round of it alone lets the
+    /// next gather (`Options.roundSpacing`).
+    static func gathers(_ kind: Topics.Kind?) -> Bool {
+        switch kind {
+        case .gatewayRSSI?, .gatewayStatus?, .gatewayHealth?, .gatewayEvents?,
+             .beacon(_, .sighting)?, .beacon(_, .gatewayPresence)?: true
+        default: false
+        }
     }
 
     /// Handles what has arrived until nothing waits, one message a round, so a join of a
@@ -343,6 +385,7 @@ public final class BrainService: Service, Sendable {
             // Reading the retained state back after a reconnect: nothing waits.
             if !s.synced { lane = .first }
         }
+        if Self.gathers(kind) { s.sortedStream += 1 } else { s.sortedOther += 1 }
         if !s.lanes.push(Arrival(event: event, kind: kind), lane: lane, observer: observer) { s.droppedEvents += 1 }
     }
 

@@ -27,6 +27,14 @@ public final class MQTTClient: Sendable {
     /// How many events `events` holds for a slow consumer before the oldest are dropped
     /// (and counted in `droppedEvents`); the network thread never waits for the consumer.
     public static let eventBufferLimit = 65_536
+    /// How many times a round with a `roundSpacing` calls `mosquitto_loop_read` (a packet or
+    /// more each) before it leaves the rest to the next round as a backlog.
+    static let readAhead = 256
+    /// A round that read this many messages and acknowledgements is not followed by a
+    /// `roundSpacing` pause: the stream is dense enough to gather by itself, and a broker sends
+    /// only so many QoS 1 messages unacknowledged (Mosquitto: 20), so pausing after full rounds
+    /// would cap them (20 a pause).
+    static let fullRound = 16
 
     private let handle: Handle
     private let options: MQTTClientOptions
@@ -54,6 +62,9 @@ public final class MQTTClient: Sendable {
     /// The network thread's `pthread_self()` while it runs (0 before): a `publish` made on it
     /// (by a sink's `roundEnded`) needs no wake-up, as the thread writes right after.
     private let networkThread = Atomic<UInt>(0)
+    /// Messages and acknowledgements read so far (on the network thread): whether a call of
+    /// `mosquitto_loop_read` read one (`roundSpacing`).
+    private let packetsRead = Atomic<Int>(0)
 
     /// Creates the libmosquitto handle and applies the will, credentials, TLS and protocol
     /// version. Nothing touches the network before `start()`.
@@ -104,7 +115,9 @@ public final class MQTTClient: Sendable {
             MQTTClient.from(context).didDisconnect(code: code)
         }
         mosquitto_publish_callback_set(raw) { _, context, mid in
-            MQTTClient.from(context).state.withLock { $0.acknowledgements.acknowledged(mid) }
+            let client = MQTTClient.from(context)
+            client.packetsRead.add(1, ordering: .relaxed)
+            client.state.withLock { $0.acknowledgements.acknowledged(mid) }
         }
         mosquitto_message_callback_set(raw) { _, context, message in
             guard let message else { return }
@@ -382,6 +395,7 @@ public final class MQTTClient: Sendable {
         defer { networkThread.store(0, ordering: .relaxed) }
         var connectNow = state.withLock { $0.connectOnStart }
         var stopDeadline: Double?
+        let spacing = sink == nil ? 0 : max(0, options.roundSpacing)
         while true {
             heartbeat.beat()
             if state.withLock({ $0.phase.networkThreadEnds }) {
@@ -401,14 +415,21 @@ public final class MQTTClient: Sendable {
                 watchHandshake()
                 guard code == Mosquitto.success else {
                     noteDisconnected(reason: failureText(code))
-                    sink?.roundEnded(false)
+                    _ = sink?.roundEnded(false)
                     connectNow = true
                     if !backOff() { break }
                     continue
                 }
             }
-            let code = loopOnce(timeout: 0.2)
+            let roundBegan = spacing > 0 ? WallClock.monotonic() : 0
+            var gather = false
+            let code = loopOnce(timeout: 0.2, gather: &gather)
             watchHandshake()
+            if code == Mosquitto.success, gather, spacing > 0 {
+                // A steady stream: let the next messages gather in the socket (`roundSpacing`).
+                let rest = roundBegan + spacing - WallClock.monotonic()
+                if rest > 0 { Self.pause(seconds: min(rest, spacing)) }
+            }
             if code != Mosquitto.success {
                 // The connection is gone or was never made. on_disconnect has said why, except
                 // for some failures before the CONNACK (a failed TLS handshake, in 2.0.11).
@@ -417,7 +438,7 @@ public final class MQTTClient: Sendable {
                 if !reported {
                     noteDisconnected(reason: failureText(code))
                 }
-                sink?.roundEnded(false)
+                _ = sink?.roundEnded(false)
                 connectNow = true
                 if !backOff() { break }
             }
@@ -439,7 +460,13 @@ public final class MQTTClient: Sendable {
     /// `timeout` seconds for the socket or a caller's `wakeup`, then reads (which also
     /// carries a TLS handshake on), writes what is queued, and does the housekeeping
     /// (keepalive).
-    private func loopOnce(timeout: Double) -> Int32 {
+    ///
+    /// With a sink and a `roundSpacing`, it reads until the socket is empty, up to `readAhead`
+    /// calls of `mosquitto_loop_read`, so what gathered during the pause is handled in this
+    /// round; when the bound ends the reading, what is left is a backlog
+    /// (`EventSink.roundEnded`'s `moreWaiting`). `gather`: the round read fewer than
+    /// `fullRound` packets, and the sink's `roundEnded` let the next messages gather.
+    private func loopOnce(timeout: Double, gather: inout Bool) -> Int32 {
         let socket = mosquitto_socket(handle.raw)
         guard socket >= 0 else { return Mosquitto.noConnection }
         let wanted: Readiness = mosquitto_want_write(handle.raw) ? [.readable, .writable] : .readable
@@ -456,18 +483,44 @@ public final class MQTTClient: Sendable {
         // Until the broker's CONNACK, writability may be the TLS handshake's turn too.
         let handshaking = !state.withLock { $0.connected }
         var moreWaiting = false
+        var read = false
+        let packetsBefore = packetsRead.load(ordering: .relaxed)
         if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
-            let code = mosquitto_loop_read(handle.raw, 1)
-            guard code == Mosquitto.success else { return code }
-            guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
-            if sink != nil {
-                // Whether the socket holds more already (a backlog): a look without taking it.
-                var byte: UInt8 = 0
-                moreWaiting = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
+            read = true
+            if sink != nil, options.roundSpacing > 0, !handshaking {
+                // What gathered during the pause (`roundSpacing`): read on while a call reads a
+                // whole message or acknowledgement, which takes the place of a look per packet
+                // (the call after the last meets the empty socket). Not errno: libmosquitto
+                // leaves EAGAIN there when its own wake-up pipe is full, after any packet.
+                var calls = 0
+                while true {
+                    let before = packetsRead.load(ordering: .relaxed)
+                    let code = mosquitto_loop_read(handle.raw, 1)
+                    guard code == Mosquitto.success else { return code }
+                    guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+                    if packetsRead.load(ordering: .relaxed) == before { break }
+                    calls += 1
+                    // Still reading: a backlog, left to the next round.
+                    if calls >= Self.readAhead {
+                        moreWaiting = true
+                        break
+                    }
+                }
+            } else {
+                let code = mosquitto_loop_read(handle.raw, 1)
+                guard code == Mosquitto.success else { return code }
+                guard mosquitto_socket(handle.raw) >= 0 else { return Mosquitto.success }
+                if sink != nil {
+                    // Whether the socket holds more already (a backlog): a look without taking it.
+                    var byte: UInt8 = 0
+                    moreWaiting = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
+                }
             }
         }
         // What the sink's owner publishes now is written below, in this round.
-        sink?.roundEnded(moreWaiting)
+        let gathers = sink?.roundEnded(moreWaiting) ?? false
+        // A full round needs no pause: the stream gathers by itself.
+        gather = read && gathers && packetsRead.load(ordering: .relaxed) - packetsBefore < Self.fullRound
         // A caller's packet may have come after the wait began: try to write it now.
         if ready.contains(.writable) || woken.contains(.readable) || (sink != nil && mosquitto_want_write(handle.raw)) {
             let code = mosquitto_loop_write(handle.raw, 1)
@@ -498,6 +551,13 @@ public final class MQTTClient: Sendable {
         }
         if code == Mosquitto.success { boundSilence(to: host) }
         return code
+    }
+
+    /// Sleeps `seconds` on the network thread (`roundSpacing`'s pause).
+    private static func pause(seconds: Double) {
+        var time = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+        var left = timespec()
+        while nanosleep(&time, &left) == -1 && errno == EINTR { time = left }
     }
 
     /// Bounds how long the new connection's socket outlives a silent path to `host`
@@ -672,6 +732,7 @@ public final class MQTTClient: Sendable {
     }
 
     private func didReceive(_ message: mosquitto_message) {
+        packetsRead.add(1, ordering: .relaxed)
         let topic = String(cString: message.topic)
         let payload: [UInt8] = if message.payloadlen > 0, let bytes = message.payload {
             Array(UnsafeRawBufferPointer(start: bytes, count: Int(message.payloadlen)))

@@ -27,10 +27,13 @@ public struct EventSink: Sendable {
     /// already holds more unread bytes (more messages are on their way: a backlog). It may
     /// publish; what it publishes is written before the thread waits again. It should take
     /// a bounded time, since the thread reads nothing meanwhile (keepalives included).
-    public var roundEnded: @Sendable (_ moreWaiting: Bool) -> Void
+    /// Returns whether the next messages may gather for `MQTTClientOptions.roundSpacing`
+    /// before the thread reads again (a steady stream nobody waits on); false: read them as
+    /// soon as they come (a request whose sender waits for the answer, or nothing read).
+    public var roundEnded: @Sendable (_ moreWaiting: Bool) -> Bool
 
     public init(receive: @escaping @Sendable (MQTTEvent) -> Void,
-                roundEnded: @escaping @Sendable (_ moreWaiting: Bool) -> Void) {
+                roundEnded: @escaping @Sendable (_ moreWaiting: Bool) -> Bool) {
         self.receive = receive
         self.roundEnded = roundEnded
     }

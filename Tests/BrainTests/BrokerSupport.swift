@@ -23,11 +23,12 @@ final class RunningBrain: Sendable {
 
     static func start(_ config: FleetConfig, broker: MosquittoBroker, stores: Set<UInt16> = [],
                       clientID: String = "brain-\(UUID().uuidString.prefix(6))",
-                      clock: any ServiceClock = SystemClock()) async throws -> RunningBrain {
+                      clock: any ServiceClock = SystemClock(), roundSpacing: Double? = nil) async throws -> RunningBrain {
         var config = config
         config.broker.url = broker.brokerURL
         var options = BrainService.Options(clientID: clientID)
         options.clock = clock
+        if let roundSpacing { options.roundSpacing = roundSpacing }
         options.tickInterval = 0.05
         options.reconnectDelay = 0.1...1
         var logger = Logger(label: "brain-test")

@@ -1,0 +1,58 @@
+import Brain
+import BrainCore
+import SystemCalls
+import Foundation
+import TestSupport
+import Testing
+import BeaconKit
+
+/// `BrainService.Options.roundSpacing` (`MQTTClientOptions.roundSpacing`): the network thread
+/// lets the stores' gateway traffic gather between its rounds, never a request whose sender
+/// waits for the answer, and reads all of what gathered.
+@Suite("The brain's round spacing", .serialized, .capturingLogs)
+struct RoundSpacingTests {
+    @Test("with a spacing of 1 s, joins sent one after another's answer are answered at once, and a burst of gateway statuses is read whole")
+    func joinsDoNotWaitAndABurstIsReadWhole() async throws {
+        let directory = try TemporaryDirectory("brain-spacing")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let brain = try await RunningBrain.start(testConfig(rules: BrainCoreTests.rules), broker: broker, roundSpacing: 1)
+        let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["observers/#"], in: directory)
+        let phone = try await Peer(broker)
+        // The subscription is in place once a first join's answer arrives.
+        try phone.publish("beacons/100/1/observers/first", joinJSON(), retain: true)
+        #expect(await watch.waitForJSON(on: "observers/first/inbox", timeout: 10) { $0["type"] == .string("ad") } != nil,
+                "\(broker.diagnostics)")
+        try phone.publish("beacons/100/1/observers/first", "", retain: true)
+
+        // Eight joins, each sent once the last was answered, each left at once (the join
+        // bench's pattern). Had a round of joins, leaves or acknowledgements paused, each join
+        // after the first would have waited for the spacing: about 7 s in all. Alone they take
+        // some tens of milliseconds; the bound is generous for a loaded machine.
+        let began = WallClock.monotonic()
+        for i in 0..<8 {
+            try phone.publish("beacons/100/1/observers/ada\(i)", joinJSON(), retain: true)
+            let reply = await watch.waitForJSON(on: "observers/ada\(i)/inbox", timeout: 10) { $0["type"] == .string("ad") }
+            #expect(reply != nil, "join \(i)")
+            try phone.publish("beacons/100/1/observers/ada\(i)", "", retain: true)
+        }
+        let elapsed = WallClock.monotonic() - began
+        #expect(elapsed < 3.5, "8 joins took \(elapsed) s: a round that was not the stores' stream paused")
+
+        // A burst of the stores' traffic: more than a round reads before it leaves the rest to
+        // the drain task; every message is received, none dropped.
+        let before = brain.statistics.counters.received
+        let gateway = try await Peer(broker)
+        let count = 600
+        for i in 0..<count { try gateway.publish("gateways/g\(i % 4)/status", "online") }
+        await gateway.flush()
+        // (`before` may have been read before the last leave arrived: at least `count` more.)
+        #expect(await eventually(timeout: 20) { brain.statistics.counters.received - before >= count })
+        #expect(brain.statistics.droppedEvents == 0)
+
+        await gateway.stop()
+        await phone.stop()
+        await brain.stop()
+        await watch.stop()
+        await broker.stop()
+    }
+}
