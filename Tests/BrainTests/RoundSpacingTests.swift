@@ -11,11 +11,11 @@ import BeaconKit
 /// waits for the answer, and reads all of what gathered.
 @Suite("The brain's round spacing", .serialized, .capturingLogs)
 struct RoundSpacingTests {
-    @Test("with a spacing of 1 s, joins sent one after another's answer are answered at once, and a burst of gateway statuses is read whole")
+    @Test("with a spacing of 5 s, joins sent one after another's answer are answered at once, and a burst of gateway statuses is read whole")
     func joinsDoNotWaitAndABurstIsReadWhole() async throws {
         let directory = try TemporaryDirectory("brain-spacing")
         let broker = try await MosquittoBroker.start(in: directory)
-        let brain = try await RunningBrain.start(testConfig(rules: BrainCoreTests.rules), broker: broker, roundSpacing: 1)
+        let brain = try await RunningBrain.start(testConfig(rules: BrainCoreTests.rules), broker: broker, roundSpacing: 5)
         let watch = try await MosquittoSubscriber.start(broker: broker, filters: ["observers/#"], in: directory)
         let phone = try await Peer(broker)
         // The subscription is in place once a first join's answer arrives.
@@ -26,8 +26,9 @@ struct RoundSpacingTests {
 
         // Eight joins, each sent once the last was answered, each left at once (the join
         // bench's pattern). Had a round of joins, leaves or acknowledgements paused, each join
-        // after the first would have waited for the spacing: about 7 s in all. Alone they take
-        // some tens of milliseconds; the bound is generous for a loaded machine.
+        // after the first would have waited for the spacing: 35 s or more in all. Alone they
+        // take some tens of milliseconds; at load 28 (the whole suite beside benchmarks) they
+        // took 10.9 s, which a spacing of 1 s and a bound of 3.5 s could not tell from a pause.
         let began = WallClock.monotonic()
         for i in 0..<8 {
             try phone.publish("beacons/100/1/observers/ada\(i)", joinJSON(), retain: true)
@@ -36,7 +37,7 @@ struct RoundSpacingTests {
             try phone.publish("beacons/100/1/observers/ada\(i)", "", retain: true)
         }
         let elapsed = WallClock.monotonic() - began
-        #expect(elapsed < 3.5, "8 joins took \(elapsed) s: a round that was not the stores' stream paused")
+        #expect(elapsed < 25, "8 joins took \(elapsed) s: a round that was not the stores' stream paused")
 
         // A burst of the stores' traffic: more than a round reads before it leaves the rest to
         // the drain task; every message is received, none dropped.
@@ -46,7 +47,8 @@ struct RoundSpacingTests {
         for i in 0..<count { try gateway.publish("gateways/g\(i % 4)/status", "online") }
         await gateway.flush()
         // (`before` may have been read before the last leave arrived: at least `count` more.)
-        #expect(await eventually(timeout: 20) { brain.statistics.counters.received - before >= count })
+        // (A round that reads fewer than 16 packets pauses 5 s: a few such pauses at most.)
+        #expect(await eventually(timeout: 60) { brain.statistics.counters.received - before >= count })
         #expect(brain.statistics.droppedEvents == 0)
 
         await gateway.stop()
