@@ -35,6 +35,13 @@ extension BrainCore {
         return finish(at: now)
     }
 
+    /// Asks a gateway for the reports it kept (`{"reports":"send"}`), or for those after a
+    /// capture time again (`GatewayEngine.brainReady(resendingAfter:)`), on its command topic.
+    mutating func askForReports(_ gateway: String, after: CaptureTime?) {
+        out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway),
+                                        text: GatewayCommand.sendReports(after: after).json, qos: 1, retain: false))
+    }
+
     mutating func route(_ inbound: Inbound, at now: CaptureTime) {
         let topic = inbound.topic, payload = inbound.payload, retained = inbound.retained
         switch inbound.message {
@@ -54,8 +61,7 @@ extension BrainCore {
             for (gateway, after) in presence.takeResendRequests() {
                 note(.info, "a hole in a gateway's reports: asking it to send them again",
                      ["gateway": gateway, "after": after.iso8601, "next": report.from.iso8601])
-                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway),
-                                                text: GatewayCommand.sendReports(after: after).json, qos: 1, retain: false))
+                askForReports(gateway, after: after)
             }
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
@@ -138,9 +144,7 @@ extension BrainCore {
                 // to, and a gateway that stayed connected sends again those it sent after it,
                 // to no one while we were away (FleetPresence.resendAfter). A gateway that
                 // neither waits nor is asked for anything ignores it.
-                let request = GatewayCommand.sendReports(after: presence.resendAfter(gateway))
-                out.messages.append(MQTTMessage(topic: topics.commands(ofGateway: gateway), text: request.json,
-                                                qos: 1, retain: false))
+                askForReports(gateway, after: presence.resendAfter(gateway))
             case .value(.offline) where isSettled && retained:
                 // Read back after a reconnect: perhaps the mass will of a broker's shutdown.
                 // Its views wait for the gateway to come back (or the reconnect grace).

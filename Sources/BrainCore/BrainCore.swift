@@ -112,8 +112,9 @@ public struct BrainCore: Sendable {
     /// a gap (`FleetPresence.Settings.asksAgainForHoles`): the live brain's gateways answer
     /// (`GatewayEngine.brainReady(resendingAfter:)`). Off for a caller whose gateways cannot
     /// (the unit tests' shorthand reports, which leave holes on purpose).
-    public var asksForLostReports = true {
-        didSet { presence.settings.asksAgainForHoles = asksForLostReports }
+    public var asksForLostReports: Bool {
+        get { presence.settings.asksAgainForHoles }
+        set { presence.settings.asksAgainForHoles = newValue }
     }
     /// The gateways' RSSI offsets learned from reference transmitters (`brain.calibration`).
     public internal(set) var calibrator: Calibrator
@@ -197,7 +198,7 @@ public struct BrainCore: Sendable {
         self.config = config
         self.limits = limits
         topics = config.topics
-        presence = FleetPresence(settings: Self.presenceSettings(config))
+        presence = FleetPresence(settings: Self.presenceSettings(config, asking: true))
         presence.zoneNames = Self.zoneNames(config)
         calibrator = Calibrator(config: config, stores: stores)
         rules = RuleEngine(rules: config.rules)
@@ -444,7 +445,7 @@ public struct BrainCore: Sendable {
 
     /// The fleet presence's settings from the config, asking for holes again as
     /// `asksForLostReports` says.
-    static func presenceSettings(_ config: FleetConfig, asking: Bool = true) -> FleetPresence.Settings {
+    static func presenceSettings(_ config: FleetConfig, asking: Bool) -> FleetPresence.Settings {
         var settings = FleetPresence.Settings(config)
         settings.asksAgainForHoles = asking
         return settings

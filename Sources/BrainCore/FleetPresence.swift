@@ -383,7 +383,7 @@ public struct FleetPresence: Sendable {
                 waiting.entries.removeAll { !accepts($0.beacon) }
                 resendHeld[report.gateway, default: []].append(waiting)
                 // Its reports come: it is not late, and is not let go while they wait.
-                clock.heardWaiting(report.gateway, at: wall)
+                clock.heard(report.gateway, at: wall)
                 return events
             }
         }

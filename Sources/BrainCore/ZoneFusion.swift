@@ -304,16 +304,14 @@ struct ReportClock: Sendable, Equatable {
 
     /// A report up to `to` from `gateway`, arrived at `wall`.
     mutating func reported(_ gateway: String, upTo to: CaptureTime, at wall: WallTime) {
-        pass(wall: wall)
-        heard[gateway] = running
-        lastReport = running
+        heard(gateway, at: wall)
         setWatermark(gateway, max(watermarks[gateway] ?? to, to))
         if excluded.contains(gateway), let time, to >= time { changing(gateway) { $0.excluded.remove(gateway) } }
     }
 
-    /// A live report of `gateway` arrived at `wall` and waits (a hole in its reports, asked
-    /// for again: `FleetPresence`): it is heard, not late.
-    mutating func heardWaiting(_ gateway: String, at wall: WallTime) {
+    /// A live report of `gateway` arrived at `wall`: it is heard, not late, also when it waits
+    /// (a hole in its reports asked for again: `FleetPresence`) and moves no watermark yet.
+    mutating func heard(_ gateway: String, at wall: WallTime) {
         pass(wall: wall)
         heard[gateway] = running
         lastReport = running
