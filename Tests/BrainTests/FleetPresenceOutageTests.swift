@@ -143,9 +143,7 @@ import Tracking
             let heard: [(BeaconRef, Double?)] = gateway == "door"
                 ? (from < 10 ? [(window, -60)] : [])
                 : [(counter, -60)] + (from >= 8 ? [(third, -62)] : [])
-            var report = rssiReport(gateway, from: from, to: from + 0.5, heard)
-            report.resent = resent
-            return report
+            return rssiReport(gateway, from: from, to: from + 0.5, heard, resent: resent)
         }
         func run(dropped: Bool) -> (decisions: [ZoneDecision], gaps: [ReportGap], after: CaptureTime?) {
             var fleet = FleetPresence(settings: .init(BrainConfig(), defaultViewTimeout: 3, step: 0.5))
@@ -216,14 +214,11 @@ import Tracking
         _ = fleet.report(rssiReport("counter", from: 10, to: 10.5, []), receivedAt: w(10.1))
         // Its reports sent again, all of them: 100/9 heard 0–0.5 s, decided from them.
         for from in stride(from: 0.0, through: 10, by: 0.5) {
-            var report = rssiReport("counter", from: from, to: from + 0.5, from < 0.5 ? [(nine, -62)] : [])
-            report.resent = true
-            _ = fleet.report(report, receivedAt: w(10.2))
+            _ = fleet.report(rssiReport("counter", from: from, to: from + 0.5, from < 0.5 ? [(nine, -62)] : [], resent: true),
+                             receivedAt: w(10.2))
         }
         for from in stride(from: 0.5, through: 10, by: 0.5) {
-            var report = rssiReport("door", from: from, to: from + 0.5, [(counter, -60)])
-            report.resent = true
-            _ = fleet.report(report, receivedAt: w(10.2))
+            _ = fleet.report(rssiReport("door", from: from, to: from + 0.5, [(counter, -60)], resent: true), receivedAt: w(10.2))
         }
         #expect(fleet.decidedUntil == t(10.5), "the held report taken after those sent again")
         let exits = fleet.takeDecisions().filter { $0.beacon == nine && $0.kind == .exit }
@@ -347,9 +342,7 @@ import Tracking
         let holes: [Range<Double>] = [9..<11, 20..<21, 30..<31]
         func report(_ gateway: String, _ from: Double, resent: Bool = false) -> RSSIReport {
             let heard: [(BeaconRef, Double?)] = gateway == "door" ? (from < 10 ? [(window, -60)] : []) : [(counter, -60)]
-            var report = rssiReport(gateway, from: from, to: from + 0.5, heard)
-            report.resent = resent
-            return report
+            return rssiReport(gateway, from: from, to: from + 0.5, heard, resent: resent)
         }
         func run(lossy: Bool, asking: Bool = true) -> (decisions: [ZoneDecision], gaps: [ReportGap], asked: [String]) {
             var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
@@ -412,9 +405,7 @@ import Tracking
         func report(_ gateway: String, _ from: Double, resent: Bool = false) -> RSSIReport {
             // 100/3 at the counter from 6 to 10 s: inside the hole, so the held reports do not hear it.
             let heard: [(BeaconRef, Double?)] = gateway == "door" ? [(counter, -60)] : (from >= 6 && from < 10 ? [(third, -62)] : [])
-            var report = rssiReport(gateway, from: from, to: from + 0.5, heard)
-            report.resent = resent
-            return report
+            return rssiReport(gateway, from: from, to: from + 0.5, heard, resent: resent)
         }
         func run(lossy: Bool) -> [ZoneDecision] {
             var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
@@ -450,8 +441,7 @@ import Tracking
     @Test func theBrainAsksTheGatewayOnItsCommandTopic() throws {
         var h = Harness(core: BrainCore(config: testConfig()), asking: true)
         func send(_ from: Double, resent: Bool = false) {
-            var report = rssiReport("door", from: from, to: from + 0.5, [(window, -60)])
-            report.resent = resent
+            let report = rssiReport("door", from: from, to: from + 0.5, [(window, -60)], resent: resent)
             h.publish(h.topics.rssiReports(ofGateway: "door"), report.json, at: t(from + 0.5))
         }
         for from in stride(from: 0.0, to: 2, by: 0.5) { send(from) }

@@ -22,18 +22,21 @@ func presenceReport(_ ref: BeaconRef, _ gateway: String, rssi: Double?, _ proxim
 }
 
 /// One window of a gateway's RSSI report (`gateways/<id>/rssi`): each beacon heard `n`
-/// times at `rssi` (its mean), in the middle of the window from `from` to `to`.
+/// times at `rssi` (its mean), in the middle of the window from `from` to `to`; `resent`: sent
+/// again (`"resent":true`).
 func rssiReport(_ gateway: String, from: Double, to: Double, _ heard: [(BeaconRef, Double?)],
-                _ proximity: Proximity = .near, n: Int = 2) -> RSSIReport {
-    rssiReport(gateway, from: t(from), to: t(to), heard, proximity, n: n)
+                _ proximity: Proximity = .near, n: Int = 2, resent: Bool = false) -> RSSIReport {
+    rssiReport(gateway, from: t(from), to: t(to), heard, proximity, n: n, resent: resent)
 }
 
 func rssiReport(_ gateway: String, from: CaptureTime, to: CaptureTime, _ heard: [(BeaconRef, Double?)],
-                _ proximity: Proximity = .near, n: Int = 2) -> RSSIReport {
-    RSSIReport(gateway: gateway, from: from, to: to, entries: heard.map { ref, rssi in
+                _ proximity: Proximity = .near, n: Int = 2, resent: Bool = false) -> RSSIReport {
+    var report = RSSIReport(gateway: gateway, from: from, to: to, entries: heard.map { ref, rssi in
         RSSIReport.Entry(beacon: ref, uuid: ref.eddystone == nil ? storeUUID : nil, count: n, rssi: rssi,
                          at: to.seconds(since: from) / 2, rssiSmoothed: rssi, distance: 1.2, proximity: proximity)
     })
+    report.resent = resent
+    return report
 }
 
 /// A gateway's sighting payload as `Payloads.sighting` writes it.
