@@ -85,8 +85,8 @@ func startedClient(_ options: MQTTClientOptions) throws -> (MQTTClient, EventLog
 /// Publishes probes on `topic` (which the client subscribes to) until one comes back:
 /// the subscription is then in place at the broker.
 func awaitSubscription(_ client: MQTTClient, _ log: EventLog, topic: String, timeout: Double = 5) async -> Bool {
-    let deadline = deadline(after: timeout)
-    while Date() < deadline {
+    let deadline = WaitDeadline(after: timeout)
+    while !deadline.hasPassed {
         try? client.publish(MQTTMessage(topic: topic, text: "probe"))
         if await log.waitForMessage(topic: topic, timeout: 0.2) != nil { return true }
     }

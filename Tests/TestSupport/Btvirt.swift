@@ -41,17 +41,17 @@ public final class BtvirtServer: @unchecked Sendable {
         let environment = ["BTVIRT_SOCKET_DIR": directory.path, "LD_PRELOAD": try await compileShim(into: directory)]
         let process = try ChildProcess(btvirt, ["-s"], environment: environment, in: directory, name: "btvirt")
         let server = BtvirtServer(directory: directory, process: process)
-        let deadline = deadline(after: 10)
+        var deadline = WaitDeadline(after: 10)
         // The socket file appears at bind(), a moment before listen(): wait for the listener.
         while !Self.isListening(server.lePath) {
             guard process.isRunning else {
                 throw StartError(description: "btvirt exited before serving \(server.lePath)\n\(process.diagnostics)")
             }
-            guard Date() < deadline else {
+            guard !deadline.hasPassed else {
                 await process.stop()
                 throw StartError(description: "btvirt did not listen on \(server.lePath) within \(Int(10 * patience)) s\n\(process.diagnostics)")
             }
-            try await Task.sleep(nanoseconds: 20_000_000)
+            await deadline.pause(0.02)
         }
         return server
     }

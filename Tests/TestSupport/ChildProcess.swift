@@ -142,31 +142,3 @@ public enum Programs {
 public enum FreePort {
     public static func allocate() throws -> UInt16 { try Loopback.freePort() }
 }
-
-/// How many times its nominal `timeout` a test waits for an event before it gives up.
-///
-/// Tests run on machines shared with builds (two cores, load averages of 20 and more), so a
-/// wait's deadline is generous: a passing wait ends at the event it waits for and costs
-/// nothing extra; only a failing one waits the whole deadline. Every wait in the tests is on
-/// an event (a message arrives, a file appears, a port listens), and its deadline counts
-/// from when that wait begins, never from the test's start. `BEACONBRIDGE_TEST_PATIENCE`
-/// sets the factor (default 6).
-public let patience: Double = {
-    guard let text = Foundation.ProcessInfo.processInfo.environment["BEACONBRIDGE_TEST_PATIENCE"],
-          let value = Double(text), value >= 1 else { return 6 }
-    return value
-}()
-
-/// The moment a wait of nominal `timeout` seconds that begins now gives up (see `patience`).
-public func deadline(after timeout: Double) -> Date { Date().addingTimeInterval(timeout * patience) }
-
-/// Polls `condition` until true or the deadline for `timeout` seconds (see `patience`) passes.
-public func eventually(timeout: Double = 10, interval: Double = 0.05,
-                       _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = deadline(after: timeout)
-    while Date() < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-    }
-    return try await condition()
-}
