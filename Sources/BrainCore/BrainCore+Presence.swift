@@ -123,6 +123,11 @@ extension BrainCore {
             note(.notice, "store bridge down: holding the store's presence until it is back", ["store": "\(major)"])
         case .healing(let major):
             note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
+            // What its gateways sent while it was down, or into a connection the centre had
+            // lost without telling, is asked for again (`FleetPresence.storeReconnected`).
+            for gateway in presence.storeReconnected(bridges.gateways(ofStore: major), at: Self.runningClock(now)) {
+                askForReports(gateway, after: presence.resendAfter(gateway))
+            }
         case .found(let major):
             note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
         case .heard(let major):

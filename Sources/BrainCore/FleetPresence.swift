@@ -476,6 +476,29 @@ public struct FleetPresence: Sendable {
         }
     }
 
+    /// A store's bridge connected again (a live `1` on `stores/<major>/bridge`) while the
+    /// brain stayed connected: what `gateways` sent while it was down, or into a connection
+    /// the centre had lost without telling, reached no one (NATSNodeFaultTests, the bridge's
+    /// node cut off at the first effects: the bridge noticed by its keepalive only, 21 s
+    /// later; the brain had none of the store's reports yet, so it saw no hole, and the
+    /// store's queued deletions ended 100/2 and 100/9 at 0 s). With
+    /// `Settings.asksAgainForHoles`, those it had reports of or holds presence of are
+    /// waited for as after the brain's own reconnect (`reconnected`): their live reports
+    /// and deletions wait, up to `resendWait` (running seconds), for the reports asked for
+    /// again (`resendAfter`: after the brain's last of each, or all it kept). The gateways
+    /// to ask, sorted.
+    public mutating func storeReconnected(_ gateways: some Sequence<String>, at wall: WallTime) -> [String] {
+        guard settings.asksAgainForHoles else { return [] }
+        var known = Set(clock.watermarks.keys)
+        for beacon in beacons.values { known.formUnion(beacon.views.keys) }
+        let asked = Set(gateways).intersection(known).subtracting(settings.reportsOff)
+        guard !asked.isEmpty else { return [] }
+        awaitingResend.formUnion(asked)
+        for gateway in asked { holeWaits[gateway] = nil }
+        resendUntil = max(resendUntil ?? wall, wall + Self.resendWait)
+        return asked.sorted()
+    }
+
     /// The capture time to ask `gateway` to send its reports again after (`GatewayCommand
     /// .sendReports(after:)`): the brain's last of it, while it waits for them after its own
     /// reconnect, or the epoch (all it kept) when the brain has none of its reports yet (it

@@ -74,6 +74,9 @@ public struct StoreBridges: Sendable {
         }
     }
 
+    /// The gateways of a bridged store (none for another).
+    public func gateways(ofStore major: UInt16) -> Set<String> { gateways[major] ?? [] }
+
     /// Whether a store's presence is on hold: bridged and not up.
     public func isUnknown(_ major: UInt16) -> Bool {
         guard let state = states[major] else { return false }

@@ -457,4 +457,51 @@ import Tracking
         #expect(h.core.presence.decidedUntil.map { $0 >= t(3.5) } == true)
         #expect(h.core.presence[window] != nil)
     }
+
+    /// A store's bridge back after the centre lost its connection without telling
+    /// (NATSNodeFaultTests, the bridge's node cut off at the first effects: the bridge noticed
+    /// by its keepalive only, 21 s later, and the brain had none of the store's reports yet,
+    /// so it saw no hole; the store's queued deletion ended 100/9 at once). Its live `1`
+    /// makes the brain wait for what the store's gateways sent meanwhile: the gateways it
+    /// knows are asked for all they kept, and the queued deletion and the live reports wait
+    /// for those. The decisions are those of a run without the cut.
+    @Test func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent() {
+        let nine = BeaconRef(major: 100, minor: 9)
+        func run(cut: Bool) -> [ZoneDecision] {
+            var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
+            settings.asksAgainForHoles = true
+            var fleet = FleetPresence(settings: settings)
+            for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+            _ = fleet.gatewayPresence(presenceReport(counter, "door", rssi: -60), retained: false, at: t(0.2))
+            _ = fleet.gatewayPresence(presenceReport(nine, "counter", rssi: -62, zone: "counter"), retained: false, at: t(0.2))
+            func reports(from: Double, to: Double, at wall: Double?, resent: Bool = false) {
+                for start in stride(from: from, to: to, by: 0.5) {
+                    let at = w(wall ?? start + 0.5)
+                    _ = fleet.report(rssiReport("door", from: start, to: start + 0.5, [(counter, -60)], resent: resent), receivedAt: at)
+                    _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, start < 0.5 ? [(nine, -62)] : [],
+                                                resent: resent), receivedAt: at)
+                }
+            }
+            if cut {
+                #expect(fleet.storeReconnected(["door", "counter", "elsewhere"], at: w(21)) == ["counter", "door"])
+                #expect(fleet.resendAfter("counter") == .epoch && fleet.resendAfter("door") == .epoch)
+                // The store's queue first: the counter's deletion of 100/9 (at 3.5 s), then live reports.
+                #expect(fleet.gatewayPresenceDeleted(nine, gateway: "counter").isEmpty, "the deletion waits for the reports")
+                reports(from: 21, to: 22, at: 21.1)
+                #expect(fleet.decidedUntil == nil, "the live reports wait for those sent again")
+                reports(from: 0, to: 21, at: 21.2, resent: true)
+                reports(from: 22, to: 25, at: nil)
+                for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
+            } else {
+                reports(from: 0, to: 3.5, at: nil)
+                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                reports(from: 3.5, to: 25, at: nil)
+                for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
+            }
+            return fleet.takeDecisions()
+        }
+        let undisturbed = run(cut: false)
+        #expect(undisturbed.filter { $0.beacon == nine }.map(\.kind) == [.enter, .exit], "\(undisturbed)")
+        #expect(run(cut: true) == undisturbed)
+    }
 }

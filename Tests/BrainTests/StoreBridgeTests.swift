@@ -204,4 +204,27 @@ import Config
         h.publish(Self.bridge, "garbage", at: t(101))
         #expect(h.core.counters.malformed[.bridgeStatus] == 1)
     }
+
+    /// A live `1` while the brain took the bridge as up (the centre lost the bridge's
+    /// connection without telling, and it reconnected): the store's gateways are asked for
+    /// the reports the brain may have missed, each after its last one
+    /// (`FleetPresence.storeReconnected`); not when the brain does not ask for lost reports.
+    @Test(arguments: [true, false])
+    func aBridgeThatReconnectsUnseenHasItsGatewaysAskedForTheirReports(asking: Bool) throws {
+        var h = Harness(core: BrainCore(config: Self.config), retained: [Self.bridge: "1"], asking: asking)
+        for from in stride(from: 0.0, to: 2, by: 0.5) {
+            h.publish(h.topics.rssiReports(ofGateway: "door"), rssiReport("door", from: from, to: from + 0.5, [(counter, -60)]).json,
+                      at: t(from + 0.5))
+        }
+        let before = h.sent.count
+        h.publish(Self.bridge, "1", retain: true, at: t(2.2))
+        let commands = h.sent[before...].filter { $0.topic.hasPrefix("gateways/") }
+        guard asking else {
+            #expect(commands.isEmpty)
+            return
+        }
+        // The door reported up to 2 s; the till is known to the brain from nothing: not asked.
+        #expect(commands.map(\.topic) == [h.topics.commands(ofGateway: "door")])
+        #expect(commands.first?.text == #"{"reports":{"after":"\#(t(2).iso8601)"}}"#)
+    }
 }
