@@ -244,6 +244,9 @@ public struct FleetPresence: Sendable {
     private var resendHeld: [String: [RSSIReport]] = [:]
     /// Presence deletions of those gateways that came meanwhile (`gatewayPresenceDeleted`).
     private var deferredDeletions: [(ref: BeaconRef, gateway: String)] = []
+    /// Presences of new beacons from those gateways, none of whose reports the brain has yet
+    /// (`gatewayPresence`): taken when the wait ends, before the deletions.
+    private var deferredPresences: [(report: GatewayPresenceReport, retained: Bool, at: CaptureTime)] = []
     /// A hole in one gateway's live reports while the brain stayed connected (its store's
     /// bridge moved to another node of the centre, a QoS 0 report lost on the way): with
     /// `Settings.asksAgainForHoles` the gateway is asked for its reports after the brain's
@@ -529,6 +532,9 @@ public struct FleetPresence: Sendable {
                 events += take(report, receivedAt: wall, holding: held, askingForHoles: settings.asksAgainForHoles)
             }
         }
+        let presences = deferredPresences
+        deferredPresences = []
+        for presence in presences { events += gatewayPresence(presence.report, retained: presence.retained, at: presence.at) }
         let deletions = deferredDeletions.filter { holeWaits[$0.gateway] == nil }
         deferredDeletions.removeAll { holeWaits[$0.gateway] == nil }
         for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
@@ -598,6 +604,17 @@ public struct FleetPresence: Sendable {
         // will decide (BrokerOutageTests, 60 s from the first effects: the counter's
         // backlog held, its queued presence of 100/3 entered it at 15.0 s, not 15.25 s).
         guard evidence[ref] == nil, !pending.contains(where: { $0.ref == ref }), !heldReportsHear(ref, report.gateway) else {
+            return []
+        }
+        // Nor while the brain waits for all a gateway kept and has none of its reports yet,
+        // held or taken (`resendAfter`, the epoch): they will say whether it heard the beacon
+        // (NATSNodeFaultTests, the bridge's node cut off at the first effects: the store's
+        // queue brought the counter's presence of 100/3 before any of its reports, and it
+        // entered at 15.0 s, not 15.25 s). It waits for the end of the wait, with the
+        // gateway's deletions, and then starts the visit only if the reports did not.
+        if awaitingResend.contains(report.gateway), clock.watermarks[report.gateway] == nil,
+           resendHeld[report.gateway]?.isEmpty ?? true {
+            deferredPresences.append((report, retained, now))
             return []
         }
         // (Without a report of it taken yet, its held reports' start stands for its watermark:
@@ -696,6 +713,7 @@ public struct FleetPresence: Sendable {
         holeWaits[gateway] = nil
         resendHeld[gateway] = nil
         deferredDeletions.removeAll { $0.gateway == gateway }
+        deferredPresences.removeAll { $0.report.gateway == gateway }
         var events: [FleetEvent] = []
         for ref in evidence.keys.sorted() where evidence[ref]?.links[gateway] != nil {
             evidence[ref]?.links[gateway] = nil

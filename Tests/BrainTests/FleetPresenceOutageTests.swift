@@ -464,9 +464,13 @@ import Tracking
     /// so it saw no hole; the store's queued deletion ended 100/9 at once). Its live `1`
     /// makes the brain wait for what the store's gateways sent meanwhile: the gateways it
     /// knows are asked for all they kept, and the queued deletion and the live reports wait
-    /// for those. The decisions are those of a run without the cut.
+    /// for those, and so does the queued presence of a beacon first heard during the cut
+    /// (100/3, at the counter from 15 s: it entered at 15.0 s from that presence, not at
+    /// 15.25 s from the reports). The decisions are those of a run without the cut.
     @Test func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent() {
-        let nine = BeaconRef(major: 100, minor: 9)
+        let nine = BeaconRef(major: 100, minor: 9), third = BeaconRef(major: 100, minor: 3)
+        var thirdsPresence = presenceReport(third, "counter", rssi: -62, zone: "counter")
+        thirdsPresence.since = t(15)
         func run(cut: Bool) -> [ZoneDecision] {
             var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
             settings.asksAgainForHoles = true
@@ -478,8 +482,8 @@ import Tracking
                 for start in stride(from: from, to: to, by: 0.5) {
                     let at = w(wall ?? start + 0.5)
                     _ = fleet.report(rssiReport("door", from: start, to: start + 0.5, [(counter, -60)], resent: resent), receivedAt: at)
-                    _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, start < 0.5 ? [(nine, -62)] : [],
-                                                resent: resent), receivedAt: at)
+                    let heard: [(BeaconRef, Double?)] = start < 0.5 ? [(nine, -62)] : start >= 15 ? [(third, -62)] : []
+                    _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, heard, resent: resent), receivedAt: at)
                 }
             }
             if cut {
@@ -487,6 +491,7 @@ import Tracking
                 #expect(fleet.resendAfter("counter") == .epoch && fleet.resendAfter("door") == .epoch)
                 // The store's queue first: the counter's deletion of 100/9 (at 3.5 s), then live reports.
                 #expect(fleet.gatewayPresenceDeleted(nine, gateway: "counter").isEmpty, "the deletion waits for the reports")
+                #expect(fleet.gatewayPresence(thirdsPresence, retained: false, at: t(21.05)).isEmpty, "so does the presence")
                 reports(from: 21, to: 22, at: 21.1)
                 #expect(fleet.decidedUntil == nil, "the live reports wait for those sent again")
                 reports(from: 0, to: 21, at: 21.2, resent: true)
@@ -495,13 +500,17 @@ import Tracking
             } else {
                 reports(from: 0, to: 3.5, at: nil)
                 _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
-                reports(from: 3.5, to: 25, at: nil)
+                // The presence goes out a window before the report that hears 100/3.
+                reports(from: 3.5, to: 15, at: nil)
+                _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
+                reports(from: 15, to: 25, at: nil)
                 for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
             }
             return fleet.takeDecisions()
         }
         let undisturbed = run(cut: false)
         #expect(undisturbed.filter { $0.beacon == nine }.map(\.kind) == [.enter, .exit], "\(undisturbed)")
+        #expect(undisturbed.filter { $0.beacon == third }.map(\.kind) == [.enter], "\(undisturbed)")
         #expect(run(cut: true) == undisturbed)
     }
 }
