@@ -125,9 +125,7 @@ extension BrainCore {
             note(.info, "store bridge up: reading what changed", ["store": "\(major)"])
             // What its gateways sent while it was down, or into a connection the centre had
             // lost without telling, is asked for again (`FleetPresence.storeReconnected`).
-            for gateway in presence.storeReconnected(bridges.gateways(ofStore: major), at: Self.runningClock(now)) {
-                askForReports(gateway, after: presence.resendAfter(gateway))
-            }
+            presence.storeReconnected(bridges.gateways(ofStore: major), at: Self.runningClock(now))
         case .found(let major):
             note(.info, "store bridge came back while the brain was away", ["store": "\(major)"])
         case .heard(let major):

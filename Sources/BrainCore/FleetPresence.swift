@@ -264,6 +264,9 @@ public struct FleetPresence: Sendable {
         var answered = false
     }
     private var resendRequests: [(gateway: String, after: CaptureTime)] = []
+    /// Gateways of a store whose bridge connected again (`storeReconnected`), to be asked for
+    /// their reports when their first live report comes through it.
+    private var askOnFirstReport: Set<String> = []
     /// Per gateway, hole waits in a row that ended without a report sent again (a version
     /// that does not answer, or requests lost): from `unansweredLimit` on, its holes are gaps
     /// at once, until it sends a report again marked resent (after a reconnect, its own or
@@ -363,6 +366,9 @@ public struct FleetPresence: Sendable {
         if report.resent {
             holeWaits[report.gateway]?.answered = true
             unanswered[report.gateway] = nil
+        } else if !askOnFirstReport.isEmpty, askOnFirstReport.remove(report.gateway) != nil,
+                  let after = resendAfter(report.gateway) {
+            resendRequests.append((report.gateway, after))
         }
         // A gateway the brain has no report of yet, asked for all it kept after the brain's
         // reconnect (`resendAfter`, the epoch): its live reports wait for those too, or the
@@ -488,18 +494,21 @@ public struct FleetPresence: Sendable {
     /// `Settings.asksAgainForHoles`, those it had reports of or holds presence of are
     /// waited for as after the brain's own reconnect (`reconnected`): their live reports
     /// and deletions wait, up to `resendWait` (running seconds), for the reports asked for
-    /// again (`resendAfter`: after the brain's last of each, or all it kept). The gateways
-    /// to ask, sorted.
-    public mutating func storeReconnected(_ gateways: some Sequence<String>, at wall: WallTime) -> [String] {
-        guard settings.asksAgainForHoles else { return [] }
+    /// again (`resendAfter`: after the brain's last of each, or all it kept). Each is asked
+    /// when its first live report comes (`takeResendRequests`), not at the `1`: a NATS centre
+    /// may not route a command to the bridge's new subscriptions yet then (the bridge's node
+    /// killed: requests sent at the `1` were lost, and 100/9's exit came 12 s late, from its
+    /// queued deletion at the wait's end).
+    public mutating func storeReconnected(_ gateways: some Sequence<String>, at wall: WallTime) {
+        guard settings.asksAgainForHoles else { return }
         var known = Set(clock.watermarks.keys)
         for beacon in beacons.values { known.formUnion(beacon.views.keys) }
-        let asked = Set(gateways).intersection(known).subtracting(settings.reportsOff)
-        guard !asked.isEmpty else { return [] }
-        awaitingResend.formUnion(asked)
-        for gateway in asked { holeWaits[gateway] = nil }
+        let awaited = Set(gateways).intersection(known).subtracting(settings.reportsOff)
+        guard !awaited.isEmpty else { return }
+        awaitingResend.formUnion(awaited)
+        askOnFirstReport.formUnion(awaited)
+        for gateway in awaited { holeWaits[gateway] = nil }
         resendUntil = max(resendUntil ?? wall, wall + Self.resendWait)
-        return asked.sorted()
     }
 
     /// The capture time to ask `gateway` to send its reports again after (`GatewayCommand
@@ -521,6 +530,7 @@ public struct FleetPresence: Sendable {
         resendUntil = nil
         awaitingResend = []
         backFromOutage = []
+        askOnFirstReport = []
         // (A gateway whose hole is asked for keeps its reports until that wait ends.)
         let waiting = resendHeld.filter { holeWaits[$0.key] == nil }
         for gateway in waiting.keys { resendHeld[gateway] = nil }
@@ -714,6 +724,7 @@ public struct FleetPresence: Sendable {
         resendHeld[gateway] = nil
         deferredDeletions.removeAll { $0.gateway == gateway }
         deferredPresences.removeAll { $0.report.gateway == gateway }
+        askOnFirstReport.remove(gateway)
         var events: [FleetEvent] = []
         for ref in evidence.keys.sorted() where evidence[ref]?.links[gateway] != nil {
             evidence[ref]?.links[gateway] = nil
@@ -750,6 +761,7 @@ public struct FleetPresence: Sendable {
         // (Holes asked for before are asked for again with the rest: `resendAfter`.)
         holeWaits = [:]
         backFromOutage = []
+        askOnFirstReport = []
         awaitingResend = Set(clock.watermarks.keys)
         for beacon in beacons.values { awaitingResend.formUnion(beacon.views.keys) }
         awaitingResend.subtract(settings.reportsOff)

@@ -207,8 +207,9 @@ import Config
 
     /// A live `1` while the brain took the bridge as up (the centre lost the bridge's
     /// connection without telling, and it reconnected): the store's gateways are asked for
-    /// the reports the brain may have missed, each after its last one
-    /// (`FleetPresence.storeReconnected`); not when the brain does not ask for lost reports.
+    /// the reports the brain may have missed, each after its last one, when its first live
+    /// report comes through the bridge (`FleetPresence.storeReconnected`); not when the brain
+    /// does not ask for lost reports.
     @Test(arguments: [true, false])
     func aBridgeThatReconnectsUnseenHasItsGatewaysAskedForTheirReports(asking: Bool) throws {
         var h = Harness(core: BrainCore(config: Self.config), retained: [Self.bridge: "1"], asking: asking)
@@ -218,6 +219,10 @@ import Config
         }
         let before = h.sent.count
         h.publish(Self.bridge, "1", retain: true, at: t(2.2))
+        #expect(!h.sent[before...].contains { $0.topic.hasPrefix("gateways/") }, "asked at its first live report, not at the 1")
+        for gateway in ["door", "till"] {
+            h.publish(h.topics.rssiReports(ofGateway: gateway), rssiReport(gateway, from: 2, to: 2.5, []).json, at: t(2.5))
+        }
         let commands = h.sent[before...].filter { $0.topic.hasPrefix("gateways/") }
         guard asking else {
             #expect(commands.isEmpty)
