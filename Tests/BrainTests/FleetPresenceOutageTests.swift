@@ -467,7 +467,12 @@ import Tracking
     /// for those, and so does the queued presence of a beacon first heard during the cut
     /// (100/3, at the counter from 15 s: it entered at 15.0 s from that presence, not at
     /// 15.25 s from the reports). The decisions are those of a run without the cut.
-    @Test func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent() {
+    /// `fastMove`: the bridge back 0.7 s after the reports stopped (its node killed), the hole
+    /// filled before the counter's deletion of 100/9 is made: the deletion is live news and
+    /// is taken at once, not at the end of everyone's wait (`resendWait`: the exit came at
+    /// 11.5 s instead of 3.5 s). Here 100/9 is known from the counter's presence only.
+    @Test(arguments: [false, true])
+    func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent(fastMove: Bool) {
         let nine = BeaconRef(major: 100, minor: 9), third = BeaconRef(major: 100, minor: 3)
         var thirdsPresence = presenceReport(third, "counter", rssi: -62, zone: "counter")
         thirdsPresence.since = t(15)
@@ -482,11 +487,24 @@ import Tracking
                 for start in stride(from: from, to: to, by: 0.5) {
                     let at = w(wall ?? start + 0.5)
                     _ = fleet.report(rssiReport("door", from: start, to: start + 0.5, [(counter, -60)], resent: resent), receivedAt: at)
-                    let heard: [(BeaconRef, Double?)] = start < 0.5 ? [(nine, -62)] : start >= 15 ? [(third, -62)] : []
+                    // (With `fastMove`, 100/9 is the counter's presence only: its deletion ends the visit.)
+                    let heard: [(BeaconRef, Double?)] = start < 0.5 && !fastMove ? [(nine, -62)] : start >= 15 ? [(third, -62)] : []
                     _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, heard, resent: resent), receivedAt: at)
                 }
             }
-            if cut {
+            if cut && fastMove {
+                // Nothing of the store's reports reached the brain before the move.
+                fleet.storeReconnected(["door", "counter"], at: w(1.7))
+                reports(from: 1.5, to: 2, at: 2)
+                #expect(fleet.takeResendRequests().map(\.gateway) == ["door", "counter"])
+                reports(from: 0, to: 2, at: 2.1, resent: true)
+                reports(from: 2, to: 3.5, at: nil)
+                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                reports(from: 3.5, to: 15, at: nil)
+                _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
+                reports(from: 15, to: 25, at: nil)
+                for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
+            } else if cut {
                 fleet.storeReconnected(["door", "counter", "elsewhere"], at: w(21))
                 #expect(fleet.resendAfter("counter") == .epoch && fleet.resendAfter("door") == .epoch)
                 #expect(fleet.takeResendRequests().isEmpty, "asked once their first live report comes through the bridge")
