@@ -492,18 +492,22 @@ import Tracking
                     _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, heard, resent: resent), receivedAt: at)
                 }
             }
+            /// Live from `start`: the counter's deletion of 100/9 made at 3.5 s, its presence of
+            /// 100/3 a window before the report that hears it.
+            func live(from start: Double) {
+                reports(from: start, to: 3.5, at: nil)
+                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                reports(from: 3.5, to: 15, at: nil)
+                _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
+                reports(from: 15, to: 25, at: nil)
+            }
             if cut && fastMove {
                 // Nothing of the store's reports reached the brain before the move.
                 fleet.storeReconnected(["door", "counter"], at: w(1.7))
                 reports(from: 1.5, to: 2, at: 2)
                 #expect(fleet.takeResendRequests().map(\.gateway) == ["door", "counter"])
                 reports(from: 0, to: 2, at: 2.1, resent: true)
-                reports(from: 2, to: 3.5, at: nil)
-                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
-                reports(from: 3.5, to: 15, at: nil)
-                _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
-                reports(from: 15, to: 25, at: nil)
-                for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
+                live(from: 2)
             } else if cut {
                 fleet.storeReconnected(["door", "counter", "elsewhere"], at: w(21))
                 #expect(fleet.resendAfter("counter") == .epoch && fleet.resendAfter("door") == .epoch)
@@ -517,16 +521,10 @@ import Tracking
                 #expect(asked.map(\.gateway) == ["door", "counter"] && asked.allSatisfy { $0.after == .epoch }, "\(asked)")
                 reports(from: 0, to: 21, at: 21.2, resent: true)
                 reports(from: 22, to: 25, at: nil)
-                for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
             } else {
-                reports(from: 0, to: 3.5, at: nil)
-                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
-                // The presence goes out a window before the report that hears 100/3.
-                reports(from: 3.5, to: 15, at: nil)
-                _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
-                reports(from: 15, to: 25, at: nil)
-                for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
+                live(from: 0)
             }
+            for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
             return fleet.takeDecisions()
         }
         let undisturbed = run(cut: false)
