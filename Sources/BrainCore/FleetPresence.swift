@@ -453,13 +453,26 @@ public struct FleetPresence: Sendable {
         awaitingResend.remove(gateway)
         backFromOutage.remove(gateway)
         askOnFirstReport.remove(gateway)
-        var events: [FleetEvent] = []
-        let presences = deferredPresences.filter { $0.report.gateway == gateway }
-        deferredPresences.removeAll { $0.report.gateway == gateway }
-        for presence in presences { events += gatewayPresence(presence.report, retained: presence.retained, at: presence.at) }
+        var events = takeDeferredPresences { $0 == gateway }
         guard holeWaits[gateway] == nil else { return events }
-        let deletions = deferredDeletions.filter { $0.gateway == gateway }
-        deferredDeletions.removeAll { $0.gateway == gateway }
+        events += takeDeferredDeletions { $0 == gateway }
+        return events
+    }
+
+    /// The presences that waited (`deferredPresences`) of the gateways `released` picks, taken now.
+    private mutating func takeDeferredPresences(of released: (String) -> Bool) -> [FleetEvent] {
+        let presences = deferredPresences.filter { released($0.report.gateway) }
+        deferredPresences.removeAll { released($0.report.gateway) }
+        var events: [FleetEvent] = []
+        for presence in presences { events += gatewayPresence(presence.report, retained: presence.retained, at: presence.at) }
+        return events
+    }
+
+    /// The deletions that waited (`deferredDeletions`) of the gateways `released` picks, taken now.
+    private mutating func takeDeferredDeletions(of released: (String) -> Bool) -> [FleetEvent] {
+        let deletions = deferredDeletions.filter { released($0.gateway) }
+        deferredDeletions.removeAll { released($0.gateway) }
+        var events: [FleetEvent] = []
         for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
         return events
     }
@@ -492,11 +505,8 @@ public struct FleetPresence: Sendable {
             resendHeld[gateway] = nil
             for report in waiting { events += take(report, receivedAt: wall, holding: held, askingForHoles: false) }
         }
-        let deletions = deferredDeletions.filter { $0.gateway == gateway }
-        guard !deletions.isEmpty, !awaitingResend.contains(gateway) else { return events }
-        deferredDeletions.removeAll { $0.gateway == gateway }
-        for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
-        return events
+        guard !awaitingResend.contains(gateway) else { return events }
+        return events + takeDeferredDeletions { $0 == gateway }
     }
 
     /// A live `online` of `gateway`: back from its own outage, it sends what it kept when the
@@ -526,14 +536,19 @@ public struct FleetPresence: Sendable {
     /// queued deletion at the wait's end).
     public mutating func storeReconnected(_ gateways: some Sequence<String>, at wall: WallTime) {
         guard settings.asksAgainForHoles else { return }
-        var known = Set(clock.watermarks.keys)
-        for beacon in beacons.values { known.formUnion(beacon.views.keys) }
-        let awaited = Set(gateways).intersection(known).subtracting(settings.reportsOff)
+        let awaited = Set(gateways).intersection(knownGateways).subtracting(settings.reportsOff)
         guard !awaited.isEmpty else { return }
         awaitingResend.formUnion(awaited)
         askOnFirstReport.formUnion(awaited)
         for gateway in awaited { holeWaits[gateway] = nil }
         resendUntil = max(resendUntil ?? wall, wall + Self.resendWait)
+    }
+
+    /// The gateways the brain has reports of, or holds a view of some beacon from.
+    private var knownGateways: Set<String> {
+        var known = Set(clock.watermarks.keys)
+        for beacon in beacons.values { known.formUnion(beacon.views.keys) }
+        return known
     }
 
     /// The capture time to ask `gateway` to send its reports again after (`GatewayCommand
@@ -567,13 +582,9 @@ public struct FleetPresence: Sendable {
                 events += take(report, receivedAt: wall, holding: held, askingForHoles: settings.asksAgainForHoles)
             }
         }
-        let presences = deferredPresences
-        deferredPresences = []
-        for presence in presences { events += gatewayPresence(presence.report, retained: presence.retained, at: presence.at) }
-        let deletions = deferredDeletions.filter { holeWaits[$0.gateway] == nil }
-        deferredDeletions.removeAll { holeWaits[$0.gateway] == nil }
-        for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
-        return events
+        events += takeDeferredPresences { _ in true }
+        let holes = holeWaits
+        return events + takeDeferredDeletions { holes[$0] == nil }
     }
 
     /// The gateway's reports from `start` to `end` never arrived (its broker or the brain's
@@ -787,9 +798,7 @@ public struct FleetPresence: Sendable {
         holeWaits = [:]
         backFromOutage = []
         askOnFirstReport = []
-        awaitingResend = Set(clock.watermarks.keys)
-        for beacon in beacons.values { awaitingResend.formUnion(beacon.views.keys) }
-        awaitingResend.subtract(settings.reportsOff)
+        awaitingResend = knownGateways.subtracting(settings.reportsOff)
         resendUntil = wall + min(patience, Self.resendWait)
     }
 
