@@ -101,10 +101,10 @@ public final class BrainService: Service, Sendable {
         var lanes = InboundLanes<Arrival>(limit: MQTTClient.eventBufferLimit)
         /// Events the lanes had no room for.
         var droppedEvents = 0
-        /// Messages sorted since the network thread's last round ended: the stores' gateway
-        /// traffic (`gathers`), and the rest.
-        var sortedStream = 0
-        var sortedOther = 0
+        /// Whether messages were sorted since the network thread's last round ended: of the
+        /// stores' gateway traffic (`gathers`), and of the rest.
+        var sortedStream = false
+        var sortedOther = false
         /// What the last round with messages said (`gathers`), kept through rounds of
         /// acknowledgements alone.
         var gathering = false
@@ -308,10 +308,10 @@ public final class BrainService: Service, Sendable {
             }
             if done == true {
                 return host.withLock { h in
-                    if h.core.sortedStream + h.core.sortedOther > 0 {
-                        h.core.gathering = h.core.sortedStream > 0 && h.core.sortedOther == 0
+                    if h.core.sortedStream || h.core.sortedOther {
+                        h.core.gathering = h.core.sortedStream && !h.core.sortedOther
                     }
-                    (h.core.sortedStream, h.core.sortedOther) = (0, 0)
+                    (h.core.sortedStream, h.core.sortedOther) = (false, false)
                     return h.core.gathering
                 }
             }
@@ -385,7 +385,7 @@ public final class BrainService: Service, Sendable {
             // Reading the retained state back after a reconnect: nothing waits.
             if !s.synced { lane = .first }
         }
-        if Self.gathers(kind) { s.sortedStream += 1 } else { s.sortedOther += 1 }
+        if Self.gathers(kind) { s.sortedStream = true } else { s.sortedOther = true }
         if !s.lanes.push(Arrival(event: event, kind: kind), lane: lane, observer: observer) { s.droppedEvents += 1 }
     }
 

@@ -423,12 +423,12 @@ public final class MQTTClient: Sendable {
             }
             let roundBegan = spacing > 0 ? WallClock.monotonic() : 0
             var gather = false
-            let code = loopOnce(timeout: 0.2, gather: &gather)
+            let code = loopOnce(timeout: 0.2, spacing: spacing, gather: &gather)
             watchHandshake()
             if code == Mosquitto.success, gather, spacing > 0 {
                 // A steady stream: let the next messages gather in the socket (`roundSpacing`).
                 let rest = roundBegan + spacing - WallClock.monotonic()
-                if rest > 0 { Self.pause(seconds: min(rest, spacing)) }
+                if rest > 0 { Self.pause(seconds: rest) }
             }
             if code != Mosquitto.success {
                 // The connection is gone or was never made. on_disconnect has said why, except
@@ -461,12 +461,13 @@ public final class MQTTClient: Sendable {
     /// carries a TLS handshake on), writes what is queued, and does the housekeeping
     /// (keepalive).
     ///
-    /// With a sink and a `roundSpacing`, it reads until the socket is empty, up to `readAhead`
-    /// calls of `mosquitto_loop_read`, so what gathered during the pause is handled in this
-    /// round; when the bound ends the reading, what is left is a backlog
+    /// With a `spacing` (the sink's `roundSpacing`; 0 without a sink), it reads until the
+    /// socket is empty, up to `readAhead` calls of `mosquitto_loop_read`, so what gathered
+    /// during the pause is handled in this round; when the bound ends the reading, what is
+    /// left is a backlog
     /// (`EventSink.roundEnded`'s `moreWaiting`). `gather`: the round read fewer than
     /// `fullRound` packets, and the sink's `roundEnded` let the next messages gather.
-    private func loopOnce(timeout: Double, gather: inout Bool) -> Int32 {
+    private func loopOnce(timeout: Double, spacing: Double, gather: inout Bool) -> Int32 {
         let socket = mosquitto_socket(handle.raw)
         guard socket >= 0 else { return Mosquitto.noConnection }
         let wanted: Readiness = mosquitto_want_write(handle.raw) ? [.readable, .writable] : .readable
@@ -487,7 +488,7 @@ public final class MQTTClient: Sendable {
         let packetsBefore = packetsRead.load(ordering: .relaxed)
         if !ready.isDisjoint(with: [.readable, .hungUp]) || (handshaking && ready.contains(.writable)) {
             read = true
-            if sink != nil, options.roundSpacing > 0, !handshaking {
+            if spacing > 0, !handshaking {
                 // What gathered during the pause (`roundSpacing`): read on while a call reads a
                 // whole message or acknowledgement, which takes the place of a look per packet
                 // (the call after the last meets the empty socket). Not errno: libmosquitto
