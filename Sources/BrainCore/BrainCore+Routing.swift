@@ -42,6 +42,15 @@ extension BrainCore {
                                         text: GatewayCommand.sendReports(after: after).json, qos: 1, retain: false))
     }
 
+    /// The gateways whose reports asked for again never came within the wait
+    /// (`FleetPresence.takeUnansweredResends`).
+    mutating func noteUnansweredResends() {
+        for gateway in presence.takeUnansweredResends() {
+            note(.warning, "a gateway did not send its reports again within the wait: what it held back is decided without them",
+                 ["gateway": gateway, "waited": "\(Int(FleetPresence.resendWait)) s"])
+        }
+    }
+
     mutating func route(_ inbound: Inbound, at now: CaptureTime) {
         let topic = inbound.topic, payload = inbound.payload, retained = inbound.retained
         switch inbound.message {
@@ -63,6 +72,7 @@ extension BrainCore {
                      ["gateway": gateway, "after": after.iso8601, "next": report.from.iso8601])
                 askForReports(gateway, after: after)
             }
+            noteUnansweredResends()
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])

@@ -343,6 +343,7 @@ public struct BrainCore: Sendable {
             let (bridges, storeOf) = (self.bridges, viewStore)
             handle(presence.advance(to: wall) { ref, view in bridges.isUnknown(storeOf(ref, view.gateway)) }, at: now)
         }
+        noteUnansweredResends()
         let due = recovery.due(at: wall)
         if !due.isEmpty { apply(due, at: now) }
         let waiting = proximityRoster.waiting

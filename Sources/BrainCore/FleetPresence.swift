@@ -242,6 +242,9 @@ public struct FleetPresence: Sendable {
     private var backFromOutage: Set<String> = []
     private var resendUntil: WallTime?
     private var resendHeld: [String: [RSSIReport]] = [:]
+    /// Gateways still waited for when a wait after a reconnect ended at `resendUntil`: their
+    /// reports sent again never came (`takeUnansweredResends`).
+    private var unansweredResends: [String] = []
     /// Presence deletions of those gateways that came meanwhile (`gatewayPresenceDeleted`).
     private var deferredDeletions: [(ref: BeaconRef, gateway: String)] = []
     /// Presences of new beacons from those gateways, none of whose reports the brain has yet
@@ -319,6 +322,15 @@ public struct FleetPresence: Sendable {
         return gaps
     }
 
+    /// The gateways asked for their reports again after a reconnect (the brain's own or a
+    /// store bridge's) that had sent none when the wait for them ended (`resendWait`), since
+    /// the last call: what they held back was decided without them (the request or the
+    /// answer lost, or a version that does not answer). The brain logs them.
+    public mutating func takeUnansweredResends() -> [String] {
+        defer { unansweredResends = [] }
+        return unansweredResends
+    }
+
     /// The decisions made since the last call, in order.
     public mutating func takeDecisions() -> [ZoneDecision] {
         defer { decisions = [] }
@@ -355,6 +367,16 @@ public struct FleetPresence: Sendable {
            report.resent ? report.to <= mark : report.to < mark || (report.to == mark && report.from < report.to) {
             guard !report.resent, clock.restarted.contains(report.gateway) else {
                 staleReports += 1
+                // The answer of a gateway waited for after a reconnect, whose live reports
+                // came on with no hole (none held): the brain already has every report it sends
+                // again, so its wait ends here. Waiting for a resent report past the watermark,
+                // which a gateway answering at once never sends, held its deletions to the end
+                // of everyone's wait (NATSNodeFaultTests, the bridge's node killed and the bridge
+                // back within 2 s: its reports held up behind the bridge's reconnect came
+                // before the request, and 100/9's exit came at 11.5 s instead of 3.5 s).
+                if report.resent, awaitingResend.contains(report.gateway), resendHeld[report.gateway]?.isEmpty ?? true {
+                    return endAwaiting(report.gateway, at: wall, holding: held)
+                }
                 return []
             }
             clock.setWatermark(report.gateway, nil)
@@ -568,6 +590,7 @@ public struct FleetPresence: Sendable {
     private mutating func endResendWait(at wall: WallTime, holding held: (BeaconRef, String) -> Bool) -> [FleetEvent] {
         guard let until = resendUntil, wall >= until else { return [] }
         resendUntil = nil
+        unansweredResends += awaitingResend.sorted()
         awaitingResend = []
         backFromOutage = []
         askOnFirstReport = []

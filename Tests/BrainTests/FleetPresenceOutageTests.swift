@@ -467,12 +467,18 @@ import Tracking
     /// for those, and so does the queued presence of a beacon first heard during the cut
     /// (100/3, at the counter from 15 s: it entered at 15.0 s from that presence, not at
     /// 15.25 s from the reports). The decisions are those of a run without the cut.
-    /// `fastMove`: the bridge back 0.7 s after the reports stopped (its node killed), the hole
+    /// `.fast`: the bridge back 0.7 s after the reports stopped (its node killed), the hole
     /// filled before the counter's deletion of 100/9 is made: the deletion is live news and
     /// is taken at once, not at the end of everyone's wait (`resendWait`: the exit came at
     /// 11.5 s instead of 3.5 s). Here 100/9 is known from the counter's presence only.
-    @Test(arguments: [false, true])
-    func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent(fastMove: Bool) {
+    /// `.fastWithoutHole`: the same, but the brain had the gateways' reports up to the move
+    /// and their live reports go on from there, so every report sent again is one it has
+    /// (stale): that answer ends the wait as well.
+    enum Move: CaseIterable { case cut, fast, fastWithoutHole }
+
+    @Test(arguments: Move.allCases)
+    func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent(move: Move) {
+        let fastMove = move != .cut
         let nine = BeaconRef(major: 100, minor: 9), third = BeaconRef(major: 100, minor: 3)
         var thirdsPresence = presenceReport(third, "counter", rssi: -62, zone: "counter")
         thirdsPresence.since = t(15)
@@ -501,7 +507,15 @@ import Tracking
                 _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
                 reports(from: 15, to: 25, at: nil)
             }
-            if cut && fastMove {
+            if cut && move == .fastWithoutHole {
+                reports(from: 0, to: 1.5, at: nil)
+                fleet.storeReconnected(["door", "counter"], at: w(1.7))
+                reports(from: 1.5, to: 2, at: 2)
+                #expect(fleet.takeResendRequests().map(\.gateway) == ["door", "counter"])
+                reports(from: 0, to: 2, at: 2.1, resent: true)
+                live(from: 2)
+                #expect(fleet.staleReports == 8, "every report sent again was one the brain had")
+            } else if cut && fastMove {
                 // Nothing of the store's reports reached the brain before the move.
                 fleet.storeReconnected(["door", "counter"], at: w(1.7))
                 reports(from: 1.5, to: 2, at: 2)
@@ -525,11 +539,39 @@ import Tracking
                 live(from: 0)
             }
             for tick in stride(from: 25.0, through: 35, by: 0.5) { _ = fleet.advance(to: w(tick)) }
+            #expect(fleet.takeUnansweredResends().isEmpty, "every gateway asked answered")
             return fleet.takeDecisions()
         }
         let undisturbed = run(cut: false)
         #expect(undisturbed.filter { $0.beacon == nine }.map(\.kind) == [.enter, .exit], "\(undisturbed)")
         #expect(undisturbed.filter { $0.beacon == third }.map(\.kind) == [.enter], "\(undisturbed)")
         #expect(run(cut: true) == undisturbed)
+    }
+
+    /// A gateway asked for its reports after its store's bridge came back that sends none
+    /// (the request or the answer lost): its wait ends at `resendWait`, and it is named
+    /// (`takeUnansweredResends`, which the brain logs as a warning), once.
+    @Test func aGatewayThatDoesNotAnswerIsNamedWhenTheWaitEnds() {
+        var settings = FleetPresence.Settings(BrainConfig(), defaultViewTimeout: 3, step: 0.5)
+        settings.asksAgainForHoles = true
+        var fleet = FleetPresence(settings: settings)
+        for gateway in ["door", "counter"] { _ = fleet.gatewayStatus(gateway, online: true) }
+        for start in stride(from: 0.0, to: 2, by: 0.5) {
+            for gateway in ["door", "counter"] {
+                _ = fleet.report(rssiReport(gateway, from: start, to: start + 0.5, [(counter, -60)]), receivedAt: w(start + 0.5))
+            }
+        }
+        fleet.storeReconnected(["door", "counter"], at: w(2))
+        for start in stride(from: 2.0, to: 14, by: 0.5) {
+            for gateway in ["door", "counter"] {
+                _ = fleet.report(rssiReport(gateway, from: start, to: start + 0.5, [(counter, -60)]), receivedAt: w(start + 0.5))
+            }
+            // The counter answers; the door's answer is lost.
+            if start == 2 { _ = fleet.report(rssiReport("counter", from: 1.5, to: 2, [(counter, -60)], resent: true), receivedAt: w(2.6)) }
+            _ = fleet.advance(to: w(start + 0.5))
+            if start < 11.5 { #expect(fleet.takeUnansweredResends().isEmpty, "still waiting at \(start + 0.5) s") }
+        }
+        #expect(fleet.takeUnansweredResends() == ["door"])
+        #expect(fleet.takeUnansweredResends().isEmpty)
     }
 }

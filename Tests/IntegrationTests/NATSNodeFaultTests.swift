@@ -330,6 +330,10 @@ struct NATSNodeFaultTests {
         }
         var processes: [ChildProcess] = []
         var others: [MosquittoSubscriber] = []
+        // With BEACONBRIDGE_KEEP_OUTAGE_LOGS: the gateways' reports as the brain's node hands them out.
+        let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"]
+        let reports = keep == nil ? nil : try? await subscriber(on: 0, ["gateways/+/rssi", "gateways/+/cmd"])
+        if let reports { others.append(reports) }
         func stopAll() async {
             for process in processes.reversed() { await process.stop() }
             for subscriber in others + [watcher] { await subscriber.stop() }
@@ -533,8 +537,11 @@ struct NATSNodeFaultTests {
             let retained = reader.records.filter(\.retained).map { record in
                 record.topic.hasSuffix("/status") || record.topic.hasSuffix("/bridge") ? "\(record.topic) \(record.text)" : record.topic
             }.sorted()
-            if let keep = ProcessInfo.processInfo.environment["BEACONBRIDGE_KEEP_OUTAGE_LOGS"] {
+            if let keep {
+                try? (reports?.records ?? []).map(\.description).joined(separator: "\n")
+                    .write(toFile: "\(keep)/nats-\(name)-reports.log", atomically: true, encoding: .utf8)
                 try? diagnostics().write(toFile: "\(keep)/nats-\(name).log", atomically: true, encoding: .utf8)
+                try? store.log.write(toFile: "\(keep)/nats-\(name)-store.log", atomically: true, encoding: .utf8)
                 for node in cluster.nodes {
                     try? node.log.write(toFile: "\(keep)/nats-\(name)-\(node.name).log", atomically: true, encoding: .utf8)
                 }
