@@ -87,6 +87,14 @@ public struct GatewayEngine: Sendable {
     /// stop of the brain left 10 s of a 10 s window; the whole backlog's span covers an
     /// outage of the brain as long as one of the gateway's own.
     private var recentReports: [(to: CaptureTime, message: MQTTMessage)] = []
+    /// Presence this gateway deleted (its beacon left) in the last `reportBacklogSeconds` of
+    /// capture time, by topic: published again when the brain asks for reports after a capture
+    /// time (`brainReady(resendingAfter:)`). A store's Mosquitto can lose an empty retained
+    /// message queued for its bridge when a reconnection attempt fails (NATSNodeFaultTests:
+    /// the bridge's node killed, the next node held the attempt 4 s without a CONNACK; the
+    /// presence sent before the deletion reached the centre, the deletion never did), and the
+    /// centre then keeps a presence of a beacon long gone, for every new subscriber to read.
+    private var recentDeletions: [(topic: String, at: CaptureTime)] = []
     /// Capture seconds of sent reports a disconnect puts back: one and a half keepalives (how
     /// long a cut connection can go unnoticed), at least 10 s, at most the backlog.
     public let resendSeconds: Double
@@ -248,8 +256,15 @@ public struct GatewayEngine: Sendable {
             guard let after, isConnected else { return out }
             let again = recentReports.filter { $0.to > after }.map { Self.markedResent($0.message) }
             out.messages += again
+            // After them, as first sent: the deletions of presence of beacons not tracked now.
+            let current = currentPresenceTopics
+            let latest = recentReports.last?.to
+            let deletions = recentDeletions.filter { deletion in
+                !current.contains(deletion.topic) && latest.map { $0.seconds(since: deletion.at) <= Self.reportBacklogSeconds } ?? true
+            }
+            for deletion in deletions { send(MQTTMessage(topic: deletion.topic, text: "", qos: 1, retain: true), &out) }
             out.log.append(LogEntry(.info, "the brain asked for the reports after a capture time (it was away, or they did not reach it); sent again",
-                                    ["after": after.iso8601, "reports": "\(again.count)"]))
+                                    ["after": after.iso8601, "reports": "\(again.count)", "deletions": "\(deletions.count)"]))
             return out
         }
         awaitsBrain = false
@@ -557,11 +572,14 @@ public struct GatewayEngine: Sendable {
         switch timeout {
         case .stale(let track, _):
             send(presenceMessage(track), &out)
-        case .exit(let track, _):
+        case .exit(let track, let at):
             if logsBeacons { out.log.append(LogEntry(.debug, "exit", ["beacon": "\(track.id)"])) }
             if eddystoneAddresses[track.address] == track.id { eddystoneAddresses[track.address] = nil }
             telemetrySent[track.id] = nil
-            send(MQTTMessage(topic: topics.presence(of: track.id.ref, seenBy: gatewayID), text: "", qos: 1, retain: true), &out)
+            let topic = topics.presence(of: track.id.ref, seenBy: gatewayID)
+            send(MQTTMessage(topic: topic, text: "", qos: 1, retain: true), &out)
+            recentDeletions.removeAll { $0.topic == topic || at.seconds(since: $0.at) > Self.reportBacklogSeconds }
+            recentDeletions.append((topic, at))
         }
     }
 

@@ -245,6 +245,36 @@ import Wire
         #expect(engine.reportsWaiting == putBack.count, "\(engine.reportsWaiting) of \(putBack.count)")
     }
 
+    /// Asked for its reports after a capture time (a store's bridge back, a hole), a gateway
+    /// also deletes again, after them, the presence of beacons that left in the last
+    /// `reportBacklogSeconds` and are not tracked now: a store's Mosquitto can lose an empty
+    /// retained message queued for its bridge (NATSNodeFaultTests: the centre kept 100/9 at
+    /// the counter after the bridge moved). A beacon back since is not deleted.
+    @Test func askedForItsReportsAGatewayDeletesThePresenceOfBeaconsThatLeftAgain() {
+        var engine = Self.engine()
+        _ = engine.connected(at: Self.w0)
+        engine.brainStatus(online: true)
+        var sent: [MQTTMessage] = []
+        for i in 0...20 {
+            sent += engine.handle(Self.frame(minor: 1, at: Double(i) * 0.5)).messages
+            if i < 4 { sent += engine.handle(Self.frame(minor: 2, at: Double(i) * 0.5 + 0.1)).messages }
+        }
+        // 100/2 last heard at 1.6 s: it left at 11.6 s (exitTimeout 10).
+        for i in 21...40 { sent += engine.handle(Self.frame(minor: 1, at: Double(i) * 0.5)).messages }
+        let deletion = { (message: MQTTMessage) in message.topic == "beacons/100/2/presence/door" && message.payload.isEmpty }
+        #expect(sent.filter(deletion).count == 1, "deleted once when it left")
+
+        let asked = engine.brainReady(resendingAfter: Self.t0 + 5).messages
+        #expect(asked.filter(deletion).count == 1, "deleted again")
+        #expect(asked.allSatisfy { $0.topic != "beacons/100/1/presence/door" }, "the beacon still here is not touched")
+        #expect(asked.last.map(deletion) == true, "after the reports sent again")
+        #expect(asked.filter(deletion).allSatisfy { $0.retain && $0.qos == 1 })
+
+        // 100/2 back: its presence is current, nothing of it is deleted.
+        _ = engine.handle(Self.frame(minor: 2, at: 20.5))
+        #expect(engine.brainReady(resendingAfter: Self.t0 + 5).messages.filter(deletion).isEmpty)
+    }
+
     @Test func sightingsBeyondTheQueueLimitDropTheOldestAndCountThem() {
         var engine = Self.engine(Self.config(#","queueLimit":10,"raw":true"#))
         for i in 0..<15 { _ = engine.handle(Self.frame(minor: 1, at: Double(i) * 0.1)) }
