@@ -535,7 +535,15 @@ public struct FleetPresence: Sendable {
     /// brain asks, and what its client was handed before it noticed the outage (QoS 1
     /// presence) at once. During the wait after the brain's reconnect, its deletions wait for
     /// its reports too (`gatewayPresenceDeleted`).
+    /// Not while its store's bridge has just come back and none of its live reports has come
+    /// through it yet (`askOnFirstReport`): a store's Mosquitto hands its bridge the retained
+    /// messages as it connects, and that `online` is the gateway's old status replayed, not
+    /// the gateway back. Taken for a return, it let the gateway's live reports through
+    /// unheld, past the hole the brain had asked it to fill (NATSNodeFaultTests, the bridge's
+    /// node killed before any report reached the brain: the reports of 0–1.5 s sent again
+    /// came after the brain had decided up to 5.5 s, and 100/9 exited there, not at 3.5 s).
     public mutating func gatewayIsBack(_ gateway: String) {
+        guard !askOnFirstReport.contains(gateway) else { return }
         if resendUntil != nil, !settings.reportsOff.contains(gateway) {
             awaitingResend.insert(gateway)
             backFromOutage.insert(gateway)

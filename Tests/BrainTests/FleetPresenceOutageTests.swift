@@ -474,11 +474,17 @@ import Tracking
     /// `.fastWithoutHole`: the same, but the brain had the gateways' reports up to the move
     /// and their live reports go on from there, so every report sent again is one it has
     /// (stale): that answer ends the wait as well.
-    enum Move: CaseIterable { case cut, fast, fastWithoutHole }
+    /// `.replayedOnline`: the bridge back 4.6 s after the kill, before any report had reached
+    /// the brain; the store's broker replays the gateways' retained `online` to the centre
+    /// with it, and the reports of the seconds the centre held the reconnect come in one
+    /// burst, the counter's deletion of 100/9 among them, before the request. The `online`
+    /// is not a gateway back from its own outage: the live reports wait for the hole.
+    enum Move: CaseIterable { case cut, fast, fastWithoutHole, replayedOnline }
 
     @Test(arguments: Move.allCases)
     func aStoreWhoseBridgeReconnectsIsAskedForWhatItsGatewaysSent(move: Move) {
         let fastMove = move != .cut
+        let nineInReports = move == .cut || move == .replayedOnline
         let nine = BeaconRef(major: 100, minor: 9), third = BeaconRef(major: 100, minor: 3)
         var thirdsPresence = presenceReport(third, "counter", rssi: -62, zone: "counter")
         thirdsPresence.since = t(15)
@@ -494,7 +500,7 @@ import Tracking
                     let at = w(wall ?? start + 0.5)
                     _ = fleet.report(rssiReport("door", from: start, to: start + 0.5, [(counter, -60)], resent: resent), receivedAt: at)
                     // (With `fastMove`, 100/9 is the counter's presence only: its deletion ends the visit.)
-                    let heard: [(BeaconRef, Double?)] = start < 0.5 && !fastMove ? [(nine, -62)] : start >= 15 ? [(third, -62)] : []
+                    let heard: [(BeaconRef, Double?)] = start < 0.5 && nineInReports ? [(nine, -62)] : start >= 15 ? [(third, -62)] : []
                     _ = fleet.report(rssiReport("counter", from: start, to: start + 0.5, heard, resent: resent), receivedAt: at)
                 }
             }
@@ -507,7 +513,18 @@ import Tracking
                 _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
                 reports(from: 15, to: 25, at: nil)
             }
-            if cut && move == .fastWithoutHole {
+            if cut && move == .replayedOnline {
+                fleet.storeReconnected(["door", "counter"], at: w(5.6))
+                for gateway in ["door", "counter"] { fleet.gatewayIsBack(gateway) }
+                reports(from: 1.5, to: 3.5, at: 5.7)
+                _ = fleet.gatewayPresenceDeleted(nine, gateway: "counter")
+                reports(from: 3.5, to: 5.5, at: 5.7)
+                #expect(fleet.takeResendRequests().map(\.gateway) == ["door", "counter"])
+                reports(from: 0, to: 5.5, at: 5.8, resent: true)
+                reports(from: 5.5, to: 15, at: nil)
+                _ = fleet.gatewayPresence(thirdsPresence, retained: false, at: t(15.1))
+                reports(from: 15, to: 25, at: nil)
+            } else if cut && move == .fastWithoutHole {
                 reports(from: 0, to: 1.5, at: nil)
                 fleet.storeReconnected(["door", "counter"], at: w(1.7))
                 reports(from: 1.5, to: 2, at: 2)
