@@ -29,7 +29,6 @@ extension GatewayService {
             // The brain, subscribed again after an outage, asks for what this gateway kept
             // (GatewayEngine.connected), or for what it sent after `after` while the brain's
             // own connection was down: no reply, it is the brain's own handshake.
-            logger.info("the brain asked for the reports again", metadata: ["after": "\(after?.iso8601 ?? "all kept")"])
             input { $0.brainReady(resendingAfter: after) }
         case .scan(let paused):
             let enable = !paused
