@@ -208,7 +208,7 @@ struct NATSNodeFaultTests {
         // `1`) 4 s each while JetStream elects a new leader for MQTT's retained messages, so
         // `back` within 5 s is met only when the dead node led none of them (1.0-1.7 s). The
         // bridge's node killed, 2026-11-29 after a27d742: the retained state as without the
-        // fault in 6 of 6 runs, every decision in 5 of 6 (in one, 100/9 exited at 8.75 s, the
+        // fault in 11 of 11 runs, every decision in 10 of 11 (in one, 100/9 exited at 8.75 s, the
         // counter's reports sent again trailing the door's; cause not found). Before it, 100/9
         // exited at 5.5-17.5 s in 8 of 20 runs and the centre kept its presence in 4 of 5
         // (docs/fleet.md). The brain's node killed and the rolling restart: met in the runs
