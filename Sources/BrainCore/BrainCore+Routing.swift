@@ -43,7 +43,8 @@ extension BrainCore {
     }
 
     /// The gateways whose reports asked for again never came within the wait
-    /// (`FleetPresence.takeUnansweredResends`).
+    /// (`FleetPresence.takeUnansweredResends`). Called at the brain's tick (`advance`), not per
+    /// report: a wait ended by a report is named at most one tick later.
     mutating func noteUnansweredResends() {
         for gateway in presence.takeUnansweredResends() {
             note(.warning, "a gateway did not send its reports again within the wait: what it held back is decided without them",
@@ -72,7 +73,6 @@ extension BrainCore {
                      ["gateway": gateway, "after": after.iso8601, "next": report.from.iso8601])
                 askForReports(gateway, after: after)
             }
-            noteUnansweredResends()
             for gap in presence.takeGaps() {
                 note(.warning, "a gateway's reports missed a span of capture time: decided as unknown, not as silence",
                      ["gateway": gap.gateway, "from": gap.from.iso8601, "to": gap.to.iso8601])

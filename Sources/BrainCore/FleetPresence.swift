@@ -374,9 +374,7 @@ public struct FleetPresence: Sendable {
                 // of everyone's wait (NATSNodeFaultTests, the bridge's node killed and the bridge
                 // back within 2 s: its reports held up behind the bridge's reconnect came
                 // before the request, and 100/9's exit came at 11.5 s instead of 3.5 s).
-                if report.resent, awaitingResend.contains(report.gateway), resendHeld[report.gateway]?.isEmpty ?? true {
-                    return endAwaiting(report.gateway, at: wall, holding: held)
-                }
+                if answersItsWait(report) { return endAwaiting(report.gateway, at: wall, holding: held) }
                 return []
             }
             clock.setWatermark(report.gateway, nil)
@@ -458,10 +456,14 @@ public struct FleetPresence: Sendable {
         if holeWaits[report.gateway] != nil, resendHeld[report.gateway]?.isEmpty ?? true {
             events += endHoleWait(report.gateway, at: wall, holding: held)
         }
-        if report.resent, awaitingResend.contains(report.gateway), resendHeld[report.gateway]?.isEmpty ?? true {
-            events += endAwaiting(report.gateway, at: wall, holding: held)
-        }
+        if answersItsWait(report) { events += endAwaiting(report.gateway, at: wall, holding: held) }
         return events
+    }
+
+    /// Whether `report` is a gateway's answer that ends its wait after a reconnect
+    /// (`awaitingResend`): sent again, with none of its live reports left held for a hole.
+    private func answersItsWait(_ report: RSSIReport) -> Bool {
+        report.resent && awaitingResend.contains(report.gateway) && resendHeld[report.gateway]?.isEmpty ?? true
     }
 
     /// A gateway waited for after a reconnect (`awaitingResend`) has sent its reports again
