@@ -98,8 +98,11 @@ hciconfig hci0 down
 wait_for "$R/gateway.log" "the adapter went down" 10 || fail "the gateway did not notice hci0 going down"
 wait_for "$R/gateway.log" "retrying" 5 || fail "the gateway did not report retrying"
 running_before=$(count "$R/gateway.log" "source running")
+# Up to 60 s: the gateway retries with a doubling delay (0.5, 1, 2, 4, 8, 16 s, LiveScanner),
+# so on a guest slowed by a loaded host (TCG), a few failed attempts put the next one 20 s
+# or more after `retrying`; 20 s was once too short with both host cores busy.
 i=0
-while [ "$(count "$R/gateway.log" "source running")" -le "$running_before" ] && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+while [ "$(count "$R/gateway.log" "source running")" -le "$running_before" ] && [ $i -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
 [ "$(count "$R/gateway.log" "source running")" -gt "$running_before" ] || fail "scanning did not resume after hci0 went down"
 hciconfig hci0 | grep -q "UP RUNNING" || fail "hci0 is not up again"
 advertise 2 --retrigger 1
