@@ -282,16 +282,22 @@ public final class MQTTClient: Sendable {
         guard connected else { return }
         try calls.withLock { destroyed throws(MQTTError) in
             guard !destroyed else { return }
-            for filter in filters {
-                let code = mosquitto_subscribe(handle.raw, nil, filter, Int32(qos))
-                // NO_CONN: the connection just went; the next connection subscribes.
-                guard code == Mosquitto.success || code == Mosquitto.noConnection else {
-                    throw MQTTError(operation: "subscribe", code: code,
-                                    message: "\(Mosquitto.errorText(code)) (filter \"\(filter)\")")
-                }
+            let code = Mosquitto.filterPackets(filters) { strings, count in
+                mosquitto_subscribe_multiple(handle.raw, nil, count, strings, Int32(qos), 0, nil)
+            }
+            // NO_CONN: the connection just went; the next connection subscribes.
+            guard code == Mosquitto.success || code == Mosquitto.noConnection else {
+                throw MQTTError(operation: "subscribe", code: code,
+                                message: "\(Mosquitto.errorText(code)) (filters \(Self.named(filters)))")
             }
         }
         wakeup.signal()
+    }
+
+    /// The filters for an error's text: the first three quoted, then how many more.
+    static func named(_ filters: [String]) -> String {
+        let shown = filters.prefix(3).map { "\"\($0)\"" }.joined(separator: ", ")
+        return filters.count > 3 ? shown + " and \(filters.count - 3) more" : shown
     }
 
     /// Forgets `filters` and unsubscribes from them if connected.
@@ -303,12 +309,12 @@ public final class MQTTClient: Sendable {
         guard connected else { return }
         try calls.withLock { destroyed throws(MQTTError) in
             guard !destroyed else { return }
-            for filter in filters {
-                let code = mosquitto_unsubscribe(handle.raw, nil, filter)
-                guard code == Mosquitto.success || code == Mosquitto.noConnection else {
-                    throw MQTTError(operation: "unsubscribe", code: code,
-                                    message: "\(Mosquitto.errorText(code)) (filter \"\(filter)\")")
-                }
+            let code = Mosquitto.filterPackets(filters) { strings, count in
+                mosquitto_unsubscribe_multiple(handle.raw, nil, count, strings, nil)
+            }
+            guard code == Mosquitto.success || code == Mosquitto.noConnection else {
+                throw MQTTError(operation: "unsubscribe", code: code,
+                                message: "\(Mosquitto.errorText(code)) (filters \(Self.named(filters)))")
             }
         }
         wakeup.signal()
@@ -646,9 +652,13 @@ public final class MQTTClient: Sendable {
             return state.subscriptions
         }
         if tlsReport != nil { captureErrorLog(false) }
-        // On the network thread, where the handle is alive; libmosquitto queues these.
-        for (filter, qos) in subscriptions.sorted(by: { $0.key < $1.key }) {
-            _ = mosquitto_subscribe(handle.raw, nil, filter, Int32(qos))
+        // On the network thread, where the handle is alive; libmosquitto queues these. A
+        // packet per QoS, in filter order (`Mosquitto.filterPackets`).
+        let byQoS = Dictionary(grouping: subscriptions.sorted(by: { $0.key < $1.key }), by: \.value)
+        for (qos, filters) in byQoS.sorted(by: { $0.key < $1.key }) {
+            _ = Mosquitto.filterPackets(filters.map(\.key)) { strings, count in
+                mosquitto_subscribe_multiple(handle.raw, nil, count, strings, Int32(qos), 0, nil)
+            }
         }
         emit(.connected(sessionPresent: flags & 1 != 0))
     }

@@ -68,6 +68,54 @@ struct PublishSubscribeTests {
         await broker.stop()
     }
 
+    /// nats-server 2.9 writes a client's whole MQTT session to JetStream after each SUBSCRIBE
+    /// and UNSUBSCRIBE packet, before it reads the next: with a packet per filter, a brain of
+    /// 250 stores (2,500 filters) took 9-19 s to subscribe (docs/fleet.md). The broker's log
+    /// counts the packets; what each delivers shows every filter is in them.
+    @Test("many filters go out a thousand to a packet: at the first connection, when connected, and again at the next")
+    func manyFiltersFewPackets() async throws {
+        let directory = try TemporaryDirectory("mqtt-many-filters")
+        let broker = try await MosquittoBroker.start(in: directory)
+        let id = "many-\(UUID().uuidString.prefix(8))"
+        let client = try MQTTClient(options(broker, id: id))
+        let log = EventLog(client)
+        func packets(_ kind: String) -> Int { broker.log.components(separatedBy: "Received \(kind) from \(id)").count - 1 }
+        let filters = (0..<2_500).map { "shop/\($0)/+" }
+        try client.subscribe(filters, qos: 1)
+        try client.start()
+        #expect(await log.waitForConnection())
+        #expect(await awaitSubscription(client, log, topic: "shop/0/probe"))
+        #expect(await awaitSubscription(client, log, topic: "shop/2499/probe"))
+        #expect(packets("SUBSCRIBE") == 3, "\(broker.diagnostics)")
+
+        // Connected: 2,000 of them unsubscribed, 10 more at QoS 0.
+        try client.unsubscribe(Array(filters.prefix(2_000)))
+        try client.subscribe((0..<10).map { "till/\($0)" }, qos: 0)
+        #expect(await awaitSubscription(client, log, topic: "till/9"))
+        // Published in this order by one client, delivered in it: past till/0, shop/0 was not.
+        try client.publish(MQTTMessage(topic: "shop/0/gone", text: "unsubscribed"))
+        try client.publish(MQTTMessage(topic: "till/0", text: "after"))
+        #expect(await log.waitForMessage(topic: "till/0")?.text == "after")
+        #expect(!log.messages.contains { $0.topic == "shop/0/gone" })
+        #expect(packets("UNSUBSCRIBE") == 2, "\(broker.diagnostics)")
+        #expect(packets("SUBSCRIBE") == 4)
+
+        // The next connection subscribes to what is left, a packet for each QoS.
+        await broker.kill()
+        _ = await log.waitForDisconnection()
+        try await broker.restart()
+        #expect(await log.waitForConnection(number: 2), "\(log.all)\n\(broker.diagnostics)")
+        #expect(await awaitSubscription(client, log, topic: "shop/2000/again"))
+        #expect(await awaitSubscription(client, log, topic: "till/5"))
+        #expect(packets("SUBSCRIBE") == 6, "\(broker.diagnostics)")
+        try client.publish(MQTTMessage(topic: "shop/2000/qos", text: "1", qos: 1))
+        let qos = await log.waitForMessage(topic: "shop/2000/qos")?.qos
+        #expect(qos == 1, "the filters subscribed at QoS 1 are again")
+
+        await client.stop()
+        await broker.stop()
+    }
+
     @Test("a subscription made before start receives messages from another client, bytes intact")
     func subscribeReceives() async throws {
         let directory = try TemporaryDirectory("mqtt-subscribe")
