@@ -27,7 +27,8 @@ enum Mosquitto {
     /// JetStream (replicated) after every SUBSCRIBE and UNSUBSCRIBE, all its filters each
     /// time, before it reads the connection's next packet. A brain of 250 stores subscribes
     /// to 2,500 filters: one packet each took 9.4 s on an idle 3-node cluster, and 10,000
-    /// more than 300 s; in packets of 1,000, 0.15 and 0.3 s (docs/fleet.md).
+    /// more than 300 s; in packets of 100, 0.15 and 1.4 s, and 10,000 in packets of 1,000
+    /// 0.3 s (docs/fleet.md).
     static func filterPackets(_ filters: [String],
                               _ send: (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, Int32) -> Int32) -> Int32 {
         var start = filters.startIndex
