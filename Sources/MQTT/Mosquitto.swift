@@ -29,18 +29,12 @@ enum Mosquitto {
     /// to 2,500 filters: one packet each took 9.4 s on an idle 3-node cluster, and 10,000
     /// more than 300 s; in packets of 100, 0.15 and 1.4 s, and 10,000 in packets of 1,000
     /// 0.3 s (docs/fleet.md).
-    static func filterPackets(_ filters: [String],
-                              _ send: (UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>, Int32) -> Int32) -> Int32 {
-        var start = filters.startIndex
-        while start < filters.endIndex {
-            let end = min(start + filtersPerPacket, filters.endIndex)
-            let strings = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: end - start)
-            for (k, filter) in filters[start..<end].enumerated() { strings[k] = strdup(filter) }
-            let code = send(strings, Int32(end - start))
-            for k in 0..<(end - start) { free(strings[k]) }
-            strings.deallocate()
+    static func filterPackets(_ filters: [String], _ send: (UnsafePointer<UnsafeMutablePointer<CChar>?>, Int32) -> Int32) -> Int32 {
+        for start in stride(from: 0, to: filters.count, by: filtersPerPacket) {
+            let strings = filters[start..<min(start + filtersPerPacket, filters.count)].map { strdup($0) }
+            defer { strings.forEach { free($0) } }
+            let code = strings.withUnsafeBufferPointer { send($0.baseAddress!, Int32($0.count)) }
             guard code == success else { return code }
-            start = end
         }
         return success
     }
