@@ -101,6 +101,12 @@ struct HistoryAccuracy {
         }
     }
 
+    /// What a history holds: visits, their segments, and the visits that ended.
+    struct Held: Equatable, CustomStringConvertible {
+        var visits = 0, segments = 0, ended = 0
+        var description: String { "\(visits) visits, \(segments) segments, \(ended) ended" }
+    }
+
     /// Stores the decisions in a new history in `directory` and reads it back: in this
     /// process, or (`process`) through a real `beacon-history` subscribed to a Mosquitto of
     /// its own, to which the decisions are published as the brain publishes them.
@@ -141,15 +147,19 @@ struct HistoryAccuracy {
             // Its subscription is made once it has connected: until it holds the first
             // decision, that one is sent again.
             let first = decisions.sorted { $0.at < $1.at }
-            let expected = (visits: Set(first.map { "\($0.beacon) \($0.since)" }).count,
-                            segments: Set(first.filter { $0.kind != .exit }.map { "\($0.beacon) \($0.since) \($0.at) \($0.zone)" }).count)
+            // Done when it holds every visit, every segment and every end: an exit adds no
+            // row, so counting rows alone can stop while the last exits are still on the way.
+            let expected = Held(visits: Set(first.map { "\($0.beacon) \($0.since)" }).count,
+                                segments: Set(first.filter { $0.kind != .exit }.map { "\($0.beacon) \($0.since) \($0.at) \($0.zone)" }).count,
+                                ended: Set(first.filter { $0.kind == .exit }.map { "\($0.beacon) \($0.since)" }).count)
             var opened: HistoryDatabase?
-            func counts() -> (visits: Int, segments: Int) {
+            func counts() -> Held {
                 if opened == nil, FileSystem.exists(fleet.history.database) {
                     opened = try? HistoryDatabase(path: fleet.history.database, readOnly: true)
                 }
-                guard let c = try? opened?.counts() else { return (0, 0) }
-                return (c.visits, c.segments)
+                guard let rows = try? opened?.counts(), let visits = try? opened?.visits(store: nil, from: window.0, to: window.1)
+                else { return Held() }
+                return Held(visits: rows.visits, segments: rows.segments, ended: visits.count { $0.ended != nil })
             }
             let deadline = WallClock.monotonic() + 60
             while counts().visits == 0 {
@@ -164,7 +174,7 @@ struct HistoryAccuracy {
             for d in first { try client.publish(MQTTMessage(topic: fleet.topics.zoneEvents(of: d.beacon), text: d.json, qos: 1)) }
             while counts() != expected {
                 guard WallClock.monotonic() < deadline + 120, history?.poll() == nil else {
-                    throw CommandFailure("beacon-history holds \(counts()) of \(expected) visits and segments: "
+                    throw CommandFailure("beacon-history holds \(counts()) of \(expected): "
                                          + (history?.errors.suffix(2000) ?? ""), status: .failure)
                 }
                 try await Task.sleep(nanoseconds: 50_000_000)
