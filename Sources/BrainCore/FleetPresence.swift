@@ -245,8 +245,9 @@ public struct FleetPresence: Sendable {
     /// Gateways still waited for when a wait after a reconnect ended at `resendUntil`: their
     /// reports sent again never came (`takeUnansweredResends`).
     private var unansweredResends: [String] = []
-    /// Presence deletions of those gateways that came meanwhile (`gatewayPresenceDeleted`).
-    private var deferredDeletions: [(ref: BeaconRef, gateway: String)] = []
+    /// Presence deletions of those gateways that came meanwhile (`gatewayPresenceDeleted`),
+    /// each with the capture time its gateway's reports had reached when it came (`made`).
+    private var deferredDeletions: [(ref: BeaconRef, gateway: String, made: CaptureTime?)] = []
     /// Presences of new beacons from those gateways, none of whose reports the brain has yet
     /// (`gatewayPresence`): taken when the wait ends, before the deletions.
     private var deferredPresences: [(report: GatewayPresenceReport, retained: Bool, at: CaptureTime)] = []
@@ -497,7 +498,7 @@ public struct FleetPresence: Sendable {
         let deletions = deferredDeletions.filter { released($0.gateway) }
         deferredDeletions.removeAll { released($0.gateway) }
         var events: [FleetEvent] = []
-        for deletion in deletions { events += gatewayPresenceDeleted(deletion.ref, gateway: deletion.gateway) }
+        for deletion in deletions { events += presenceDeleted(deletion.ref, gateway: deletion.gateway, made: deletion.made) }
         return events
     }
 
@@ -722,6 +723,11 @@ public struct FleetPresence: Sendable {
     /// up to that moment), unless its reports are late (a store cut off: the deletion was
     /// queued, the reports were not).
     public mutating func gatewayPresenceDeleted(_ ref: BeaconRef, gateway: String) -> [FleetEvent] {
+        presenceDeleted(ref, gateway: gateway, made: nil)
+    }
+
+    /// `gatewayPresenceDeleted`; `made`: when a deletion that waited was made (`deferredDeletions`).
+    private mutating func presenceDeleted(_ ref: BeaconRef, gateway: String, made: CaptureTime?) -> [FleetEvent] {
         guard let view = beacons[ref]?.views[gateway], view.announced || clock.excluded.contains(gateway) else { return [] }
         // The view is still the presence's, but the gateway's reports of the beacon are here
         // and wait for another gateway's (after an outage the gateway sends what it kept,
@@ -735,13 +741,18 @@ public struct FleetPresence: Sendable {
         // the broker paused 8 s at the first effects: 100/9 entered from presence, deleted
         // before its reports came, then entered again from them: two visits). The deletion
         // waits with them (`resendWait`); a view the reports have taken over by then ends by
-        // their silence instead.
+        // their silence instead. It is dated when the gateway made it: at the capture time
+        // its reports, held or taken, had reached when it came, not when the wait ended
+        // (NATSNodeFaultTests, the bridge's node killed with the brain's request for the
+        // counter's reports: the request was lost, the counter's deletion of 100/9, made at
+        // 3.5 s, waited the 10 s, and the exit was dated 11.5 s).
         if awaitingResend.contains(gateway) || holeWaits[gateway] != nil {
-            deferredDeletions.append((ref, gateway))
+            let reached = [clock.watermarks[gateway], resendHeld[gateway]?.last?.to].compactMap { $0 }.max()
+            deferredDeletions.append((ref, gateway, made ?? reached))
             return []
         }
         var events: [FleetEvent] = []
-        remove(gateway, from: ref, &events)
+        remove(gateway, from: ref, &events, made: made)
         return events
     }
 
@@ -1444,9 +1455,15 @@ public struct FleetPresence: Sendable {
                                       from: from, since: beacon.since, at: time))
     }
 
-    private mutating func remove(_ gateway: String, from ref: BeaconRef, _ events: inout [FleetEvent]) {
+    /// `made`: when a deletion that waited was made. What it decides is dated then, though
+    /// never before the beacon's last decision nor after the brain's decided time.
+    private mutating func remove(_ gateway: String, from ref: BeaconRef, _ events: inout [FleetEvent], made: CaptureTime? = nil) {
         guard var beacon = beacons[ref], beacon.views[gateway] != nil else { return }
         let before = beacon
+        let time = made.map { made in
+            let after = max(made, decisions.last { $0.beacon == ref }?.at ?? before.since, before.since)
+            return processed.map { min(after, $0) } ?? after
+        } ?? processed ?? before.since
         beacon.views[gateway] = nil
         evidence[ref]?.links[gateway] = nil
         // What the gateway reported of the beacon before its view ended and the brain has
@@ -1462,11 +1479,11 @@ public struct FleetPresence: Sendable {
             evidence[ref] = nil
             restoring[ref] = nil
             events.append(.exit(before))
-            record(.exit, before, from: nil, at: processed ?? before.since)
+            record(.exit, before, from: nil, at: time)
             return
         }
         events.append(.viewsChanged(ref))
-        refreshZone(&beacon, &events)
+        refreshZone(&beacon, &events, at: time)
         refreshProximity(&beacon, &events)
         beacons[ref] = beacon
     }
