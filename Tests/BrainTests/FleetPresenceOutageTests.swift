@@ -480,7 +480,7 @@ import Tracking
     /// burst, the counter's deletion of 100/9 among them, before the request. The `online`
     /// is not a gateway back from its own outage: the live reports wait for the hole.
     /// `.answerLost`: as `.fast`, but the counter's answer never comes (the request was lost
-    /// with the killed node: NATSNodeFaultTests, the bridge's kill, 1 run in 15): the
+    /// with the killed node: NATSNodeFaultTests, 1 of 6 bridge kills after 8628ccb): the
     /// counter's deletion of 100/9 waits to the end of the wait, 10 s, and is dated when the
     /// counter made it (the capture time its reports had reached when it came: 3.5 s), not
     /// at the wait's end (the exit came at 11.5 s).
