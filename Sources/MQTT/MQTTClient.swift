@@ -285,13 +285,17 @@ public final class MQTTClient: Sendable {
             let code = Mosquitto.filterPackets(filters) { strings, count in
                 mosquitto_subscribe_multiple(handle.raw, nil, count, strings, Int32(qos), 0, nil)
             }
-            // NO_CONN: the connection just went; the next connection subscribes.
-            guard code == Mosquitto.success || code == Mosquitto.noConnection else {
-                throw MQTTError(operation: "subscribe", code: code,
-                                message: "\(Mosquitto.errorText(code)) (filters \(Self.named(filters)))")
-            }
+            try Self.check(code, "subscribe", filters)
         }
         wakeup.signal()
+    }
+
+    /// libmosquitto's `code` for `operation` on `filters`: success, or NO_CONN (the connection
+    /// just went; the next connection subscribes to what is remembered), else an error that
+    /// names the filters.
+    static func check(_ code: Int32, _ operation: String, _ filters: [String]) throws(MQTTError) {
+        guard code != Mosquitto.success, code != Mosquitto.noConnection else { return }
+        throw MQTTError(operation: operation, code: code, message: "\(Mosquitto.errorText(code)) (filters \(named(filters)))")
     }
 
     /// The filters for an error's text: the first three quoted, then how many more.
@@ -312,10 +316,7 @@ public final class MQTTClient: Sendable {
             let code = Mosquitto.filterPackets(filters) { strings, count in
                 mosquitto_unsubscribe_multiple(handle.raw, nil, count, strings, nil)
             }
-            guard code == Mosquitto.success || code == Mosquitto.noConnection else {
-                throw MQTTError(operation: "unsubscribe", code: code,
-                                message: "\(Mosquitto.errorText(code)) (filters \(Self.named(filters)))")
-            }
+            try Self.check(code, "unsubscribe", filters)
         }
         wakeup.signal()
     }
